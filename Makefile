@@ -1,0 +1,44 @@
+# Builds hip-lib into build/libkpick-<backend>.so.
+#   make                  cpu backend (gcc), plus the test-only build
+#   make GPU=cuda [ARCH=sm_90]    nvcc + cuBLASLt     (rules in hip-lib/src/gpu/gpu.mk)
+#   make GPU=hip ARCH=gfx942      hipcc + hipBLASLt
+#   make hip-check / cuda-check   compile-check the GPU kernels without the BLAS
+BUILD := build
+SRC := hip-lib/src
+INC := hip-lib/include
+GPU ?=
+BACKEND := $(if $(GPU),$(GPU),cpu)
+
+CC ?= gcc
+CPU_CFLAGS := -O3 -march=native -std=gnu11 -fPIC -pthread -Wall -Wextra -Wno-unused-parameter
+COMMON_SRCS := $(wildcard $(SRC)/common/*.c)
+COMMON_HDRS := $(wildcard $(SRC)/common/*.h) $(INC)/kpick.h $(SRC)/space.def
+CPU_SRCS := $(wildcard $(SRC)/cpu/*.c)
+CPU_HDRS := $(wildcard $(SRC)/cpu/*.h)
+
+# The space token: any change to the candidate list or a kernel source of the
+# backend makes old tables stale, without anyone bumping a number.
+token = $(shell cat $(1) | sha256sum | cut -c1-16)
+CPU_TOKEN := $(call token,$(sort $(COMMON_SRCS) $(COMMON_HDRS) $(CPU_SRCS) $(CPU_HDRS)))
+CC_VERSION := $(shell $(CC) -dumpfullversion 2>/dev/null || $(CC) -dumpversion)
+CPU_IDENT := -DKPICK_BACKEND_CPU -DKPICK_SPACE_TOKEN='"$(CPU_TOKEN)"' \
+  -DKPICK_COMPILER='"$(CC) $(CC_VERSION) $(CPU_CFLAGS)"'
+
+.PHONY: all cpu clean hip-check cuda-check
+all: $(BACKEND)
+
+cpu: $(BUILD)/libkpick-cpu.so $(BUILD)/libkpick-cpu-test.so
+
+$(BUILD)/libkpick-cpu.so: $(COMMON_SRCS) $(CPU_SRCS) $(COMMON_HDRS) $(CPU_HDRS) Makefile
+	@mkdir -p $(BUILD)
+	$(CC) $(CPU_CFLAGS) $(CPU_IDENT) -shared -o $@.tmp $(COMMON_SRCS) $(CPU_SRCS) -lm && mv $@.tmp $@
+
+# Test-only build: adds the deliberately wrong candidates of space.def.
+$(BUILD)/libkpick-cpu-test.so: $(COMMON_SRCS) $(CPU_SRCS) $(COMMON_HDRS) $(CPU_HDRS) Makefile
+	@mkdir -p $(BUILD)
+	$(CC) $(CPU_CFLAGS) $(CPU_IDENT) -DKPICK_TESTING -shared -o $@.tmp $(COMMON_SRCS) $(CPU_SRCS) -lm && mv $@.tmp $@
+
+-include $(SRC)/gpu/gpu.mk
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,110 @@
+/* kpick.h: the whole C ABI of libkpick-<backend>.so, bound by lib/ffi.ts.
+ *
+ * A decode linear is y[M,N] = x[M,K] . W[N,K]^T (op LINEAR). The gated op reads
+ * W[2N,K] (rows 0..N-1 gate, N..2N-1 up) and writes y[M,N] = silu(x.Wg^T) * (x.Wu^T).
+ * Data is bf16 or fp16, accumulation fp32, all row-major.
+ *
+ * Every entry returns a kpick_status; on failure kpick_last_error() says what
+ * failed and why. Nothing here exits or aborts: it runs inside Node.
+ * Ownership: the library owns problems (free with kpick_problem_free) and the
+ * last-error string; the caller owns every buffer it passes in.
+ */
+#ifndef KPICK_H
+#define KPICK_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KPICK_ABI_VERSION 1
+
+enum kpick_status {
+  KPICK_OK = 0,
+  KPICK_E_ARG = 1,         /* null pointer, bad size, unknown id or handle */
+  KPICK_E_NOMEM = 2,       /* would not fit, or an allocation failed */
+  KPICK_E_UNSUPPORTED = 3, /* candidate not runnable on this problem/target */
+  KPICK_E_DEVICE = 4,      /* runtime or BLAS call failed */
+  KPICK_E_STATE = 5        /* library could not initialise */
+};
+
+enum kpick_op { KPICK_OP_LINEAR = 0, KPICK_OP_GATED = 1 };
+enum kpick_dtype { KPICK_BF16 = 0, KPICK_FP16 = 1 };
+/* what kpick_download copies out */
+enum kpick_buffer { KPICK_BUF_Y = 0, KPICK_BUF_X = 1, KPICK_BUF_W = 2 };
+
+typedef struct kpick_info {
+  char backend[16];   /* "cpu" | "cuda" | "hip" */
+  char arch[32];      /* "x86_64", "sm_90", "gfx942" */
+  char device[128];   /* marketing name of the device or CPU */
+  char runtime[64];   /* version of the runtime library actually loaded */
+  char blas[64];      /* version of the BLAS library actually loaded, "none" */
+  char compiler[256]; /* toolchain and flags the library was built with */
+  char space[48];     /* token of space.def and the kernel sources */
+  int32_t abi;        /* KPICK_ABI_VERSION */
+  int32_t warp;       /* warp/wavefront width (1 on the CPU) */
+  int32_t units;      /* SMs / CUs / CPU threads the backend uses */
+  int32_t pdl;        /* 1 when programmatic dependent launch is available */
+  int64_t mem_free;   /* bytes */
+  int64_t mem_total;  /* bytes */
+  int64_t llc_bytes;  /* last-level cache, sizes the weight rotation */
+} kpick_info;
+
+typedef struct kpick_candidate {
+  char name[48];        /* unique in the space: "gemv.rpb4.u4", "gated.mma.w4.u2" */
+  char family[16];      /* "blaslt", "gemv", "mma", "splitk", "plain", ... */
+  char param_names[32]; /* comma separated, one per used params[] slot: "R,U" */
+  int32_t params[3];
+  int32_t op;           /* enum kpick_op */
+  int32_t nodes;        /* declared graph nodes per call */
+  int32_t bitwise_with; /* id whose output this must match byte for byte; -1: none */
+  int32_t is_default;   /* 1: the class default of its op (what runs without a table) */
+  int32_t rows_min;     /* M range the candidate accepts */
+  int32_t rows_max;
+  int32_t stack_bound;  /* valid only with the BLAS version it was tuned on */
+  int32_t pdl;          /* programmatic dependent launch variant */
+  int32_t available;    /* built for and runnable on this target */
+} kpick_candidate;
+
+typedef struct kpick_problem kpick_problem;
+
+int kpick_init(void);                     /* idempotent */
+const char *kpick_last_error(void);       /* "" when the last call succeeded */
+int kpick_get_info(kpick_info *out);
+
+int kpick_candidate_count(int32_t *out);
+int kpick_candidate_describe(int32_t id, kpick_candidate *out);
+int kpick_candidate_find(const char *name, int32_t *out_id);
+
+/* Random x and W (never zeros) from seed. copies <= 0 picks enough rotating
+ * weight copies to exceed 8x the last-level cache, bounded by free memory. */
+int kpick_problem_create(int32_t op, int32_t dtype, int64_t n, int64_t k,
+                         int32_t m, int32_t copies, uint64_t seed,
+                         kpick_problem **out);
+int kpick_problem_free(kpick_problem *p);
+int kpick_problem_copies(const kpick_problem *p, int32_t *out);
+/* *out = 1 when cand can run this problem (rows range, shape alignment) */
+int kpick_supports(const kpick_problem *p, int32_t cand, int32_t *out);
+
+/* Fill y with the poison pattern 0xFFFF (a NaN in bf16 and fp16). */
+int kpick_poison(kpick_problem *p);
+/* y = cand(x, W[copy]); returns when y is complete. */
+int kpick_run(kpick_problem *p, int32_t cand, int32_t copy);
+/* nsamples timings of one call in microseconds, rotating weight copies;
+ * warm-up happens before the first sample. */
+int kpick_time(kpick_problem *p, int32_t cand, int32_t nsamples, double *us_out);
+/* the read floor: a kernel streaming the same weight bytes, same rotation */
+int kpick_time_floor(kpick_problem *p, int32_t nsamples, double *us_out);
+/* graph nodes of one call, measured by capturing it (CPU: calls made) */
+int kpick_count_nodes(kpick_problem *p, int32_t cand, int32_t *out);
+
+/* Copy a buffer out (W means copy 0). bytes must equal the buffer's size. */
+int kpick_download(const kpick_problem *p, int32_t which, void *dst, int64_t bytes);
+/* fp64 reference of y for copy 0, M*N doubles. */
+int kpick_reference(const kpick_problem *p, double *y_out, int64_t count);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,331 @@
+/* abi.c: the public entry points. Every argument is validated here, once, so
+ * a backend hook only ever sees a live problem and sizes that fit. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "data.h"
+#include "error.h"
+#include "space.h"
+
+#ifndef KPICK_SPACE_TOKEN
+#define KPICK_SPACE_TOKEN "unknown"
+#endif
+#ifndef KPICK_COMPILER
+#define KPICK_COMPILER "unknown"
+#endif
+
+/* Largest dimension accepted: keeps every byte count far inside int64. */
+#define KP_MAX_DIM (1LL << 24)
+#define KP_MAX_ROWS 128
+#define KP_MAX_COPIES 4096
+#define KP_MAX_SAMPLES 100000
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int init_status = -1;
+
+/* Live problems, so a freed or foreign handle is an error, not a crash. */
+static struct kpick_problem **live;
+static size_t live_len, live_cap;
+
+static int is_live(const kpick_problem *p) {
+  int found = 0;
+  pthread_mutex_lock(&lock);
+  for (size_t i = 0; i < live_len && !found; i++) found = live[i] == p;
+  pthread_mutex_unlock(&lock);
+  return found;
+}
+
+static int add_live(struct kpick_problem *p) {
+  int ok = 1;
+  pthread_mutex_lock(&lock);
+  if (live_len == live_cap) {
+    size_t cap = live_cap ? live_cap * 2 : 16;
+    void *grown = realloc(live, cap * sizeof *live);
+    if (grown) {
+      live = grown;
+      live_cap = cap;
+    } else {
+      ok = 0;
+    }
+  }
+  if (ok) live[live_len++] = p;
+  pthread_mutex_unlock(&lock);
+  return ok;
+}
+
+static int remove_live(const kpick_problem *p) {
+  int found = 0;
+  pthread_mutex_lock(&lock);
+  for (size_t i = 0; i < live_len; i++) {
+    if (live[i] == p) {
+      live[i] = live[--live_len];
+      found = 1;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&lock);
+  return found;
+}
+
+int kpick_init(void) {
+  kp_clear_error();
+  pthread_mutex_lock(&lock);
+  if (init_status != KPICK_OK) init_status = be_init();
+  int st = init_status;
+  pthread_mutex_unlock(&lock);
+  return st;
+}
+
+#define KP_READY()                      \
+  do {                                  \
+    int kp_init_ = kpick_init();        \
+    if (kp_init_ != KPICK_OK) return kp_init_; \
+  } while (0)
+
+#define KP_LIVE(p) KP_REQUIRE((p) != NULL && is_live(p), "not a live problem handle")
+#define KP_CAND(c) \
+  KP_REQUIRE((c) >= 0 && (c) < KP_NCAND, "unknown candidate id %d (space has %d)", (int)(c), (int)KP_NCAND)
+
+static void copy_str(char *dst, size_t cap, const char *src) {
+  strncpy(dst, src, cap - 1);
+  dst[cap - 1] = '\0';
+}
+
+int kpick_get_info(kpick_info *out) {
+  KP_READY();
+  KP_REQUIRE(out != NULL, "out is null");
+  memset(out, 0, sizeof *out);
+  KP_TRY(be_info(out));
+  out->abi = KPICK_ABI_VERSION;
+  copy_str(out->space, sizeof out->space, KPICK_SPACE_TOKEN);
+  copy_str(out->compiler, sizeof out->compiler, KPICK_COMPILER);
+  return KPICK_OK;
+}
+
+int kpick_candidate_count(int32_t *out) {
+  KP_READY();
+  KP_REQUIRE(out != NULL, "out is null");
+  *out = KP_NCAND;
+  return KPICK_OK;
+}
+
+static void param_names(const char *family, char *dst, size_t cap);
+
+int kpick_candidate_describe(int32_t id, kpick_candidate *out) {
+  KP_READY();
+  KP_REQUIRE(out != NULL, "out is null");
+  KP_CAND(id);
+  const kp_row *r = &kp_space[id];
+  memset(out, 0, sizeof *out);
+  copy_str(out->name, sizeof out->name, r->name);
+  copy_str(out->family, sizeof out->family, r->family);
+  param_names(r->family, out->param_names, sizeof out->param_names);
+  memcpy(out->params, r->params, sizeof out->params);
+  out->op = r->op;
+  out->nodes = r->nodes;
+  out->bitwise_with = r->bitwise_with;
+  out->is_default = (r->flags & F_DEFAULT) != 0;
+  out->rows_min = r->rows_min;
+  out->rows_max = r->rows_max;
+  out->stack_bound = (r->flags & F_STACK) != 0;
+  out->pdl = (r->flags & F_PDL) != 0;
+  out->available = be_available(id);
+  return KPICK_OK;
+}
+
+int kpick_candidate_find(const char *name, int32_t *out_id) {
+  KP_READY();
+  KP_REQUIRE(name != NULL && out_id != NULL, "null argument");
+  for (int32_t i = 0; i < KP_NCAND; i++) {
+    if (strcmp(kp_space[i].name, name) == 0) {
+      *out_id = i;
+      return KPICK_OK;
+    }
+  }
+  return kp_fail(KPICK_E_ARG, __func__, "no candidate named '%.60s' in this space", name);
+}
+
+/* The parameter names of each family, for the describer. */
+static void param_names(const char *family, char *dst, size_t cap) {
+  static const struct { const char *family, *names; } table[] = {
+      {"plain", ""},       {"rowblk", "R"},  {"threads", "R,T"}, {"splitk", "S"},
+      {"wrong", "kind"},   {"blaslt", "I"},  {"gemv", "R,U"},    {"mma", "W,U"},
+      {"gsplitk", "S,R"},  {"floor", ""},
+  };
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+    if (strcmp(table[i].family, family) == 0) {
+      copy_str(dst, cap, table[i].names);
+      return;
+    }
+  }
+  copy_str(dst, cap, "");
+}
+
+int kpick_problem_create(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_t m,
+                         int32_t copies, uint64_t seed, kpick_problem **out) {
+  KP_READY();
+  KP_REQUIRE(out != NULL, "out is null");
+  *out = NULL;
+  KP_REQUIRE(op == KPICK_OP_LINEAR || op == KPICK_OP_GATED, "op must be 0 (linear) or 1 (gated), got %d", (int)op);
+  KP_REQUIRE(dtype == KPICK_BF16 || dtype == KPICK_FP16, "dtype must be 0 (bf16) or 1 (fp16), got %d", (int)dtype);
+  KP_REQUIRE(n > 0 && n <= KP_MAX_DIM, "n must be in 1..%lld, got %lld", KP_MAX_DIM, (long long)n);
+  KP_REQUIRE(k > 0 && k <= KP_MAX_DIM, "k must be in 1..%lld, got %lld", KP_MAX_DIM, (long long)k);
+  KP_REQUIRE(m > 0 && m <= KP_MAX_ROWS, "m must be in 1..%d, got %d", KP_MAX_ROWS, (int)m);
+  KP_REQUIRE(copies <= KP_MAX_COPIES, "copies must be at most %d, got %d", KP_MAX_COPIES, (int)copies);
+
+  int64_t w_rows = op == KPICK_OP_GATED ? 2 * n : n;
+  KP_REQUIRE(w_rows <= KP_MAX_DIM && w_rows * k <= (1LL << 34), "weight of %lld x %lld elements is too large",
+             (long long)w_rows, (long long)k);
+  size_t w_bytes = (size_t)(w_rows * k * 2);
+
+  kpick_info info;
+  KP_TRY(kpick_get_info(&info));
+  int64_t free_b = info.mem_free;
+  /* Keep a quarter of free memory for everything else. */
+  int64_t budget = free_b - free_b / 4 - (int64_t)(m * k * 2 + m * n * 4) - (64LL << 20);
+  int64_t fit = budget > 0 ? budget / (int64_t)w_bytes : 0;
+  if (fit < 1)
+    return kp_fail(KPICK_E_NOMEM, __func__,
+                   "a %lld x %lld weight (%.1f MiB) does not fit: %.1f MiB free", (long long)w_rows,
+                   (long long)k, w_bytes / 1048576.0, free_b / 1048576.0);
+  if (copies <= 0) {
+    int64_t want = (int64_t)(8 * (double)info.llc_bytes / (double)w_bytes) + 1;
+    if (want < 1) want = 1;
+    if (want > KP_MAX_COPIES) want = KP_MAX_COPIES;
+    copies = (int32_t)(want < fit ? want : fit);
+  } else if (copies > fit) {
+    return kp_fail(KPICK_E_NOMEM, __func__, "%d copies of %.1f MiB do not fit; at most %lld would",
+                   (int)copies, w_bytes / 1048576.0, (long long)fit);
+  }
+
+  struct kpick_problem *p = calloc(1, sizeof *p);
+  if (!p) return kp_fail(KPICK_E_NOMEM, __func__, "host allocation failed");
+  p->op = op;
+  p->dtype = dtype;
+  p->n = n;
+  p->k = k;
+  p->m = m;
+  p->copies = copies;
+  p->seed = seed;
+  p->w_rows = w_rows;
+  p->w_bytes = w_bytes;
+  p->x_bytes = (size_t)(m * k * 2);
+  p->y_bytes = (size_t)(m * n * 2);
+  int st = kp_fill_inputs(p);
+  if (st == KPICK_OK) st = be_problem_init(p);
+  if (st == KPICK_OK && !add_live(p)) st = kp_fail(KPICK_E_NOMEM, __func__, "host allocation failed");
+  if (st != KPICK_OK) {
+    be_problem_free(p);
+    kp_free_inputs(p);
+    free(p);
+    return st;
+  }
+  *out = p;
+  return KPICK_OK;
+}
+
+int kpick_problem_free(kpick_problem *p) {
+  kp_clear_error();
+  KP_REQUIRE(p != NULL, "problem is null");
+  KP_REQUIRE(remove_live(p), "not a live problem handle (freed twice?)");
+  be_problem_free(p);
+  kp_free_inputs(p);
+  free(p);
+  return KPICK_OK;
+}
+
+int kpick_problem_copies(const kpick_problem *p, int32_t *out) {
+  kp_clear_error();
+  KP_LIVE(p);
+  KP_REQUIRE(out != NULL, "out is null");
+  *out = p->copies;
+  return KPICK_OK;
+}
+
+static int runnable(const kpick_problem *p, int32_t cand) {
+  const kp_row *r = &kp_space[cand];
+  return r->op == p->op && p->m >= r->rows_min && p->m <= r->rows_max && be_available(cand) &&
+         be_supports(p, cand);
+}
+
+int kpick_supports(const kpick_problem *p, int32_t cand, int32_t *out) {
+  kp_clear_error();
+  KP_LIVE(p);
+  KP_CAND(cand);
+  KP_REQUIRE(out != NULL, "out is null");
+  *out = runnable(p, cand);
+  return KPICK_OK;
+}
+
+#define KP_RUNNABLE(p, cand)                                                             \
+  do {                                                                                   \
+    KP_LIVE(p);                                                                          \
+    KP_CAND(cand);                                                                       \
+    if (!runnable(p, cand))                                                              \
+      return kp_fail(KPICK_E_UNSUPPORTED, __func__, "%s cannot run op %d, %lld x %lld, m=%d here", \
+                     kp_space[cand].name, (int)p->op, (long long)p->n, (long long)p->k, (int)p->m); \
+  } while (0)
+
+int kpick_poison(kpick_problem *p) {
+  kp_clear_error();
+  KP_LIVE(p);
+  return be_poison(p);
+}
+
+int kpick_run(kpick_problem *p, int32_t cand, int32_t copy) {
+  kp_clear_error();
+  KP_RUNNABLE(p, cand);
+  KP_REQUIRE(copy >= 0 && copy < p->copies, "copy %d out of 0..%d", (int)copy, (int)p->copies - 1);
+  return be_run(p, cand, copy);
+}
+
+int kpick_time(kpick_problem *p, int32_t cand, int32_t nsamples, double *us_out) {
+  kp_clear_error();
+  KP_RUNNABLE(p, cand);
+  KP_REQUIRE(us_out != NULL, "us_out is null");
+  KP_REQUIRE(nsamples > 0 && nsamples <= KP_MAX_SAMPLES, "nsamples must be in 1..%d", KP_MAX_SAMPLES);
+  return be_time(p, cand, nsamples, us_out);
+}
+
+int kpick_time_floor(kpick_problem *p, int32_t nsamples, double *us_out) {
+  kp_clear_error();
+  KP_LIVE(p);
+  KP_REQUIRE(us_out != NULL, "us_out is null");
+  KP_REQUIRE(nsamples > 0 && nsamples <= KP_MAX_SAMPLES, "nsamples must be in 1..%d", KP_MAX_SAMPLES);
+  return be_time_floor(p, nsamples, us_out);
+}
+
+int kpick_count_nodes(kpick_problem *p, int32_t cand, int32_t *out) {
+  kp_clear_error();
+  KP_RUNNABLE(p, cand);
+  KP_REQUIRE(out != NULL, "out is null");
+  return be_count_nodes(p, cand, out);
+}
+
+int kpick_download(const kpick_problem *p, int32_t which, void *dst, int64_t bytes) {
+  kp_clear_error();
+  KP_LIVE(p);
+  KP_REQUIRE(dst != NULL, "dst is null");
+  size_t want = which == KPICK_BUF_Y ? p->y_bytes
+                : which == KPICK_BUF_X ? p->x_bytes
+                : which == KPICK_BUF_W ? p->w_bytes
+                                       : 0;
+  KP_REQUIRE(want != 0, "which must be 0 (y), 1 (x) or 2 (w), got %d", (int)which);
+  KP_REQUIRE(bytes == (int64_t)want, "buffer is %lld bytes, expected %zu", (long long)bytes, want);
+  if (which == KPICK_BUF_Y) return be_download_y(p, dst);
+  memcpy(dst, which == KPICK_BUF_X ? p->x_host : p->w_host, want);
+  return KPICK_OK;
+}
+
+int kpick_reference(const kpick_problem *p, double *y_out, int64_t count) {
+  kp_clear_error();
+  KP_LIVE(p);
+  KP_REQUIRE(y_out != NULL, "y_out is null");
+  KP_REQUIRE(count == (int64_t)p->m * p->n, "count is %lld, expected m*n = %lld", (long long)count,
+             (long long)p->m * p->n);
+  kp_reference(p, y_out);
+  return KPICK_OK;
+}

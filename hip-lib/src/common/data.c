@@ -1,0 +1,74 @@
+/* data.c: inputs from a counter-based generator, and the fp64 reference. */
+#include "data.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "error.h"
+#include "numeric.h"
+
+static uint64_t mix(uint64_t z) { /* splitmix64 finaliser */
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static void fill(uint16_t *dst, size_t count, int dtype, uint64_t stream) {
+  for (size_t i = 0; i < count; i += 4) {
+    uint64_t r = mix(stream ^ mix(i));
+    for (size_t j = 0; j < 4 && i + j < count; j++) {
+      /* 16 random bits -> odd multiples of 2^-16 in (-1, 1): never exactly zero */
+      float v = ((float)(int32_t)((r >> (16 * j)) & 0xffffu) - 32767.5f) / 32768.0f;
+      dst[i + j] = kp_from_f32(dtype, v);
+    }
+  }
+}
+
+int kp_fill_inputs(struct kpick_problem *p) {
+  p->x_host = malloc(p->x_bytes);
+  p->w_host = malloc(p->w_bytes);
+  if (!p->x_host || !p->w_host) {
+    kp_free_inputs(p);
+    return kp_fail(KPICK_E_NOMEM, "problem_create", "host allocation of %.1f MiB failed",
+                   (p->x_bytes + p->w_bytes) / 1048576.0);
+  }
+  fill(p->x_host, p->x_bytes / 2, p->dtype, mix(p->seed * 2 + 1));
+  fill(p->w_host, p->w_bytes / 2, p->dtype, mix(p->seed * 2 + 2));
+  return KPICK_OK;
+}
+
+void kp_free_inputs(struct kpick_problem *p) {
+  free(p->x_host);
+  free(p->w_host);
+  p->x_host = p->w_host = NULL;
+}
+
+static double dot_row(const struct kpick_problem *p, const double *xd, int64_t row) {
+  const uint16_t *w = (const uint16_t *)p->w_host + row * p->k;
+  double acc = 0;
+  for (int64_t k = 0; k < p->k; k++) acc += xd[k] * (double)kp_to_f32(p->dtype, w[k]);
+  return acc;
+}
+
+void kp_reference(const struct kpick_problem *p, double *y) {
+  int64_t K = p->k, N = p->n;
+  double *xd = malloc(sizeof(double) * (size_t)(p->m * K));
+  if (!xd) { /* fall back to NaN so a parity check fails loudly instead of passing */
+    for (int64_t i = 0; i < p->m * N; i++) y[i] = NAN;
+    return;
+  }
+  const uint16_t *x = p->x_host;
+  for (int64_t i = 0; i < p->m * K; i++) xd[i] = kp_to_f32(p->dtype, x[i]);
+  for (int64_t n = 0; n < N; n++) {
+    for (int32_t m = 0; m < p->m; m++) {
+      double g = dot_row(p, xd + m * K, n);
+      if (p->op == KPICK_OP_GATED) {
+        double u = dot_row(p, xd + m * K, N + n);
+        g = g / (1.0 + exp(-g)) * u;
+      }
+      y[m * N + n] = g;
+    }
+  }
+  free(xd);
+}

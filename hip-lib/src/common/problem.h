@@ -1,0 +1,22 @@
+/* problem.h: one decode-linear problem, shared by the ABI layer and a backend. */
+#ifndef KPICK_PROBLEM_H
+#define KPICK_PROBLEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct kpick_problem {
+  int32_t op, dtype;
+  int64_t n, k;       /* output columns and reduction length */
+  int32_t m;          /* activation rows */
+  int32_t copies;     /* rotating weight copies */
+  uint64_t seed;
+  int64_t w_rows;     /* n, or 2n for the gated op */
+  size_t w_bytes;     /* one weight copy */
+  size_t x_bytes, y_bytes;
+  void *x_host;       /* the inputs as generated, kept for the fp64 reference */
+  void *w_host;       /* weight copy 0 */
+  void *be;           /* backend state */
+};
+
+#endif

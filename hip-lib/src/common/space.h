@@ -1,0 +1,50 @@
+/* space.h: the candidate ids of this backend, expanded from space.def. */
+#ifndef KPICK_SPACE_H
+#define KPICK_SPACE_H
+
+#include <stdint.h>
+
+#define F_DEFAULT 1
+#define F_STACK 2
+#define F_PDL 4
+#define F_TEST 8
+
+/* Each backend's build defines exactly one of KPICK_BACKEND_CPU / _GPU. */
+#if defined(KPICK_BACKEND_CPU)
+#define KP_ROW_CPU(...) KP_ROW(__VA_ARGS__)
+#define KP_ROW_GPU(...)
+#elif defined(KPICK_BACKEND_GPU)
+#define KP_ROW_CPU(...)
+#define KP_ROW_GPU(...) KP_ROW(__VA_ARGS__)
+#else
+#error "define KPICK_BACKEND_CPU or KPICK_BACKEND_GPU"
+#endif
+
+
+enum kp_candidate_id {
+  KP_CAND_none = -1,
+#define CPU(id, ...) KP_ROW_CPU(id, __VA_ARGS__)
+#define GPU(id, ...) KP_ROW_GPU(id, __VA_ARGS__)
+#define KP_ROW(id, ...) KP_CAND_##id,
+#include "../space.def"
+#undef KP_ROW
+#undef CPU
+#undef GPU
+  KP_NCAND
+};
+
+typedef struct kp_row {
+  const char *name;
+  const char *family;
+  int32_t op;
+  int32_t params[3];
+  int32_t nodes;
+  int32_t bitwise_with;
+  int32_t flags;
+  int32_t rows_min, rows_max;
+} kp_row;
+
+/* rows[id] for every candidate of this backend */
+extern const kp_row kp_space[KP_NCAND > 0 ? KP_NCAND : 1];
+
+#endif

@@ -1,0 +1,107 @@
+// Every data format kpick reads or writes, as valibot schemas: parse at the
+// edge (store lines, table files), trust inside.
+import * as v from 'valibot';
+
+export const STORE_VERSION = 1;
+export const TABLE_FORMAT = 1;
+export const BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128] as const;
+
+const Name = v.pipe(v.string(), v.minLength(1), v.maxLength(200));
+const Dim = v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(1 << 24));
+const Micros = v.pipe(v.number(), v.finite(), v.minValue(0));
+
+export const Op = v.pipe(v.picklist(['linear', 'gated']), v.description('linear: y = x.W^T; gated: silu(x.Wg^T) * (x.Wu^T)'));
+export const Dtype = v.pipe(v.picklist(['bf16', 'fp16']), v.description('element type of x, W and y'));
+export const Bucket = v.pipe(v.picklist(BUCKETS), v.description('rows bucket M'));
+
+export const Identity = v.strictObject({
+  backend: v.pipe(Name, v.description('cpu | cuda | hip')),
+  arch: v.pipe(Name, v.description('x86_64, sm_90, gfx942 ...')),
+  device: v.pipe(Name, v.description('device or CPU name')),
+  runtime: v.pipe(Name, v.description('runtime library version actually loaded')),
+  blas: v.pipe(Name, v.description('BLAS library version actually loaded, or none')),
+  compiler: v.pipe(Name, v.description('toolchain and flags')),
+  space: v.pipe(Name, v.description('token of space.def and the kernel sources')),
+});
+export type Identity = v.InferOutput<typeof Identity>;
+
+export const Parity = v.strictObject({
+  status: v.pipe(v.picklist(['pass', 'fail', 'skipped']), v.description('fp64 / bitwise check result')),
+  rel_err: v.pipe(v.nullable(v.pipe(v.number(), v.minValue(0))), v.description('relative Frobenius error; null when not computed or NaN')),
+  bitwise: v.pipe(v.nullable(v.boolean()), v.description('byte-identical to its class head; null when it claims no class')),
+  reason: v.pipe(v.string(), v.description('why it failed, empty when it passed')),
+});
+export type Parity = v.InferOutput<typeof Parity>;
+
+const Params = v.record(v.string(), v.number());
+
+/** One line of a store file: one candidate (or the read floor) on one problem. */
+export const StoreRecord = v.strictObject({
+  v: v.literal(STORE_VERSION),
+  kind: v.pipe(v.picklist(['candidate', 'floor']), v.description('a candidate timing, or the read floor')),
+  identity: Identity,
+  op: Op,
+  dtype: Dtype,
+  n: Dim,
+  k: Dim,
+  rows: Bucket,
+  candidate: v.pipe(Name, v.description('space name; "floor" for the read floor')),
+  params: Params,
+  nodes_declared: v.pipe(v.number(), v.integer(), v.minValue(0)),
+  nodes: v.pipe(v.nullable(v.pipe(v.number(), v.integer(), v.minValue(0))), v.description('measured by capturing one call')),
+  is_default: v.boolean(),
+  stack_bound: v.boolean(),
+  status: v.pipe(v.picklist(['ok', 'unsupported', 'failed']), v.description('failed candidates are kept with their reason')),
+  reason: v.string(),
+  samples_us: v.array(Micros),
+  copies: v.pipe(v.number(), v.integer(), v.minValue(0)),
+  parity: Parity,
+  seed: v.pipe(v.number(), v.integer(), v.minValue(0)),
+  at: v.pipe(v.string(), v.isoTimestamp()),
+});
+export type StoreRecord = v.InferOutput<typeof StoreRecord>;
+
+export const CandidateResult = v.strictObject({
+  median_us: v.nullable(Micros),
+  p25_us: v.nullable(Micros),
+  p75_us: v.nullable(Micros),
+  samples: v.pipe(v.number(), v.integer(), v.minValue(0)),
+  nodes: v.pipe(v.number(), v.integer(), v.minValue(0)),
+  params: Params,
+  parity: v.picklist(['pass', 'fail', 'skipped']),
+  rel_err: v.nullable(v.pipe(v.number(), v.minValue(0))),
+  stack_bound: v.boolean(),
+  status: v.picklist(['ok', 'unsupported', 'failed']),
+});
+export type CandidateResult = v.InferOutput<typeof CandidateResult>;
+
+export const TableEntry = v.strictObject({
+  op: Op,
+  dtype: Dtype,
+  n: Dim,
+  k: Dim,
+  bucket: Bucket,
+  default: v.pipe(Name, v.description('the class default candidate of this op')),
+  choice: v.pipe(Name, v.description('the candidate the route uses; edit to move a shape')),
+  reason: v.pipe(v.string(), v.description('why it was picked or kept')),
+  floor_us: v.pipe(v.nullable(Micros), v.description('per-shape read floor, same rotation')),
+  candidates: v.record(Name, CandidateResult),
+});
+export type TableEntry = v.InferOutput<typeof TableEntry>;
+
+export const Table = v.strictObject({
+  format: v.pipe(v.number(), v.integer(), v.description('table format version')),
+  identity: Identity,
+  created: v.pipe(v.string(), v.isoTimestamp()),
+  gate: v.strictObject({ min_gain: v.pipe(v.number(), v.minValue(0), v.maxValue(1)) }),
+  entries: v.array(TableEntry),
+});
+export type Table = v.InferOutput<typeof Table>;
+
+/** valibot issues as one line: `path: message; path: message`. */
+export function issuesLine(issues: readonly v.BaseIssue<unknown>[]): string {
+  return issues
+    .slice(0, 3)
+    .map((i) => `${v.getDotPath(i) ?? '(root)'}: ${i.message}`)
+    .join('; ');
+}
