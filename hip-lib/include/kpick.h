@@ -77,13 +77,17 @@ int kpick_candidate_count(int32_t *out);
 int kpick_candidate_describe(int32_t id, kpick_candidate *out);
 int kpick_candidate_find(const char *name, int32_t *out_id);
 
-/* Random x and W (never zeros) from seed. copies <= 0 picks enough rotating
- * weight copies to exceed 8x the last-level cache, bounded by free memory. */
+/* Random x[m_max,K] and W (never zeros) from seed. copies <= 0 picks enough
+ * rotating weight copies to exceed 8x the last-level cache, bounded by free
+ * memory. The active rows start at m_max; kpick_set_rows changes them, so one
+ * problem (one weight fill) serves every rows bucket of a shape. */
 int kpick_problem_create(int32_t op, int32_t dtype, int64_t n, int64_t k,
-                         int32_t m, int32_t copies, uint64_t seed,
+                         int32_t m_max, int32_t copies, uint64_t seed,
                          kpick_problem **out);
 int kpick_problem_free(kpick_problem *p);
 int kpick_problem_copies(const kpick_problem *p, int32_t *out);
+/* active rows m, 1..m_max: x is its first m rows, y is [m, N] */
+int kpick_set_rows(kpick_problem *p, int32_t m);
 /* *out = 1 when cand can run this problem (rows range, shape alignment) */
 int kpick_supports(const kpick_problem *p, int32_t cand, int32_t *out);
 
@@ -99,10 +103,14 @@ int kpick_time_floor(kpick_problem *p, int32_t nsamples, double *us_out);
 /* graph nodes of one call, measured by capturing it (CPU: calls made) */
 int kpick_count_nodes(kpick_problem *p, int32_t cand, int32_t *out);
 
-/* Copy a buffer out (W means copy 0). bytes must equal the buffer's size. */
+/* Copy a buffer out (W means copy 0; X and Y use the active rows m).
+ * bytes must equal the buffer's size. */
 int kpick_download(const kpick_problem *p, int32_t which, void *dst, int64_t bytes);
-/* fp64 reference of y for copy 0, M*N doubles. */
-int kpick_reference(const kpick_problem *p, double *y_out, int64_t count);
+/* fp64 reference of y for copy 0 at the active rows: y_out[m][j] for the
+ * output columns cols[0..ncols-1], or all N columns when cols is NULL
+ * (ncols must then be N). count must be m * ncols. */
+int kpick_reference(const kpick_problem *p, const int64_t *cols, int32_t ncols,
+                    double *y_out, int64_t count);
 
 #ifdef __cplusplus
 }

@@ -208,6 +208,7 @@ int kpick_problem_create(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_
   p->n = n;
   p->k = k;
   p->m = m;
+  p->m_max = m;
   p->copies = copies;
   p->seed = seed;
   p->w_rows = w_rows;
@@ -249,6 +250,16 @@ static int runnable(const kpick_problem *p, int32_t cand) {
   const kp_row *r = &kp_space[cand];
   return r->op == p->op && p->m >= r->rows_min && p->m <= r->rows_max && be_available(cand) &&
          be_supports(p, cand);
+}
+
+int kpick_set_rows(kpick_problem *p, int32_t m) {
+  kp_clear_error();
+  KP_LIVE(p);
+  KP_REQUIRE(m > 0 && m <= p->m_max, "m must be in 1..%d (the problem's m_max), got %d", (int)p->m_max, (int)m);
+  p->m = m;
+  p->x_bytes = (size_t)(m * p->k * 2);
+  p->y_bytes = (size_t)(m * p->n * 2);
+  return KPICK_OK;
 }
 
 int kpick_supports(const kpick_problem *p, int32_t cand, int32_t *out) {
@@ -320,12 +331,20 @@ int kpick_download(const kpick_problem *p, int32_t which, void *dst, int64_t byt
   return KPICK_OK;
 }
 
-int kpick_reference(const kpick_problem *p, double *y_out, int64_t count) {
+int kpick_reference(const kpick_problem *p, const int64_t *cols, int32_t ncols, double *y_out,
+                    int64_t count) {
   kp_clear_error();
   KP_LIVE(p);
   KP_REQUIRE(y_out != NULL, "y_out is null");
-  KP_REQUIRE(count == (int64_t)p->m * p->n, "count is %lld, expected m*n = %lld", (long long)count,
-             (long long)p->m * p->n);
-  kp_reference(p, y_out);
-  return KPICK_OK;
+  if (cols == NULL) {
+    KP_REQUIRE(ncols == p->n, "ncols must be N = %lld when cols is null", (long long)p->n);
+  } else {
+    KP_REQUIRE(ncols > 0 && ncols <= p->n, "ncols must be in 1..%lld", (long long)p->n);
+    for (int32_t j = 0; j < ncols; j++)
+      KP_REQUIRE(cols[j] >= 0 && cols[j] < p->n, "cols[%d] = %lld is outside 0..%lld", (int)j,
+                 (long long)cols[j], (long long)p->n - 1);
+  }
+  KP_REQUIRE(count == (int64_t)p->m * ncols, "count is %lld, expected m*ncols = %lld", (long long)count,
+             (long long)p->m * ncols);
+  return kp_reference(p, cols, ncols, y_out);
 }

@@ -51,24 +51,23 @@ static double dot_row(const struct kpick_problem *p, const double *xd, int64_t r
   return acc;
 }
 
-void kp_reference(const struct kpick_problem *p, double *y) {
+int kp_reference(const struct kpick_problem *p, const int64_t *cols, int32_t ncols, double *y) {
   int64_t K = p->k, N = p->n;
   double *xd = malloc(sizeof(double) * (size_t)(p->m * K));
-  if (!xd) { /* fall back to NaN so a parity check fails loudly instead of passing */
-    for (int64_t i = 0; i < p->m * N; i++) y[i] = NAN;
-    return;
-  }
+  if (!xd) return kp_fail(KPICK_E_NOMEM, "reference", "host allocation failed");
   const uint16_t *x = p->x_host;
   for (int64_t i = 0; i < p->m * K; i++) xd[i] = kp_to_f32(p->dtype, x[i]);
-  for (int64_t n = 0; n < N; n++) {
+  for (int32_t j = 0; j < ncols; j++) {
+    int64_t n = cols ? cols[j] : j;
     for (int32_t m = 0; m < p->m; m++) {
       double g = dot_row(p, xd + m * K, n);
       if (p->op == KPICK_OP_GATED) {
         double u = dot_row(p, xd + m * K, N + n);
         g = g / (1.0 + exp(-g)) * u;
       }
-      y[m * N + n] = g;
+      y[(int64_t)m * ncols + j] = g;
     }
   }
   free(xd);
+  return KPICK_OK;
 }

@@ -8,7 +8,8 @@
  * counter-based so the same seed gives the same data on every backend. */
 int kp_fill_inputs(struct kpick_problem *p);
 void kp_free_inputs(struct kpick_problem *p);
-/* y[m*n] in fp64 from x and weight copy 0 */
-void kp_reference(const struct kpick_problem *p, double *y);
+/* y[m][j] in fp64 from x and weight copy 0, for output columns cols[j]
+ * (all columns when cols is NULL) */
+int kp_reference(const struct kpick_problem *p, const int64_t *cols, int32_t ncols, double *y);
 
 #endif

@@ -8,12 +8,13 @@
 struct kpick_problem {
   int32_t op, dtype;
   int64_t n, k;       /* output columns and reduction length */
-  int32_t m;          /* activation rows */
+  int32_t m;          /* active rows */
+  int32_t m_max;      /* rows x was generated with */
   int32_t copies;     /* rotating weight copies */
   uint64_t seed;
   int64_t w_rows;     /* n, or 2n for the gated op */
   size_t w_bytes;     /* one weight copy */
-  size_t x_bytes, y_bytes;
+  size_t x_bytes, y_bytes; /* at the active rows */
   void *x_host;       /* the inputs as generated, kept for the fp64 reference */
   void *w_host;       /* weight copy 0 */
   void *be;           /* backend state */
