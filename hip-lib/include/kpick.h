@@ -36,7 +36,7 @@ enum kpick_buffer { KPICK_BUF_Y = 0, KPICK_BUF_X = 1, KPICK_BUF_W = 2 };
 
 typedef struct kpick_info {
   char backend[16];   /* "cpu" | "cuda" | "hip" */
-  char arch[32];      /* "x86_64", "sm_90", "gfx942" */
+  char arch[64];      /* "x86_64", "sm_90", "gfx942" */
   char device[128];   /* marketing name of the device or CPU */
   char runtime[64];   /* version of the runtime library actually loaded */
   char blas[64];      /* version of the BLAS library actually loaded, "none" */

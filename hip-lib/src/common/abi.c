@@ -127,11 +127,11 @@ int kpick_candidate_describe(int32_t id, kpick_candidate *out) {
   out->op = r->op;
   out->nodes = r->nodes;
   out->bitwise_with = r->bitwise_with;
-  out->is_default = (r->flags & F_DEFAULT) != 0;
+  out->is_default = (r->flags & KF_DEFAULT) != 0;
   out->rows_min = r->rows_min;
   out->rows_max = r->rows_max;
-  out->stack_bound = (r->flags & F_STACK) != 0;
-  out->pdl = (r->flags & F_PDL) != 0;
+  out->stack_bound = (r->flags & KF_STACK) != 0;
+  out->pdl = (r->flags & KF_PDL) != 0;
   out->available = be_available(id);
   return KPICK_OK;
 }

@@ -4,10 +4,10 @@
 
 #include <stdint.h>
 
-#define F_DEFAULT 1
-#define F_STACK 2
-#define F_PDL 4
-#define F_TEST 8
+#define KF_DEFAULT 1
+#define KF_STACK 2
+#define KF_PDL 4
+#define KF_TEST 8
 
 /* Each backend's build defines exactly one of KPICK_BACKEND_CPU / _GPU. */
 #if defined(KPICK_BACKEND_CPU)

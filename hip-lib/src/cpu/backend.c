@@ -1,0 +1,187 @@
+/* backend.c: the CPU backend's hooks (common/backend.h). Timing: one call per
+ * sample on the next weight copy of a rotation shared by every candidate of the
+ * problem, so each call reads weights last touched `copies` calls ago (cold:
+ * the copies exceed 8x the last-level cache). */
+#include <gnu/libc-version.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/backend.h"
+#include "../common/error.h"
+#include "../common/space.h"
+#include "kernels.h"
+
+typedef struct cpu_state {
+  uint16_t *w;   /* copies * w_rows * k */
+  uint16_t *y;   /* m_max * n */
+  int32_t next;  /* rotation cursor */
+  uint8_t warm[KP_NCAND > 0 ? KP_NCAND : 1];
+  volatile uint64_t sink; /* keeps the floor's reads alive */
+} cpu_state;
+
+static const cpu_launcher launchers[KP_NCAND > 0 ? KP_NCAND : 1] = {
+#define CPU(id, ...) KP_ROW_CPU(id, __VA_ARGS__)
+#define GPU(id, ...) KP_ROW_GPU(id, __VA_ARGS__)
+#define KP_ROW(id, name, family, ...) [KP_CAND_##id] = cpu_launch_##family,
+#include "../space.def"
+#undef KP_ROW
+#undef CPU
+#undef GPU
+};
+
+static int threads(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
+int be_init(void) { return KPICK_OK; }
+
+static void read_line_value(const char *path, const char *key, char *dst, size_t cap) {
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  char line[512];
+  size_t klen = strlen(key);
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, key, klen) != 0) continue;
+    char *v = strchr(line, ':');
+    if (!v) continue;
+    v++;
+    while (*v == ' ' || *v == '\t') v++;
+    v[strcspn(v, "\n")] = '\0';
+    snprintf(dst, cap, "%s", v);
+    break;
+  }
+  fclose(f);
+}
+
+int be_mem(int64_t *free_bytes, int64_t *total_bytes) {
+  char avail[64] = "", total[64] = "";
+  read_line_value("/proc/meminfo", "MemAvailable", avail, sizeof avail);
+  read_line_value("/proc/meminfo", "MemTotal", total, sizeof total);
+  long long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+  *total_bytes = total[0] ? atoll(total) * 1024LL : pages * psize;
+  *free_bytes = avail[0] ? atoll(avail) * 1024LL : *total_bytes / 2;
+  return KPICK_OK;
+}
+
+int be_info(kpick_info *out) {
+  struct utsname u;
+  snprintf(out->backend, sizeof out->backend, "cpu");
+  snprintf(out->arch, sizeof out->arch, "%s", uname(&u) == 0 ? u.machine : "unknown");
+  snprintf(out->device, sizeof out->device, "unknown cpu");
+  read_line_value("/proc/cpuinfo", "model name", out->device, sizeof out->device);
+  snprintf(out->runtime, sizeof out->runtime, "glibc %s", gnu_get_libc_version());
+  snprintf(out->blas, sizeof out->blas, "none");
+  out->warp = 1;
+  out->units = threads();
+  out->pdl = 0;
+  long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  out->llc_bytes = llc > 0 ? llc : 32L << 20;
+  return be_mem(&out->mem_free, &out->mem_total);
+}
+
+int be_available(int32_t cand) { return 1; }
+int be_supports(const struct kpick_problem *p, int32_t cand) { return 1; }
+
+int be_problem_init(struct kpick_problem *p) {
+  cpu_state *s = calloc(1, sizeof *s);
+  if (!s) return kp_fail(KPICK_E_NOMEM, "problem_create", "host allocation failed");
+  p->be = s;
+  s->w = malloc(p->w_bytes * (size_t)p->copies);
+  s->y = malloc(p->y_bytes);
+  if (!s->w || !s->y)
+    return kp_fail(KPICK_E_NOMEM, "problem_create", "allocating %d weight copies of %.1f MiB failed",
+                   (int)p->copies, p->w_bytes / 1048576.0);
+  for (int32_t c = 0; c < p->copies; c++) memcpy((char *)s->w + c * p->w_bytes, p->w_host, p->w_bytes);
+  return KPICK_OK;
+}
+
+void be_problem_free(struct kpick_problem *p) {
+  cpu_state *s = p->be;
+  if (!s) return;
+  free(s->w);
+  free(s->y);
+  free(s);
+  p->be = NULL;
+}
+
+int be_poison(struct kpick_problem *p) {
+  cpu_state *s = p->be;
+  memset(s->y, 0xff, p->y_bytes);
+  return KPICK_OK;
+}
+
+int be_launch(int32_t cand, int32_t op, int32_t dtype, const void *x, const void *w, void *y, int32_t m,
+              int64_t n, int64_t k, void *stream) {
+  cpu_call c = {op, dtype, x, w, y, m, n, k};
+  return launchers[cand](&c, kp_space[cand].params);
+}
+
+static const uint16_t *weights(const struct kpick_problem *p, int32_t copy) {
+  const cpu_state *s = p->be;
+  return (const uint16_t *)((const char *)s->w + (size_t)copy * p->w_bytes);
+}
+
+int be_run(struct kpick_problem *p, int32_t cand, int32_t copy) {
+  cpu_state *s = p->be;
+  return be_launch(cand, p->op, p->dtype, p->x_host, weights(p, copy), s->y, p->m, p->n, p->k, NULL);
+}
+
+static double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static int32_t next_copy(struct kpick_problem *p) {
+  cpu_state *s = p->be;
+  int32_t c = s->next;
+  s->next = (s->next + 1) % p->copies;
+  return c;
+}
+
+int be_time(struct kpick_problem *p, int32_t cand, int32_t nsamples, double *us) {
+  cpu_state *s = p->be;
+  if (!s->warm[cand]) {
+    KP_TRY(be_run(p, cand, next_copy(p)));
+    s->warm[cand] = 1;
+  }
+  for (int32_t i = 0; i < nsamples; i++) {
+    int32_t copy = next_copy(p);
+    double t0 = now_us();
+    KP_TRY(be_run(p, cand, copy));
+    us[i] = now_us() - t0;
+  }
+  return KPICK_OK;
+}
+
+int be_time_floor(struct kpick_problem *p, int32_t nsamples, double *us) {
+  cpu_state *s = p->be;
+  int64_t count = (int64_t)(p->w_bytes / 2);
+  s->sink ^= cpu_read_floor(weights(p, next_copy(p)), count, threads()); /* warm-up */
+  for (int32_t i = 0; i < nsamples; i++) {
+    const uint16_t *w = weights(p, next_copy(p));
+    double t0 = now_us();
+    s->sink ^= cpu_read_floor(w, count, threads());
+    us[i] = now_us() - t0;
+  }
+  return KPICK_OK;
+}
+
+int be_count_nodes(struct kpick_problem *p, int32_t cand, int32_t *out) {
+  cpu_stages_reset();
+  KP_TRY(be_run(p, cand, 0));
+  *out = cpu_stages();
+  return KPICK_OK;
+}
+
+int be_download_y(const struct kpick_problem *p, void *dst) {
+  const cpu_state *s = p->be;
+  memcpy(dst, s->y, p->y_bytes);
+  return KPICK_OK;
+}

@@ -1,0 +1,281 @@
+/* kernels.c: CPU candidates for the linear and gated ops.
+ *   plain        one W row at a time; the class default and bitwise head
+ *   rowblk.rR    R rows of W per pass over x: byte-identical to plain
+ *   threads.tT   rowblk.rR over T threads splitting N: byte-identical to plain
+ *   splitk.sS    K in S contiguous parts, partials summed in order: tolerance only
+ *   gated.*      the same for silu(gate) * up; gated.plain runs two passes
+ *                (linear over 2N rows, then silu-mul), the others are fused
+ *   wrong        test-only candidates that parity must catch
+ */
+#include "kernels.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/error.h"
+#include "../common/numeric.h"
+
+#define LANES 16
+#define MAX_R 8
+
+static _Thread_local int32_t stages;
+void cpu_stages_reset(void) { stages = 0; }
+int32_t cpu_stages(void) { return stages; }
+
+typedef _Float16 f16;
+
+/* Load 16 elements of W as fp32; dtype is a compile-time constant after inlining. */
+static inline __attribute__((always_inline)) float load_w(const uint16_t *w, int64_t i, int dtype) {
+  if (dtype == KPICK_BF16) {
+    uint32_t u = (uint32_t)w[i] << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+  }
+  f16 h;
+  memcpy(&h, &w[i], 2);
+  return (float)h;
+}
+
+static inline float reduce_lanes(float *a) {
+  for (int s = LANES / 2; s > 0; s /= 2)
+    for (int j = 0; j < s; j++) a[j] += a[j + s];
+  return a[0];
+}
+
+/* out[r] = sum over k in [k0, k1) of xf[k] * w[r*K + k], for r < R. Lanes are
+ * indexed by (k - k0) mod 16, so a call over the whole K defines the class order. */
+static inline __attribute__((always_inline)) void dot_block(const float *xf, const uint16_t *w, int64_t K,
+                                                            int64_t k0, int64_t k1, int R, int dtype,
+                                                            float *out) {
+  float acc[MAX_R][LANES];
+  memset(acc, 0, sizeof acc);
+  int64_t k = k0;
+  for (; k + LANES <= k1; k += LANES)
+    for (int r = 0; r < R; r++)
+      for (int j = 0; j < LANES; j++)
+        acc[r][j] = fmaf(xf[k + j], load_w(w + r * K, k + j, dtype), acc[r][j]);
+  for (; k < k1; k++)
+    for (int r = 0; r < R; r++)
+      acc[r][(k - k0) % LANES] = fmaf(xf[k], load_w(w + r * K, k, dtype), acc[r][(k - k0) % LANES]);
+  for (int r = 0; r < R; r++) out[r] = reduce_lanes(acc[r]);
+}
+
+/* One instantiation per (R, dtype) so the inner loops see constants. */
+#define DEFINE_DOT(R, DT) \
+  static void dot_r##R##_##DT(const float *xf, const uint16_t *w, int64_t K, int64_t k0, int64_t k1, float *out) { \
+    dot_block(xf, w, K, k0, k1, R, DT, out); \
+  }
+DEFINE_DOT(1, 0) DEFINE_DOT(1, 1) DEFINE_DOT(2, 0) DEFINE_DOT(2, 1)
+DEFINE_DOT(4, 0) DEFINE_DOT(4, 1) DEFINE_DOT(8, 0) DEFINE_DOT(8, 1)
+
+typedef void (*dot_fn)(const float *, const uint16_t *, int64_t, int64_t, int64_t, float *);
+
+static dot_fn pick_dot(int R, int dtype) {
+  static const dot_fn table[4][2] = {
+      {dot_r1_0, dot_r1_1}, {dot_r2_0, dot_r2_1}, {dot_r4_0, dot_r4_1}, {dot_r8_0, dot_r8_1}};
+  int i = R == 1 ? 0 : R == 2 ? 1 : R == 4 ? 2 : R == 8 ? 3 : -1;
+  return i < 0 ? NULL : table[i][dtype];
+}
+
+static float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+static float round_trip(int dtype, float v) { return kp_to_f32(dtype, kp_from_f32(dtype, v)); }
+
+/* x as fp32, converted once per call (x is tiny next to W). */
+static float *x_to_f32(const cpu_call *c) {
+  int64_t count = (int64_t)c->m * c->k;
+  float *xf = malloc(sizeof(float) * (size_t)count);
+  if (xf)
+    for (int64_t i = 0; i < count; i++) xf[i] = kp_to_f32(c->dtype, c->x[i]);
+  return xf;
+}
+
+/* Rows [n0, n1) of the output with blocks of R rows. W rows for output n are n
+ * (linear) or n and N+n (gated, fused: gate and up rounded to dtype first, as
+ * the two-pass default stores them). */
+static void rows_range(const cpu_call *c, const float *xf, int R, int64_t n0, int64_t n1) {
+  int64_t N = c->n, K = c->k;
+  float g[MAX_R], u[MAX_R];
+  int64_t n = n0;
+  while (n < n1) {
+    int r = R;
+    while (n + r > n1) r /= 2; /* tail in smaller blocks: the order per output is unchanged */
+    dot_fn dot = pick_dot(r, c->dtype);
+    for (int32_t m = 0; m < c->m; m++) {
+      const float *xm = xf + m * K;
+      dot(xm, c->w + n * K, K, 0, K, g);
+      if (c->op == KPICK_OP_GATED) {
+        dot(xm, c->w + (N + n) * K, K, 0, K, u);
+        for (int i = 0; i < r; i++)
+          g[i] = silu_mul(round_trip(c->dtype, g[i]), round_trip(c->dtype, u[i]));
+      }
+      for (int i = 0; i < r; i++) c->y[m * N + n + i] = kp_from_f32(c->dtype, g[i]);
+    }
+    n += r;
+  }
+}
+
+static int blocked(const cpu_call *c, int R) {
+  if (!pick_dot(R, c->dtype)) return kp_fail(KPICK_E_ARG, "cpu", "rows per block must be 1, 2, 4 or 8, got %d", R);
+  float *xf = x_to_f32(c);
+  if (!xf) return kp_fail(KPICK_E_NOMEM, "cpu", "host allocation failed");
+  rows_range(c, xf, R, 0, c->n);
+  free(xf);
+  stages++;
+  return KPICK_OK;
+}
+
+int cpu_launch_rowblk(const cpu_call *c, const int32_t params[3]) { return blocked(c, params[0]); }
+
+int cpu_launch_plain(const cpu_call *c, const int32_t params[3]) {
+  if (c->op == KPICK_OP_LINEAR) return blocked(c, 1);
+  /* gated default: a linear pass over all 2N rows into a dtype buffer, then silu-mul */
+  int64_t N = c->n;
+  uint16_t *gu = malloc(sizeof(uint16_t) * (size_t)(c->m * 2 * N));
+  if (!gu) return kp_fail(KPICK_E_NOMEM, "cpu", "host allocation failed");
+  cpu_call lin = *c;
+  lin.op = KPICK_OP_LINEAR;
+  lin.n = 2 * N;
+  lin.y = gu;
+  int st = blocked(&lin, 1);
+  if (st == KPICK_OK) {
+    for (int32_t m = 0; m < c->m; m++)
+      for (int64_t n = 0; n < N; n++)
+        c->y[m * N + n] = kp_from_f32(c->dtype, silu_mul(kp_to_f32(c->dtype, gu[m * 2 * N + n]),
+                                                         kp_to_f32(c->dtype, gu[m * 2 * N + N + n])));
+    stages++;
+  }
+  free(gu);
+  return st;
+}
+
+typedef struct slice {
+  const cpu_call *c;
+  const float *xf;
+  int R;
+  int64_t n0, n1;
+} slice;
+
+static void *slice_main(void *arg) {
+  slice *s = arg;
+  rows_range(s->c, s->xf, s->R, s->n0, s->n1);
+  return NULL;
+}
+
+int cpu_launch_threads(const cpu_call *c, const int32_t params[3]) {
+  int R = params[0], T = params[1];
+  if (!pick_dot(R, c->dtype) || T < 1 || T > 64)
+    return kp_fail(KPICK_E_ARG, "cpu", "threads needs R in {1,2,4,8} and 1..64 threads");
+  float *xf = x_to_f32(c);
+  if (!xf) return kp_fail(KPICK_E_NOMEM, "cpu", "host allocation failed");
+  slice parts[64];
+  pthread_t tids[64];
+  int started[64] = {0};
+  int64_t per = (c->n + T - 1) / T;
+  per = (per + R - 1) / R * R;
+  for (int t = 0; t < T; t++) {
+    int64_t n0 = t * per, n1 = n0 + per < c->n ? n0 + per : c->n;
+    parts[t] = (slice){c, xf, R, n0 < c->n ? n0 : c->n, n1};
+  }
+  /* thread 0's share runs here; a failed pthread_create runs its share inline */
+  for (int t = 1; t < T; t++) {
+    started[t] = pthread_create(&tids[t], NULL, slice_main, &parts[t]) == 0;
+    if (!started[t]) slice_main(&parts[t]);
+  }
+  slice_main(&parts[0]);
+  for (int t = 1; t < T; t++)
+    if (started[t]) pthread_join(tids[t], NULL);
+  free(xf);
+  stages++;
+  return KPICK_OK;
+}
+
+int cpu_launch_splitk(const cpu_call *c, const int32_t params[3]) {
+  int S = params[0];
+  if (S < 1 || S > 64) return kp_fail(KPICK_E_ARG, "cpu", "splitk needs 1..64 parts, got %d", S);
+  int64_t N = c->n, K = c->k;
+  int64_t part = ((K + S - 1) / S + LANES - 1) / LANES * LANES;
+  float *xf = x_to_f32(c);
+  if (!xf) return kp_fail(KPICK_E_NOMEM, "cpu", "host allocation failed");
+  dot_fn dot = pick_dot(1, c->dtype);
+  for (int64_t n = 0; n < N; n++) {
+    for (int32_t m = 0; m < c->m; m++) {
+      float acc[2] = {0, 0}, v;
+      int rows = c->op == KPICK_OP_GATED ? 2 : 1;
+      for (int r = 0; r < rows; r++)
+        for (int64_t k0 = 0; k0 < K; k0 += part) {
+          dot(xf + m * K, c->w + (n + r * N) * K, K, k0, k0 + part < K ? k0 + part : K, &v);
+          acc[r] += v;
+        }
+      float out = acc[0];
+      if (c->op == KPICK_OP_GATED) out = silu_mul(round_trip(c->dtype, acc[0]), round_trip(c->dtype, acc[1]));
+      c->y[m * N + n] = kp_from_f32(c->dtype, out);
+    }
+  }
+  free(xf);
+  stages++;
+  return KPICK_OK;
+}
+
+/* Test-only, never shipped: each is wrong in one way parity must catch.
+ * p0: 0 scaled by 1.1, 1 one low bit flipped (claims bitwise), 2 last element
+ * left unwritten, 3 one NaN. */
+int cpu_launch_wrong(const cpu_call *c, const int32_t params[3]) {
+  uint16_t last = c->y[c->m * c->n - 1];
+  int st = blocked(c, 1);
+  if (st != KPICK_OK) return st;
+  int64_t count = c->m * c->n;
+  switch (params[0]) {
+    case 0:
+      for (int64_t i = 0; i < count; i++) c->y[i] = kp_from_f32(c->dtype, 1.1f * kp_to_f32(c->dtype, c->y[i]));
+      break;
+    case 1: c->y[count / 2] ^= 1; break;
+    case 2: c->y[count - 1] = last; break;
+    default: c->y[0] = kp_from_f32(c->dtype, NAN); break;
+  }
+  return KPICK_OK;
+}
+
+typedef struct floor_part {
+  const uint64_t *p;
+  int64_t words;
+  uint64_t sum;
+} floor_part;
+
+static void *floor_main(void *arg) {
+  floor_part *f = arg;
+  uint64_t acc[8] = {0};
+  int64_t i = 0;
+  for (; i + 8 <= f->words; i += 8)
+    for (int j = 0; j < 8; j++) acc[j] ^= f->p[i + j];
+  for (; i < f->words; i++) acc[0] ^= f->p[i];
+  for (int j = 1; j < 8; j++) acc[0] ^= acc[j];
+  f->sum = acc[0];
+  return NULL;
+}
+
+uint64_t cpu_read_floor(const uint16_t *w, int64_t count, int threads) {
+  if (threads < 1) threads = 1;
+  if (threads > 64) threads = 64;
+  int64_t words = count / 4, per = (words + threads - 1) / threads;
+  floor_part parts[64];
+  pthread_t tids[64];
+  int ok[64] = {0};
+  for (int t = 0; t < threads; t++) {
+    int64_t w0 = t * per < words ? t * per : words, w1 = w0 + per < words ? w0 + per : words;
+    parts[t] = (floor_part){(const uint64_t *)w + w0, w1 - w0, 0};
+  }
+  for (int t = 1; t < threads; t++) {
+    ok[t] = pthread_create(&tids[t], NULL, floor_main, &parts[t]) == 0;
+    if (!ok[t]) floor_main(&parts[t]);
+  }
+  floor_main(&parts[0]);
+  uint64_t sum = parts[0].sum;
+  for (int t = 1; t < threads; t++) {
+    if (ok[t]) pthread_join(tids[t], NULL);
+    sum ^= parts[t].sum;
+  }
+  return sum;
+}
