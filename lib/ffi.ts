@@ -1,0 +1,422 @@
+// Typed bindings of libkpick-<backend>.so (hip-lib/include/kpick.h) via koffi.
+//
+// Memory ownership:
+// - The library owns every problem (weights, inputs, outputs, backend state).
+//   A Problem wraps one handle; free() releases it, and any later call on it is
+//   refused by the library ("not a live problem handle"), never a crash.
+// - The caller owns every buffer: data comes back through typed arrays that
+//   this module (or the caller) allocates with exactly the size the library
+//   checks, and that the library only writes during the call.
+// - The last-error string belongs to the library; check() copies it at once.
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import koffi from 'koffi';
+import type * as v from 'valibot';
+import {
+  ABI_VERSION,
+  BINDINGS,
+  BUFFER_CODES,
+  DTYPE_CODES,
+  OP_CODES,
+  STATUS_NAMES,
+  Status,
+  type BindingName,
+  type RawCandidate,
+  type RawInfo,
+} from './ffi-types.ts';
+import type { Dtype as DtypeSchema, Op as OpSchema } from './schema.ts';
+
+export type Op = v.InferOutput<typeof OpSchema>;
+export type Dtype = v.InferOutput<typeof DtypeSchema>;
+
+export const BACKENDS = ['cpu', 'cuda', 'hip'] as const;
+export type Backend = (typeof BACKENDS)[number];
+/** GPU builds the embedded default tries, in order, before the cpu build. */
+const GPU_PREFERENCE: readonly Backend[] = ['cuda', 'hip'];
+
+export const DEFAULT_BUILD_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..', 'build');
+
+/** A library call returned a non-OK status; message is kpick_last_error(). */
+export class KpickError extends Error {
+  readonly status: number;
+  readonly call: string;
+  constructor(call: string, status: number, message: string) {
+    super(message || `${call} failed: ${STATUS_NAMES[status] ?? `status ${status}`}`);
+    this.name = 'KpickError';
+    this.status = status;
+    this.call = call;
+  }
+  get statusName(): string {
+    return STATUS_NAMES[this.status] ?? `status ${this.status}`;
+  }
+}
+
+/** No library could be loaded; message lists every path tried and why. */
+export class KpickLoadError extends Error {
+  readonly tried: readonly { path: string; why: string }[];
+  constructor(tried: { path: string; why: string }[]) {
+    const list = tried.map((t) => `${t.path}: ${t.why}`).join('; ');
+    super(`no usable libkpick (tried ${list})`);
+    this.name = 'KpickLoadError';
+    this.tried = tried;
+  }
+}
+
+export interface Info {
+  backend: string;
+  arch: string;
+  device: string;
+  runtime: string;
+  blas: string;
+  compiler: string;
+  space: string;
+  abi: number;
+  warp: number;
+  units: number;
+  pdl: boolean;
+  memFree: number;
+  memTotal: number;
+  llcBytes: number;
+}
+
+export interface Candidate {
+  id: number;
+  name: string;
+  family: string;
+  /** family parameters by name, e.g. { R: 4, U: 2 } */
+  params: Record<string, number>;
+  op: Op;
+  /** declared graph nodes per call */
+  nodes: number;
+  /** the class head whose output this must match byte for byte (its own name for the head), or null */
+  bitwiseWith: string | null;
+  isDefault: boolean;
+  rowsMin: number;
+  rowsMax: number;
+  stackBound: boolean;
+  pdl: boolean;
+  available: boolean;
+}
+
+export interface ProblemSpec {
+  op: Op;
+  dtype: Dtype;
+  n: number;
+  k: number;
+  /** rows x is generated with; setRows picks the active rows 1..mMax */
+  mMax: number;
+  /** rotating weight copies; 0 or absent: the library picks > 8x LLC */
+  copies?: number;
+  seed: number | bigint;
+}
+
+type NativeFn = (...args: unknown[]) => unknown;
+type Native = Record<BindingName, NativeFn>;
+
+function bind(lib: koffi.LibraryHandle): Native {
+  const fns = {} as Native;
+  for (const [name, [result, args]] of Object.entries(BINDINGS)) {
+    fns[name as BindingName] = lib.func(name, result, [...args]) as NativeFn;
+  }
+  return fns;
+}
+
+function toNumber(x: number | bigint): number {
+  return typeof x === 'bigint' ? Number(x) : x;
+}
+
+/** One loaded library. */
+export class Kpick {
+  readonly path: string;
+  private readonly native: Native;
+  private candidateList: Candidate[] | null = null;
+
+  constructor(path: string, native: Native) {
+    this.path = path;
+    this.native = native;
+  }
+
+  /** Throws KpickError with the library's own message on a non-OK status. */
+  check(call: BindingName, status: unknown): void {
+    if (status === Status.OK) return;
+    const message = String(this.native.kpick_last_error() ?? '');
+    throw new KpickError(call, Number(status), message);
+  }
+
+  /** Calls one entry point through check(). */
+  call(name: BindingName, ...args: unknown[]): void {
+    this.check(name, this.native[name](...args));
+  }
+
+  info(): Info {
+    const raw = {} as RawInfo;
+    this.call('kpick_get_info', raw);
+    return {
+      backend: raw.backend,
+      arch: raw.arch,
+      device: raw.device,
+      runtime: raw.runtime,
+      blas: raw.blas,
+      compiler: raw.compiler,
+      space: raw.space,
+      abi: raw.abi,
+      warp: raw.warp,
+      units: raw.units,
+      pdl: raw.pdl !== 0,
+      memFree: toNumber(raw.mem_free),
+      memTotal: toNumber(raw.mem_total),
+      llcBytes: toNumber(raw.llc_bytes),
+    };
+  }
+
+  /** Every candidate of the space, described; the space is fixed per library. */
+  candidates(): Candidate[] {
+    if (this.candidateList) return this.candidateList;
+    const count = [0];
+    this.call('kpick_candidate_count', count);
+    const raws: RawCandidate[] = [];
+    for (let id = 0; id < (count[0] ?? 0); id++) {
+      const raw = {} as RawCandidate;
+      this.call('kpick_candidate_describe', id, raw);
+      raws.push(raw);
+    }
+    this.candidateList = raws.map((raw, id) => {
+      const names = raw.param_names.split(',').filter((s) => s.length > 0);
+      const params: Record<string, number> = {};
+      names.forEach((name, i) => (params[name] = raw.params[i] ?? 0));
+      const head = raw.bitwise_with >= 0 ? raws[raw.bitwise_with] : undefined;
+      return {
+        id,
+        name: raw.name,
+        family: raw.family,
+        params,
+        op: raw.op === OP_CODES.gated ? 'gated' : 'linear',
+        nodes: raw.nodes,
+        bitwiseWith: head ? head.name : null,
+        isDefault: raw.is_default !== 0,
+        rowsMin: raw.rows_min,
+        rowsMax: raw.rows_max,
+        stackBound: raw.stack_bound !== 0,
+        pdl: raw.pdl !== 0,
+        available: raw.available !== 0,
+      } satisfies Candidate;
+    });
+    return this.candidateList;
+  }
+
+  /** The candidate named name; KpickError when the space has none. */
+  candidate(name: string): Candidate {
+    const id = [0];
+    this.call('kpick_candidate_find', name, id);
+    const found = this.candidates()[id[0] ?? -1];
+    if (!found) throw new KpickError('kpick_candidate_find', Status.E_ARG, `no candidate with id ${id[0]}`);
+    return found;
+  }
+
+  createProblem(spec: ProblemSpec): Problem {
+    const out: unknown[] = [null];
+    this.call(
+      'kpick_problem_create',
+      OP_CODES[spec.op] ?? -1,
+      DTYPE_CODES[spec.dtype] ?? -1,
+      spec.n,
+      spec.k,
+      spec.mMax,
+      spec.copies ?? 0,
+      BigInt(spec.seed),
+      out,
+    );
+    return new Problem(this, out[0], spec);
+  }
+}
+
+/** One problem owned by the library: random x and rotating weight copies. */
+export class Problem {
+  readonly op: Op;
+  readonly dtype: Dtype;
+  readonly n: number;
+  readonly k: number;
+  readonly mMax: number;
+  readonly seed: bigint;
+  readonly copies: number;
+  private handle: unknown;
+  private m: number;
+  private readonly lib: Kpick;
+
+  constructor(lib: Kpick, handle: unknown, spec: ProblemSpec) {
+    this.lib = lib;
+    this.handle = handle;
+    this.op = spec.op;
+    this.dtype = spec.dtype;
+    this.n = spec.n;
+    this.k = spec.k;
+    this.mMax = spec.mMax;
+    this.seed = BigInt(spec.seed);
+    this.m = spec.mMax;
+    const copies = [0];
+    lib.call('kpick_problem_copies', handle, copies);
+    this.copies = copies[0] ?? 0;
+  }
+
+  /** active rows */
+  get rows(): number {
+    return this.m;
+  }
+
+  get freed(): boolean {
+    return this.handle === null;
+  }
+
+  /** Rows of the weight: 2N for the gated op (gate then up). */
+  get weightRows(): number {
+    return this.op === 'gated' ? 2 * this.n : this.n;
+  }
+
+  setRows(m: number): void {
+    this.lib.call('kpick_set_rows', this.handle, m);
+    this.m = m;
+  }
+
+  supports(id: number): boolean {
+    const out = [0];
+    this.lib.call('kpick_supports', this.handle, id, out);
+    return out[0] === 1;
+  }
+
+  /** Fill y with 0xFFFF, so an element a kernel never writes stays visible. */
+  poison(): void {
+    this.lib.call('kpick_poison', this.handle);
+  }
+
+  run(id: number, copy = 0): void {
+    this.lib.call('kpick_run', this.handle, id, copy);
+  }
+
+  /** nsamples timings of one call, microseconds, rotating weight copies */
+  time(id: number, nsamples: number): Float64Array {
+    const us = new Float64Array(Math.max(0, nsamples));
+    this.lib.call('kpick_time', this.handle, id, nsamples, us);
+    return us;
+  }
+
+  /** the read floor: streams the same weight bytes with the same rotation */
+  timeFloor(nsamples: number): Float64Array {
+    const us = new Float64Array(Math.max(0, nsamples));
+    this.lib.call('kpick_time_floor', this.handle, nsamples, us);
+    return us;
+  }
+
+  countNodes(id: number): number {
+    const out = [0];
+    this.lib.call('kpick_count_nodes', this.handle, id, out);
+    return out[0] ?? 0;
+  }
+
+  /** y[rows, N] as raw 16-bit elements */
+  downloadY(out = new Uint16Array(this.m * this.n)): Uint16Array {
+    return this.download('y', out);
+  }
+
+  /** x[rows, K] as raw 16-bit elements */
+  downloadX(out = new Uint16Array(this.m * this.k)): Uint16Array {
+    return this.download('x', out);
+  }
+
+  /** weight copy 0, [weightRows, K] */
+  downloadW(out = new Uint16Array(this.weightRows * this.k)): Uint16Array {
+    return this.download('w', out);
+  }
+
+  /**
+   * fp64 reference of y for weight copy 0 at the active rows, laid out
+   * [rows][cols.length]; cols null means every column.
+   */
+  reference(cols: readonly number[] | null, out?: Float64Array): Float64Array {
+    const ncols = cols === null ? this.n : cols.length;
+    const y = out ?? new Float64Array(this.m * ncols);
+    const colArray = cols === null ? null : BigInt64Array.from(cols, (c) => BigInt(c));
+    this.lib.call('kpick_reference', this.handle, colArray, ncols, y, y.length);
+    return y;
+  }
+
+  /** Releases the library's memory; later calls fail with "not a live problem handle". */
+  free(): void {
+    const handle = this.handle;
+    this.handle = null;
+    this.lib.call('kpick_problem_free', handle);
+  }
+
+  private download(which: keyof typeof BUFFER_CODES, out: Uint16Array): Uint16Array {
+    this.lib.call('kpick_download', this.handle, BUFFER_CODES[which], out, out.byteLength);
+    return out;
+  }
+}
+
+export interface LoadOptions {
+  /** a library path; default $KPICK_LIB */
+  lib?: string;
+  /** cpu | cuda | hip; default $KPICK_BACKEND */
+  backend?: string;
+  /** where build/libkpick-<backend>.so live */
+  buildDir?: string;
+}
+
+/** Opens one path: load, bind, init, ABI check. Returns the reason it failed. */
+function tryOpen(path: string): Kpick | string {
+  if (!existsSync(path)) return 'no such file';
+  let lib: koffi.LibraryHandle;
+  try {
+    lib = koffi.load(path);
+  } catch (err) {
+    return `load failed: ${(err as Error).message}`;
+  }
+  try {
+    const native = bind(lib);
+    const status = native.kpick_init();
+    if (status !== Status.OK) {
+      const why = String(native.kpick_last_error() ?? '') || STATUS_NAMES[Number(status)] || `status ${status}`;
+      lib.unload();
+      return `kpick_init failed: ${why}`;
+    }
+    const kpick = new Kpick(path, native);
+    const abi = kpick.info().abi;
+    if (abi !== ABI_VERSION) {
+      lib.unload();
+      return `ABI ${abi}, this binding speaks ${ABI_VERSION} (rebuild with make)`;
+    }
+    return kpick;
+  } catch (err) {
+    lib.unload();
+    return (err as Error).message;
+  }
+}
+
+/**
+ * Loads the library: $KPICK_LIB (a path) first, else $KPICK_BACKEND ->
+ * build/libkpick-<backend>.so, else the first GPU build (cuda, then hip)
+ * whose kpick_init succeeds, else the cpu build.
+ */
+export function loadKpick(options: LoadOptions = {}): Kpick {
+  const libPath = options.lib ?? (process.env.KPICK_LIB || undefined);
+  const backend = options.backend ?? (process.env.KPICK_BACKEND || undefined);
+  const buildDir = options.buildDir ?? DEFAULT_BUILD_DIR;
+  let paths: string[];
+  if (libPath !== undefined) {
+    paths = [resolve(libPath)];
+  } else if (backend !== undefined) {
+    if (!(BACKENDS as readonly string[]).includes(backend)) {
+      throw new Error(`backend must be one of ${BACKENDS.join(', ')}, got '${backend}'`);
+    }
+    paths = [join(buildDir, `libkpick-${backend}.so`)];
+  } else {
+    paths = [...GPU_PREFERENCE, 'cpu'].map((b) => join(buildDir, `libkpick-${b}.so`));
+  }
+  const tried: { path: string; why: string }[] = [];
+  for (const path of paths) {
+    const opened = tryOpen(path);
+    if (typeof opened !== 'string') return opened;
+    tried.push({ path, why: opened });
+  }
+  throw new KpickLoadError(tried);
+}
