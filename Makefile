@@ -10,7 +10,7 @@ GPU ?=
 BACKEND := $(if $(GPU),$(GPU),cpu)
 
 CC ?= gcc
-CPU_CFLAGS := -O3 -march=native -std=gnu11 -fPIC -pthread -Wall -Wextra -Wno-unused-parameter
+CPU_CFLAGS := -O3 -march=native -ffp-contract=fast -std=gnu11 -fPIC -pthread -Wall -Wextra -Wno-unused-parameter
 COMMON_SRCS := $(wildcard $(SRC)/common/*.c)
 COMMON_HDRS := $(wildcard $(SRC)/common/*.h) $(INC)/kpick.h $(SRC)/space.def
 CPU_SRCS := $(wildcard $(SRC)/cpu/*.c)

@@ -71,7 +71,7 @@ int be_mem(int64_t *free_bytes, int64_t *total_bytes) {
 int be_info(kpick_info *out) {
   struct utsname u;
   snprintf(out->backend, sizeof out->backend, "cpu");
-  snprintf(out->arch, sizeof out->arch, "%s", uname(&u) == 0 ? u.machine : "unknown");
+  snprintf(out->arch, sizeof out->arch, "%.63s", uname(&u) == 0 ? u.machine : "unknown");
   snprintf(out->device, sizeof out->device, "unknown cpu");
   read_line_value("/proc/cpuinfo", "model name", out->device, sizeof out->device);
   snprintf(out->runtime, sizeof out->runtime, "glibc %s", gnu_get_libc_version());
@@ -160,14 +160,18 @@ int be_time(struct kpick_problem *p, int32_t cand, int32_t nsamples, double *us)
   return KPICK_OK;
 }
 
+/* Below this many weight bytes, starting threads costs more than they save. */
+#define FLOOR_THREADED_BYTES (8u << 20)
+
 int be_time_floor(struct kpick_problem *p, int32_t nsamples, double *us) {
   cpu_state *s = p->be;
   int64_t count = (int64_t)(p->w_bytes / 2);
-  s->sink ^= cpu_read_floor(weights(p, next_copy(p)), count, threads()); /* warm-up */
+  int t = p->w_bytes >= FLOOR_THREADED_BYTES ? threads() : 1;
+  s->sink ^= cpu_read_floor(weights(p, next_copy(p)), count, t); /* warm-up */
   for (int32_t i = 0; i < nsamples; i++) {
     const uint16_t *w = weights(p, next_copy(p));
     double t0 = now_us();
-    s->sink ^= cpu_read_floor(w, count, threads());
+    s->sink ^= cpu_read_floor(w, count, t);
     us[i] = now_us() - t0;
   }
   return KPICK_OK;

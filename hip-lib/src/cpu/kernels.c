@@ -9,6 +9,7 @@
  */
 #include "kernels.h"
 
+#include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -24,42 +25,66 @@ static _Thread_local int32_t stages;
 void cpu_stages_reset(void) { stages = 0; }
 int32_t cpu_stages(void) { return stages; }
 
-typedef _Float16 f16;
+/* 16 fp32 lanes as one vector (one zmm with AVX-512, two ymm with AVX2). */
+typedef float v16f __attribute__((vector_size(64)));
+typedef uint32_t v16u __attribute__((vector_size(64)));
+typedef uint16_t v16h __attribute__((vector_size(32)));
 
-/* Load 16 elements of W as fp32; dtype is a compile-time constant after inlining. */
-static inline __attribute__((always_inline)) float load_w(const uint16_t *w, int64_t i, int dtype) {
+/* Sixteen W elements as fp32; dtype is a compile-time constant after inlining. */
+static inline __attribute__((always_inline)) v16f load16(const uint16_t *w, int dtype) {
+  v16h h;
+  memcpy(&h, w, sizeof h);
   if (dtype == KPICK_BF16) {
-    uint32_t u = (uint32_t)w[i] << 16;
-    float f;
-    memcpy(&f, &u, 4);
+    v16u u = __builtin_convertvector(h, v16u) << 16;
+    v16f f;
+    memcpy(&f, &u, sizeof f);
     return f;
   }
-  f16 h;
-  memcpy(&h, &w[i], 2);
-  return (float)h;
+#if defined(__AVX512F__)
+  __m512 f = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w));
+  v16f out;
+  memcpy(&out, &f, sizeof out);
+  return out;
+#else
+  v16f out;
+  for (int j = 0; j < LANES; j++) out[j] = kp_f16_to_f32(h[j]);
+  return out;
+#endif
 }
 
-static inline float reduce_lanes(float *a) {
+static inline float reduce_lanes(v16f a) {
+  float l[LANES];
+  memcpy(l, &a, sizeof l);
   for (int s = LANES / 2; s > 0; s /= 2)
-    for (int j = 0; j < s; j++) a[j] += a[j + s];
-  return a[0];
+    for (int j = 0; j < s; j++) l[j] += l[j + s];
+  return l[0];
 }
 
 /* out[r] = sum over k in [k0, k1) of xf[k] * w[r*K + k], for r < R. Lanes are
- * indexed by (k - k0) mod 16, so a call over the whole K defines the class order. */
+ * indexed by (k - k0) mod 16 (a short tail is zero-padded), so a call over the
+ * whole K defines the class order; a*b+c is contracted to fma (-ffp-contract=fast). */
 static inline __attribute__((always_inline)) void dot_block(const float *xf, const uint16_t *w, int64_t K,
                                                             int64_t k0, int64_t k1, int R, int dtype,
                                                             float *out) {
-  float acc[MAX_R][LANES];
-  memset(acc, 0, sizeof acc);
+  v16f acc[MAX_R];
+  for (int r = 0; r < R; r++) acc[r] = (v16f){0};
   int64_t k = k0;
-  for (; k + LANES <= k1; k += LANES)
-    for (int r = 0; r < R; r++)
-      for (int j = 0; j < LANES; j++)
-        acc[r][j] = fmaf(xf[k + j], load_w(w + r * K, k + j, dtype), acc[r][j]);
-  for (; k < k1; k++)
-    for (int r = 0; r < R; r++)
-      acc[r][(k - k0) % LANES] = fmaf(xf[k], load_w(w + r * K, k, dtype), acc[r][(k - k0) % LANES]);
+  for (; k + LANES <= k1; k += LANES) {
+    v16f xv;
+    memcpy(&xv, xf + k, sizeof xv);
+    for (int r = 0; r < R; r++) acc[r] += xv * load16(w + r * K + k, dtype);
+  }
+  if (k < k1) {
+    float xt[LANES] = {0};
+    uint16_t wt[LANES] = {0};
+    memcpy(xt, xf + k, sizeof(float) * (size_t)(k1 - k));
+    v16f xv;
+    memcpy(&xv, xt, sizeof xv);
+    for (int r = 0; r < R; r++) {
+      memcpy(wt, w + r * K + k, sizeof(uint16_t) * (size_t)(k1 - k));
+      acc[r] += xv * load16(wt, dtype);
+    }
+  }
   for (int r = 0; r < R; r++) out[r] = reduce_lanes(acc[r]);
 }
 
