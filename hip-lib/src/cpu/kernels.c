@@ -20,6 +20,7 @@
 
 #define LANES 16
 #define MAX_R 8
+#define MAX_MB 4
 
 static _Thread_local int32_t stages;
 void cpu_stages_reset(void) { stages = 0; }
@@ -60,49 +61,72 @@ static inline float reduce_lanes(v16f a) {
   return l[0];
 }
 
-/* out[r] = sum over k in [k0, k1) of xf[k] * w[r*K + k], for r < R. Lanes are
- * indexed by (k - k0) mod 16 (a short tail is zero-padded), so a call over the
- * whole K defines the class order; a*b+c is contracted to fma (-ffp-contract=fast). */
+/* out[i*R + r] = sum over k in [k0, k1) of x[i*K + k] * w[r*K + k], for i < MB
+ * rows of x and r < R rows of W: each W chunk is converted once for MB rows.
+ * Lanes are indexed by (k - k0) mod 16 (a short tail is zero-padded), so a call
+ * over the whole K defines the class order whatever R and MB are; a*b+c is
+ * contracted to fma (-ffp-contract=fast). */
 static inline __attribute__((always_inline)) void dot_block(const float *xf, const uint16_t *w, int64_t K,
-                                                            int64_t k0, int64_t k1, int R, int dtype,
-                                                            float *out) {
-  v16f acc[MAX_R];
-  for (int r = 0; r < R; r++) acc[r] = (v16f){0};
+                                                            int64_t k0, int64_t k1, int R, int MB,
+                                                            int dtype, float *out) {
+  v16f acc[MAX_MB][MAX_R];
+  for (int i = 0; i < MB; i++)
+    for (int r = 0; r < R; r++) acc[i][r] = (v16f){0};
   int64_t k = k0;
   for (; k + LANES <= k1; k += LANES) {
-    v16f xv;
-    memcpy(&xv, xf + k, sizeof xv);
-    for (int r = 0; r < R; r++) acc[r] += xv * load16(w + r * K + k, dtype);
-  }
-  if (k < k1) {
-    float xt[LANES] = {0};
-    uint16_t wt[LANES] = {0};
-    memcpy(xt, xf + k, sizeof(float) * (size_t)(k1 - k));
-    v16f xv;
-    memcpy(&xv, xt, sizeof xv);
-    for (int r = 0; r < R; r++) {
-      memcpy(wt, w + r * K + k, sizeof(uint16_t) * (size_t)(k1 - k));
-      acc[r] += xv * load16(wt, dtype);
+    v16f wv[MAX_R];
+    for (int r = 0; r < R; r++) wv[r] = load16(w + r * K + k, dtype);
+    for (int i = 0; i < MB; i++) {
+      v16f xv;
+      memcpy(&xv, xf + i * K + k, sizeof xv);
+      for (int r = 0; r < R; r++) acc[i][r] += xv * wv[r];
     }
   }
-  for (int r = 0; r < R; r++) out[r] = reduce_lanes(acc[r]);
+  if (k < k1) {
+    uint16_t wt[LANES] = {0};
+    v16f wv[MAX_R];
+    for (int r = 0; r < R; r++) {
+      memcpy(wt, w + r * K + k, sizeof(uint16_t) * (size_t)(k1 - k));
+      wv[r] = load16(wt, dtype);
+    }
+    for (int i = 0; i < MB; i++) {
+      float xt[LANES] = {0};
+      memcpy(xt, xf + i * K + k, sizeof(float) * (size_t)(k1 - k));
+      v16f xv;
+      memcpy(&xv, xt, sizeof xv);
+      for (int r = 0; r < R; r++) acc[i][r] += xv * wv[r];
+    }
+  }
+  for (int i = 0; i < MB; i++)
+    for (int r = 0; r < R; r++) out[i * R + r] = reduce_lanes(acc[i][r]);
 }
 
-/* One instantiation per (R, dtype) so the inner loops see constants. */
-#define DEFINE_DOT(R, DT) \
-  static void dot_r##R##_##DT(const float *xf, const uint16_t *w, int64_t K, int64_t k0, int64_t k1, float *out) { \
-    dot_block(xf, w, K, k0, k1, R, DT, out); \
+/* One instantiation per (R, MB, dtype) so the inner loops see constants; MB
+ * is 4 rows of x (2 with R = 8, to stay inside the vector registers) or 1. */
+#define DEFINE_DOT(R, MB, DT) \
+  static void dot_r##R##_m##MB##_##DT(const float *xf, const uint16_t *w, int64_t K, int64_t k0, int64_t k1, \
+                                      float *out) { \
+    dot_block(xf, w, K, k0, k1, R, MB, DT, out); \
   }
-DEFINE_DOT(1, 0) DEFINE_DOT(1, 1) DEFINE_DOT(2, 0) DEFINE_DOT(2, 1)
-DEFINE_DOT(4, 0) DEFINE_DOT(4, 1) DEFINE_DOT(8, 0) DEFINE_DOT(8, 1)
+#define DEFINE_DOTS(R, MB) DEFINE_DOT(R, MB, 0) DEFINE_DOT(R, MB, 1) DEFINE_DOT(R, 1, 0) DEFINE_DOT(R, 1, 1)
+DEFINE_DOTS(1, 4) DEFINE_DOTS(2, 4) DEFINE_DOTS(4, 4) DEFINE_DOTS(8, 2)
 
 typedef void (*dot_fn)(const float *, const uint16_t *, int64_t, int64_t, int64_t, float *);
 
-static dot_fn pick_dot(int R, int dtype) {
-  static const dot_fn table[4][2] = {
-      {dot_r1_0, dot_r1_1}, {dot_r2_0, dot_r2_1}, {dot_r4_0, dot_r4_1}, {dot_r8_0, dot_r8_1}};
+typedef struct dot_pair {
+  dot_fn many; /* MB rows of x */
+  dot_fn one;  /* one row of x */
+  int mb;
+} dot_pair;
+
+static const dot_pair *pick_dot(int R, int dtype) {
+  static const dot_pair table[4][2] = {
+      {{dot_r1_m4_0, dot_r1_m1_0, 4}, {dot_r1_m4_1, dot_r1_m1_1, 4}},
+      {{dot_r2_m4_0, dot_r2_m1_0, 4}, {dot_r2_m4_1, dot_r2_m1_1, 4}},
+      {{dot_r4_m4_0, dot_r4_m1_0, 4}, {dot_r4_m4_1, dot_r4_m1_1, 4}},
+      {{dot_r8_m2_0, dot_r8_m1_0, 2}, {dot_r8_m2_1, dot_r8_m1_1, 2}}};
   int i = R == 1 ? 0 : R == 2 ? 1 : R == 4 ? 2 : R == 8 ? 3 : -1;
-  return i < 0 ? NULL : table[i][dtype];
+  return i < 0 ? NULL : &table[i][dtype];
 }
 
 static float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
@@ -122,21 +146,25 @@ static float *x_to_f32(const cpu_call *c) {
  * the two-pass default stores them). */
 static void rows_range(const cpu_call *c, const float *xf, int R, int64_t n0, int64_t n1) {
   int64_t N = c->n, K = c->k;
-  float g[MAX_R], u[MAX_R];
+  float g[MAX_MB * MAX_R], u[MAX_MB * MAX_R];
   int64_t n = n0;
   while (n < n1) {
     int r = R;
     while (n + r > n1) r /= 2; /* tail in smaller blocks: the order per output is unchanged */
-    dot_fn dot = pick_dot(r, c->dtype);
-    for (int32_t m = 0; m < c->m; m++) {
+    const dot_pair *dot = pick_dot(r, c->dtype);
+    for (int32_t m = 0; m < c->m;) {
+      int mb = c->m - m >= dot->mb ? dot->mb : 1;
+      dot_fn f = mb > 1 ? dot->many : dot->one;
       const float *xm = xf + m * K;
-      dot(xm, c->w + n * K, K, 0, K, g);
+      f(xm, c->w + n * K, K, 0, K, g);
       if (c->op == KPICK_OP_GATED) {
-        dot(xm, c->w + (N + n) * K, K, 0, K, u);
-        for (int i = 0; i < r; i++)
+        f(xm, c->w + (N + n) * K, K, 0, K, u);
+        for (int i = 0; i < mb * r; i++)
           g[i] = silu_mul(round_trip(c->dtype, g[i]), round_trip(c->dtype, u[i]));
       }
-      for (int i = 0; i < r; i++) c->y[m * N + n + i] = kp_from_f32(c->dtype, g[i]);
+      for (int i = 0; i < mb; i++)
+        for (int j = 0; j < r; j++) c->y[(m + i) * N + n + j] = kp_from_f32(c->dtype, g[i * r + j]);
+      m += mb;
     }
     n += r;
   }
@@ -224,7 +252,7 @@ int cpu_launch_splitk(const cpu_call *c, const int32_t params[3]) {
   int64_t part = ((K + S - 1) / S + LANES - 1) / LANES * LANES;
   float *xf = x_to_f32(c);
   if (!xf) return kp_fail(KPICK_E_NOMEM, "cpu", "host allocation failed");
-  dot_fn dot = pick_dot(1, c->dtype);
+  dot_fn dot = pick_dot(1, c->dtype)->one;
   for (int64_t n = 0; n < N; n++) {
     for (int32_t m = 0; m < c->m; m++) {
       float acc[2] = {0, 0}, v;
