@@ -1,0 +1,228 @@
+// The promote rule: pooled store records of one machine -> table entries.
+// Pure functions (no I/O, no clock); lib/table.ts adds the header and writes.
+//
+// Per problem (op, dtype, n, k, rows) a candidate is eligible when its status is
+// 'ok', its parity 'pass' and it has samples. An eligible candidate leaves the
+// class default only when all three hold:
+//   gain  = median(default) / median(candidate) - 1 >= gate
+//   noise: both have >= MIN_SAMPLES samples and the interquartile ranges do not
+//          overlap (candidate p75 < default p25). A distribution-free check: it
+//          needs no normality, and a shift smaller than the run-to-run spread of
+//          either side never passes, however many samples there are.
+//   nodes: graph nodes (measured, else declared) <= the default's; not for op
+//          'gated', whose default is two nodes and whose fused kernels are one.
+// Among the candidates that pass, the fastest median wins (ties by name). Every
+// entry says in one line why it moved or why it kept the default.
+import { Identity, type CandidateResult, type StoreRecord, type TableEntry } from './schema.ts';
+
+// Local until lib/stats.ts lands: quantile of sorted samples, linear between ranks.
+function quantile(sorted: readonly number[], q: number): number {
+  const pos = (sorted.length - 1) * q;
+  const lo = Math.floor(pos);
+  const hi = Math.ceil(pos);
+  return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * (pos - lo);
+}
+const median = (sorted: readonly number[]) => quantile(sorted, 0.5);
+
+export const DEFAULT_GATE = 0.02;
+/** With fewer samples a quartile is one or two samples: no measure of spread. */
+export const MIN_SAMPLES = 5;
+
+const IDENTITY_FIELDS = Object.keys(Identity.entries) as (keyof Identity)[];
+
+/** The one identity shared by every record, or a line naming the fields that differ. */
+export function commonIdentity(records: readonly StoreRecord[]): { identity: Identity } | { error: string } {
+  const first = records[0];
+  if (!first) return { error: 'no records to promote' };
+  const differing: string[] = [];
+  for (const field of IDENTITY_FIELDS) {
+    const values = [...new Set(records.map((r) => r.identity[field]))].sort();
+    if (values.length > 1) {
+      const shown = values.slice(0, 3).map((s) => JSON.stringify(s)).join(' vs ');
+      differing.push(`${field} (${shown}${values.length > 3 ? ` and ${values.length - 3} more` : ''})`);
+    }
+  }
+  if (differing.length > 0) return { error: `the records mix identities: ${differing.join(', ')}; promote one machine and build at a time` };
+  return { identity: { ...first.identity } };
+}
+
+/** A candidate's pooled result; samples kept sorted for the noise check. */
+export type Pooled = CandidateResult & { sorted_us: number[] };
+
+/**
+ * Pools every record of one candidate on one problem (several stores, resumed
+ * runs). Samples come from the 'ok' records only. The worst evidence wins: one
+ * 'failed' run makes the candidate failed, one parity 'fail' makes it fail;
+ * parity 'pass' needs at least one pass (a 'skipped' record is no evidence).
+ */
+export function poolCandidate(records: readonly StoreRecord[]): Pooled {
+  const ordered = [...records].sort((a, b) => a.at.localeCompare(b.at) || a.seed - b.seed);
+  const first = ordered[0];
+  if (!first) throw new Error('poolCandidate needs at least one record');
+  const status = ordered.some((r) => r.status === 'failed') ? 'failed' : ordered.some((r) => r.status === 'ok') ? 'ok' : 'unsupported';
+  const parity = ordered.some((r) => r.parity.status === 'fail') ? 'fail' : ordered.some((r) => r.parity.status === 'pass') ? 'pass' : 'skipped';
+  const errs = ordered.map((r) => r.parity.rel_err).filter((e): e is number => e !== null);
+  const measured = ordered.map((r) => r.nodes).filter((n): n is number => n !== null);
+  const sorted_us = ordered.filter((r) => r.status === 'ok').flatMap((r) => r.samples_us).sort((a, b) => a - b);
+  const timed = sorted_us.length > 0;
+  return {
+    median_us: timed ? median(sorted_us) : null,
+    p25_us: timed ? quantile(sorted_us, 0.25) : null,
+    p75_us: timed ? quantile(sorted_us, 0.75) : null,
+    samples: sorted_us.length,
+    // Disagreeing counts take the larger: the node rule must not be dodged.
+    nodes: measured.length > 0 ? Math.max(...measured) : Math.max(...ordered.map((r) => r.nodes_declared)),
+    params: { ...first.params },
+    parity,
+    rel_err: errs.length > 0 ? Math.max(...errs) : null,
+    stack_bound: ordered.some((r) => r.stack_bound),
+    status,
+    sorted_us,
+  };
+}
+
+/** Percent with sign and one decimal, as the reasons print it: "+23.1 %". */
+export function percent(gain: number): string {
+  const text = (gain * 100).toFixed(1);
+  return `${gain >= 0 ? '+' : ''}${text} %`;
+}
+
+export function isEligible(c: CandidateResult): boolean {
+  return c.status === 'ok' && c.parity === 'pass' && c.samples > 0 && c.median_us !== null && c.median_us > 0;
+}
+
+/** Why `cand` may not replace `def`, or null when it may. Both are eligible. */
+function refusal(op: TableEntry['op'], name: string, cand: Pooled, def: Pooled, gain: number, gate: number): string | null {
+  const best = `best ${name} ${percent(gain)}`;
+  if (gain < gate) {
+    if (cand.median_us === def.median_us) return `kept: ${best}, a tie with the default`;
+    if (gain < 0) return `kept: default is fastest, ${best}`;
+    return `kept: ${best}, below gate ${percent(gate).slice(1)}`;
+  }
+  const fewest = Math.min(cand.samples, def.samples);
+  if (fewest < MIN_SAMPLES) return `kept: ${best} but too few samples to judge noise (${fewest} < ${MIN_SAMPLES})`;
+  if (!((cand.p75_us as number) < (def.p25_us as number))) return `kept: ${best} but within noise (p75 ${fmtUs(cand.p75_us)} >= default p25 ${fmtUs(def.p25_us)} us)`;
+  if (op !== 'gated' && cand.nodes > def.nodes) return `kept: ${best} but ${cand.nodes} nodes > ${def.nodes}`;
+  return null;
+}
+
+function fmtUs(us: number | null): string {
+  return us === null ? '-' : us.toPrecision(4);
+}
+
+/** Why no candidate is eligible, with counts of each cause. */
+function noneEligible(others: readonly Pooled[]): string {
+  if (others.length === 0) return 'kept: no other candidate measured';
+  const count = (pred: (c: Pooled) => boolean) => others.filter(pred).length;
+  const ran = (c: Pooled) => c.status === 'ok' && c.samples > 0;
+  const causes: [number, string][] = [
+    [count((c) => ran(c) && c.parity === 'fail'), 'failed parity'],
+    [count((c) => ran(c) && c.parity === 'skipped'), 'parity not checked'],
+    [count((c) => c.status === 'failed'), 'failed'],
+    [count((c) => c.status === 'unsupported'), 'unsupported'],
+    [count((c) => c.status === 'ok' && c.samples === 0), 'no samples'],
+  ];
+  const detail = causes.filter(([n]) => n > 0).map(([n, what]) => `${n} ${what}`).join(', ');
+  const head = others.some(ran) ? 'kept: no candidate passed parity' : 'kept: no candidate has timings';
+  return `${head} (${detail})`;
+}
+
+/** The choice and its reason for one problem, given its pooled candidates. */
+export function decide(
+  op: TableEntry['op'],
+  defaultName: string,
+  candidates: ReadonlyMap<string, Pooled>,
+  gate: number,
+): { choice: string; reason: string } {
+  const kept = (reason: string) => ({ choice: defaultName, reason });
+  const def = candidates.get(defaultName);
+  if (!def) return kept(`kept: default ${defaultName} not measured on this problem`);
+  if (!(def.status === 'ok' && def.samples > 0 && def.median_us !== null && def.median_us > 0)) {
+    return kept(`kept: default ${defaultName} has no timing (status ${def.status}, ${def.samples} samples)`);
+  }
+  const others = [...candidates].filter(([name]) => name !== defaultName);
+  const eligible = others.filter(([, c]) => isEligible(c));
+  if (eligible.length === 0) return kept(noneEligible(others.map(([, c]) => c)));
+
+  const byMedian = eligible
+    .map(([name, c]) => ({ name, c, gain: (def.median_us as number) / (c.median_us as number) - 1 }))
+    .sort((a, b) => (a.c.median_us as number) - (b.c.median_us as number) || (a.name < b.name ? -1 : 1));
+  const judged = byMedian.map((x) => ({ ...x, why: refusal(op, x.name, x.c, def, x.gain, gate) }));
+  const winner = judged.find((x) => x.why === null);
+  if (winner) return { choice: winner.name, reason: `picked ${winner.name}: ${percent(winner.gain)} over ${defaultName}` };
+  return kept(judged[0]!.why as string);
+}
+
+const problemKey = (r: StoreRecord) => `${r.op}\u0000${r.dtype}\u0000${r.n}\u0000${r.k}\u0000${r.rows}`;
+
+/** Deterministic entry order: op, dtype, n, k, bucket. */
+export function compareEntries(a: TableEntry, b: TableEntry): number {
+  return a.op.localeCompare(b.op) || a.dtype.localeCompare(b.dtype) || a.n - b.n || a.k - b.k || a.bucket - b.bucket;
+}
+
+export type Promoted = { identity: Identity; entries: TableEntry[]; warnings: string[] };
+
+/**
+ * Applies the rule to every problem of the pooled records. Errors (one line):
+ * no records, mixed identities, two class defaults for one op. Problems of an op
+ * with no default anywhere in the records are left out with a warning (the route
+ * then keeps the default, which is all an honest table could say).
+ */
+export function promote(records: readonly StoreRecord[], gate: number): Promoted | { error: string } {
+  if (!(gate >= 0 && gate <= 1)) return { error: `gate must be within 0..1, got ${gate}` };
+  const id = commonIdentity(records);
+  if ('error' in id) return id;
+
+  const defaults = new Map<string, Set<string>>();
+  for (const r of records) {
+    if (r.kind === 'candidate' && r.is_default) defaults.set(r.op, (defaults.get(r.op) ?? new Set()).add(r.candidate));
+  }
+  for (const [op, names] of defaults) {
+    if (names.size > 1) return { error: `op ${op} has ${names.size} class defaults (${[...names].sort().join(', ')}); expected exactly one` };
+  }
+
+  const groups = new Map<string, StoreRecord[]>();
+  for (const r of records) {
+    const key = problemKey(r);
+    const list = groups.get(key);
+    if (list) list.push(r);
+    else groups.set(key, [r]);
+  }
+
+  const entries: TableEntry[] = [];
+  const leftOut = new Map<string, number>();
+  for (const group of groups.values()) {
+    const head = group[0]!;
+    const defaultName = [...(defaults.get(head.op) ?? [])][0];
+    if (defaultName === undefined) {
+      leftOut.set(head.op, (leftOut.get(head.op) ?? 0) + 1);
+      continue;
+    }
+    const byName = new Map<string, StoreRecord[]>();
+    const floors: StoreRecord[] = [];
+    for (const r of group) {
+      if (r.kind === 'floor') floors.push(r);
+      else byName.set(r.candidate, [...(byName.get(r.candidate) ?? []), r]);
+    }
+    const pooled = new Map([...byName].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([name, rs]) => [name, poolCandidate(rs)] as const));
+    const floorSamples = floors.filter((r) => r.status === 'ok').flatMap((r) => r.samples_us).sort((a, b) => a - b);
+    const { choice, reason } = decide(head.op, defaultName, pooled, gate);
+    const candidates: Record<string, CandidateResult> = {};
+    for (const [name, { sorted_us: _, ...result }] of pooled) candidates[name] = result;
+    entries.push({
+      op: head.op,
+      dtype: head.dtype,
+      n: head.n,
+      k: head.k,
+      bucket: head.rows,
+      default: defaultName,
+      choice,
+      reason,
+      floor_us: floorSamples.length > 0 ? median(floorSamples) : null,
+      candidates,
+    });
+  }
+  entries.sort(compareEntries);
+  const warnings = [...leftOut].sort().map(([op, n]) => `op ${op}: no class default in the records; ${n} problem(s) left out (the route keeps the default there)`);
+  return { identity: id.identity, entries, warnings };
+}

@@ -1,0 +1,285 @@
+// The promote rule on synthetic records (tests/helpers/synthetic-records.ts):
+// evenly spread samples with known medians and quartiles, so every expected
+// choice, gain and reason below follows from the rule, not from a measurement.
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { DEFAULT_GATE, MIN_SAMPLES, poolCandidate, promote, type Promoted } from '../lib/promote.ts';
+import type { TableEntry } from '../lib/schema.ts';
+import { evenSamples, problem, syntheticRecord, SYNTHETIC_IDENTITY } from './helpers/synthetic-records.ts';
+
+function promoted(records: Parameters<typeof promote>[0], gate = DEFAULT_GATE): Promoted {
+  const result = promote(records, gate);
+  if ('error' in result) throw new Error(`unexpected error: ${result.error}`);
+  return result;
+}
+
+function onlyEntry(records: Parameters<typeof promote>[0], gate = DEFAULT_GATE): TableEntry {
+  const { entries } = promoted(records, gate);
+  assert.is(entries.length, 1);
+  return entries[0]!;
+}
+
+test('clear win: 25 % faster with disjoint quartiles and equal nodes is picked', () => {
+  const e = onlyEntry(problem({ samples_us: evenSamples(100, 0.02) }, [{ candidate: 'rowblk.r2', samples_us: evenSamples(80, 0.02) }]));
+  assert.is(e.default, 'plain');
+  assert.is(e.choice, 'rowblk.r2');
+  assert.is(e.reason, 'picked rowblk.r2: +25.0 % over plain');
+});
+
+test('tie: identical timings keep the default and say it is a tie', () => {
+  const e = onlyEntry(problem({}, [{ candidate: 'rowblk.r2' }]));
+  assert.is(e.choice, 'plain');
+  assert.is(e.reason, 'kept: best rowblk.r2 +0.0 %, a tie with the default');
+});
+
+test('slower candidate: the default is fastest and the reason says so', () => {
+  const e = onlyEntry(problem({}, [{ candidate: 'rowblk.r2', samples_us: evenSamples(125, 0.02) }]));
+  assert.is(e.choice, 'plain');
+  assert.is(e.reason, 'kept: default is fastest, best rowblk.r2 -20.0 %');
+});
+
+test('within noise: +5.3 % over the gate but overlapping quartiles keeps the default', () => {
+  // default p25 = 95, candidate p75 = 95 * 1.05 = 99.75: the IQRs overlap.
+  const e = onlyEntry(problem({ samples_us: evenSamples(100, 0.1) }, [{ candidate: 'splitk.s4', samples_us: evenSamples(95, 0.1) }]));
+  assert.is(e.choice, 'plain');
+  assert.match(e.reason, /^kept: best splitk\.s4 \+5\.3 % but within noise \(p75 99\.75 >= default p25 95\.00 us\)$/);
+});
+
+test('below gate: +0.8 % with tight quartiles keeps the default', () => {
+  const e = onlyEntry(problem({ samples_us: evenSamples(100, 0.001) }, [{ candidate: 'rowblk.r2', samples_us: evenSamples(99.2, 0.001) }]));
+  assert.is(e.choice, 'plain');
+  assert.is(e.reason, 'kept: best rowblk.r2 +0.8 %, below gate 2.0 %');
+});
+
+test('the gate is a parameter: +5.3 % passes at 0.02 and is kept at 0.1', () => {
+  const records = problem({ samples_us: evenSamples(100, 0.01) }, [{ candidate: 'rowblk.r2', samples_us: evenSamples(95, 0.01) }]);
+  assert.is(onlyEntry(records, 0.02).choice, 'rowblk.r2');
+  const strict = onlyEntry(records, 0.1);
+  assert.is(strict.choice, 'plain');
+  assert.is(strict.reason, 'kept: best rowblk.r2 +5.3 %, below gate 10.0 %');
+});
+
+test('extra node: a linear candidate with more measured nodes than the default is kept out', () => {
+  const e = onlyEntry(problem({}, [{ candidate: 'splitk.s4', nodes: 2, samples_us: evenSamples(80, 0.02) }]));
+  assert.is(e.choice, 'plain');
+  assert.is(e.reason, 'kept: best splitk.s4 +25.0 % but 2 nodes > 1');
+  assert.is(e.candidates['splitk.s4']!.nodes, 2);
+});
+
+test('nodes: declared count is used when none was measured', () => {
+  const e = onlyEntry(problem({ nodes: null, nodes_declared: 1 }, [{ candidate: 'splitk.s4', nodes: null, nodes_declared: 2, samples_us: evenSamples(80, 0.02) }]));
+  assert.is(e.choice, 'plain');
+  assert.is(e.candidates['splitk.s4']!.nodes, 2);
+  assert.is(e.candidates['plain']!.nodes, 1);
+});
+
+test('gated entry: a candidate with more nodes than the gated default is still picked on gain', () => {
+  const gated = { op: 'gated' as const };
+  const e = onlyEntry(
+    problem({ candidate: 'gated.plain', nodes: 2 }, [{ candidate: 'gated.splitk.s4', nodes: 3, samples_us: evenSamples(80, 0.02) }], gated),
+  );
+  assert.is(e.op, 'gated');
+  assert.is(e.default, 'gated.plain');
+  assert.is(e.choice, 'gated.splitk.s4');
+  assert.is(e.reason, 'picked gated.splitk.s4: +25.0 % over gated.plain');
+});
+
+test('the fastest passing candidate wins; a faster one with an extra node does not', () => {
+  const e = onlyEntry(
+    problem({}, [
+      { candidate: 'splitk.s4', nodes: 2, samples_us: evenSamples(60, 0.02) },
+      { candidate: 'rowblk.r2', samples_us: evenSamples(90, 0.02) },
+      { candidate: 'rowblk.r4', samples_us: evenSamples(80, 0.02) },
+    ]),
+  );
+  assert.is(e.choice, 'rowblk.r4');
+  assert.is(e.reason, 'picked rowblk.r4: +25.0 % over plain');
+});
+
+test('parity: the fastest candidate that failed parity is never chosen', () => {
+  const e = onlyEntry(
+    problem({}, [
+      { candidate: 'test.wrong', samples_us: evenSamples(10, 0.02), parity: { status: 'fail', rel_err: 0.5, bitwise: null, reason: 'rel_err 0.5 > tol' } },
+      { candidate: 'rowblk.r2', samples_us: evenSamples(80, 0.02) },
+    ]),
+  );
+  assert.is(e.choice, 'rowblk.r2');
+  assert.is(e.candidates['test.wrong']!.parity, 'fail');
+  assert.is(e.candidates['test.wrong']!.rel_err, 0.5);
+});
+
+test('parity: when every faster candidate failed or skipped parity the default is kept', () => {
+  const e = onlyEntry(
+    problem({}, [
+      { candidate: 'test.wrong', samples_us: evenSamples(10, 0.02), parity: { status: 'fail', rel_err: 0.5, bitwise: null, reason: 'off' } },
+      { candidate: 'rowblk.r2', samples_us: evenSamples(50, 0.02), parity: { status: 'skipped', rel_err: null, bitwise: null, reason: '' } },
+    ]),
+  );
+  assert.is(e.choice, 'plain');
+  assert.is(e.reason, 'kept: no candidate passed parity (1 failed parity, 1 parity not checked)');
+});
+
+test('parity: one failing record among pooled ones makes the candidate fail', () => {
+  const e = onlyEntry(
+    problem({}, [
+      { candidate: 'rowblk.r2', samples_us: evenSamples(80, 0.02) },
+      { candidate: 'rowblk.r2', samples_us: evenSamples(80, 0.02), seed: 2, parity: { status: 'fail', rel_err: 0.2, bitwise: false, reason: 'bits differ' } },
+    ]),
+  );
+  assert.is(e.choice, 'plain');
+  assert.is(e.candidates['rowblk.r2']!.parity, 'fail');
+  assert.is(e.candidates['rowblk.r2']!.rel_err, 0.2);
+});
+
+test('status: failed and unsupported candidates are ignored even when faster', () => {
+  const e = onlyEntry(
+    problem({}, [
+      { candidate: 'threads.t2', status: 'failed', reason: 'launch error', samples_us: evenSamples(20, 0.02) },
+      { candidate: 'rowblk.r8', status: 'unsupported', reason: 'rows', samples_us: [] },
+    ]),
+  );
+  assert.is(e.choice, 'plain');
+  assert.is(e.reason, 'kept: no candidate has timings (1 failed, 1 unsupported)');
+  assert.is(e.candidates['threads.t2']!.status, 'failed');
+  // A failed run's samples are not trusted: none are pooled.
+  assert.is(e.candidates['threads.t2']!.samples, 0);
+  assert.is(e.candidates['threads.t2']!.median_us, null);
+  assert.is(e.candidates['rowblk.r8']!.status, 'unsupported');
+});
+
+test('status: a failed candidate beside an eligible one does not block the eligible one', () => {
+  const e = onlyEntry(
+    problem({}, [
+      { candidate: 'threads.t2', status: 'failed', reason: 'launch error', samples_us: [] },
+      { candidate: 'rowblk.r2', samples_us: evenSamples(80, 0.02) },
+    ]),
+  );
+  assert.is(e.choice, 'rowblk.r2');
+});
+
+test('pooled samples: records of one candidate from two stores are pooled before the rule', () => {
+  // Three samples each is below MIN_SAMPLES; pooled, six are enough to judge noise.
+  assert.ok(3 < MIN_SAMPLES && 6 >= MIN_SAMPLES);
+  const three = (c: number) => evenSamples(c, 0.02, 3);
+  const alone = onlyEntry(problem({ samples_us: three(100) }, [{ candidate: 'rowblk.r2', samples_us: three(80) }]));
+  assert.is(alone.choice, 'plain');
+  assert.is(alone.reason, `kept: best rowblk.r2 +25.0 % but too few samples to judge noise (3 < ${MIN_SAMPLES})`);
+
+  const pooled = onlyEntry([
+    ...problem({ samples_us: three(100) }, [{ candidate: 'rowblk.r2', samples_us: three(80) }]),
+    ...problem({ samples_us: three(100), seed: 2 }, [{ candidate: 'rowblk.r2', samples_us: three(80), seed: 2 }]),
+  ]);
+  assert.is(pooled.choice, 'rowblk.r2');
+  assert.is(pooled.candidates['rowblk.r2']!.samples, 6);
+  assert.is(pooled.candidates['plain']!.samples, 6);
+});
+
+test('poolCandidate: median and quartiles of the pooled samples', () => {
+  const c = poolCandidate([
+    syntheticRecord({ samples_us: [4, 1, 3] }),
+    syntheticRecord({ samples_us: [2, 5], seed: 2 }),
+  ]);
+  assert.is(c.samples, 5);
+  assert.is(c.median_us, 3);
+  assert.is(c.p25_us, 2);
+  assert.is(c.p75_us, 4);
+  assert.equal(c.sorted_us, [1, 2, 3, 4, 5]);
+});
+
+test('entries keep every candidate with median, quartiles, nodes, params and parity', () => {
+  const e = onlyEntry(
+    problem({ samples_us: evenSamples(100, 0.02) }, [
+      { candidate: 'rowblk.r4', params: { rows: 4 }, samples_us: evenSamples(80, 0.02), stack_bound: true, parity: { status: 'pass', rel_err: 2e-3, bitwise: true, reason: '' } },
+    ]),
+  );
+  assert.equal(Object.keys(e.candidates), ['plain', 'rowblk.r4']);
+  const r4 = e.candidates['rowblk.r4']!;
+  assert.is(r4.median_us, 80);
+  assert.ok(Math.abs(r4.p25_us! - 79.2) < 1e-9);
+  assert.ok(Math.abs(r4.p75_us! - 80.8) < 1e-9);
+  assert.is(r4.samples, 9);
+  assert.equal(r4.params, { rows: 4 });
+  assert.is(r4.stack_bound, true);
+  assert.is(r4.rel_err, 2e-3);
+  assert.is(r4.status, 'ok');
+});
+
+test('floor_us is the median of the floor records; null without one', () => {
+  const floor = syntheticRecord({ kind: 'floor', candidate: 'floor', samples_us: evenSamples(40, 0.02) });
+  const withFloor = onlyEntry([...problem({}, []), floor]);
+  assert.is(withFloor.floor_us, 40);
+  assert.not.ok('floor' in withFloor.candidates);
+  assert.is(onlyEntry(problem({}, [])).floor_us, null);
+  assert.is(onlyEntry(problem({}, [])).reason, 'kept: no other candidate measured');
+});
+
+test('default missing on one problem: the entry keeps the op default and says it was not measured', () => {
+  const { entries } = promoted([
+    ...problem({}, [{ candidate: 'rowblk.r2' }]),
+    syntheticRecord({ candidate: 'rowblk.r2', rows: 2, samples_us: evenSamples(10, 0.02) }),
+  ]);
+  const m2 = entries.find((e) => e.bucket === 2)!;
+  assert.is(m2.choice, 'plain');
+  assert.is(m2.default, 'plain');
+  assert.is(m2.reason, 'kept: default plain not measured on this problem');
+});
+
+test('no default anywhere for an op: its problems are left out with one warning', () => {
+  const { entries, warnings } = promoted([
+    ...problem({}, []),
+    syntheticRecord({ op: 'gated', candidate: 'gated.rowblk.r4' }),
+    syntheticRecord({ op: 'gated', candidate: 'gated.rowblk.r4', rows: 2 }),
+  ]);
+  assert.equal(entries.map((e) => e.op), ['linear']);
+  assert.equal(warnings, ['op gated: no class default in the records; 2 problem(s) left out (the route keeps the default there)']);
+});
+
+test('default without timings keeps the default whatever the others do', () => {
+  const e = onlyEntry(problem({ status: 'failed', samples_us: [] }, [{ candidate: 'rowblk.r2', samples_us: evenSamples(50, 0.02) }]));
+  assert.is(e.choice, 'plain');
+  assert.is(e.reason, 'kept: default plain has no timing (status failed, 0 samples)');
+});
+
+test('mixed identities: one error naming each differing field, no entries', () => {
+  const result = promote(
+    [
+      ...problem({}, []),
+      syntheticRecord({ identity: { ...SYNTHETIC_IDENTITY, device: 'Other Device', blas: 'blas 2' }, rows: 2, is_default: true }),
+    ],
+    DEFAULT_GATE,
+  );
+  assert.ok('error' in result);
+  if (!('error' in result)) return;
+  assert.match(result.error, /mix identities/);
+  assert.match(result.error, /device \("Other Device" vs "Synthetic Device 1"\)/);
+  assert.match(result.error, /blas \("blas 2" vs "none"\)/);
+  assert.not.match(result.error, /arch|space|runtime/);
+  assert.not.match(result.error, /\n/);
+});
+
+test('two class defaults for one op is an error', () => {
+  const result = promote([...problem({}, [{ candidate: 'rowblk.r2', is_default: true }])], DEFAULT_GATE);
+  assert.equal(result, { error: 'op linear has 2 class defaults (plain, rowblk.r2); expected exactly one' });
+});
+
+test('no records and a gate outside 0..1 are errors', () => {
+  assert.equal(promote([], DEFAULT_GATE), { error: 'no records to promote' });
+  assert.equal(promote(problem({}, []), 1.5), { error: 'gate must be within 0..1, got 1.5' });
+  assert.equal(promote(problem({}, []), Number.NaN), { error: 'gate must be within 0..1, got NaN' });
+});
+
+test('entries are sorted by op, dtype, n, k, bucket whatever the record order', () => {
+  const shapes: Partial<Parameters<typeof syntheticRecord>[0]>[] = [
+    { op: 'linear', dtype: 'fp16', n: 1024, k: 512, rows: 1 },
+    { op: 'linear', dtype: 'bf16', n: 4096, k: 512, rows: 2 },
+    { op: 'linear', dtype: 'bf16', n: 4096, k: 512, rows: 1 },
+    { op: 'linear', dtype: 'bf16', n: 1024, k: 4096, rows: 8 },
+  ];
+  const records = shapes.map((s) => syntheticRecord({ ...s, is_default: true }));
+  const keys = (rs: typeof records) => promoted(rs).entries.map((e) => `${e.dtype} ${e.n} ${e.k} ${e.bucket}`);
+  const expected = ['bf16 1024 4096 8', 'bf16 4096 512 1', 'bf16 4096 512 2', 'fp16 1024 512 1'];
+  assert.equal(keys(records), expected);
+  assert.equal(keys([...records].reverse()), expected);
+});
+
+test.run();
