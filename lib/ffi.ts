@@ -11,7 +11,7 @@
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import koffi from 'koffi';
+import koffi, { type LibraryHandle } from 'koffi';
 import type * as v from 'valibot';
 import {
   ABI_VERSION,
@@ -114,7 +114,7 @@ export interface ProblemSpec {
 type NativeFn = (...args: unknown[]) => unknown;
 type Native = Record<BindingName, NativeFn>;
 
-function bind(lib: koffi.LibraryHandle): Native {
+function bind(lib: LibraryHandle): Native {
   const fns = {} as Native;
   for (const [name, [result, args]] of Object.entries(BINDINGS)) {
     fns[name as BindingName] = lib.func(name, result, [...args]) as NativeFn;
@@ -365,7 +365,7 @@ export interface LoadOptions {
 /** Opens one path: load, bind, init, ABI check. Returns the reason it failed. */
 function tryOpen(path: string): Kpick | string {
   if (!existsSync(path)) return 'no such file';
-  let lib: koffi.LibraryHandle;
+  let lib: LibraryHandle;
   try {
     lib = koffi.load(path);
   } catch (err) {

@@ -38,7 +38,7 @@ const Params = v.record(v.string(), v.number());
 /** One line of a store file: one candidate (or the read floor) on one problem. */
 export const StoreRecord = v.strictObject({
   v: v.literal(STORE_VERSION),
-  kind: v.pipe(v.picklist(['candidate', 'floor']), v.description('a candidate timing, or the read floor')),
+  kind: v.pipe(v.picklist(['candidate', 'floor', 'parity']), v.description('a candidate timing, the read floor, or a parity check alone (no samples; scripts/parity.ts --store)')),
   identity: Identity,
   op: Op,
   dtype: Dtype,
