@@ -14,19 +14,14 @@
 // Among the candidates that pass, the fastest median wins (ties by name). Every
 // entry says in one line why it moved or why it kept the default.
 import { Identity, type CandidateResult, type StoreRecord, type TableEntry } from './schema.ts';
-
-// Local until lib/stats.ts lands: quantile of sorted samples, linear between ranks.
-function quantile(sorted: readonly number[], q: number): number {
-  const pos = (sorted.length - 1) * q;
-  const lo = Math.floor(pos);
-  const hi = Math.ceil(pos);
-  return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * (pos - lo);
-}
-const median = (sorted: readonly number[]) => quantile(sorted, 0.5);
+import { median, quantile } from './stats.ts';
 
 export const DEFAULT_GATE = 0.02;
 /** With fewer samples a quartile is one or two samples: no measure of spread. */
 export const MIN_SAMPLES = 5;
+
+// Code-unit order, not the locale's: the same table text on every machine.
+const byText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 const IDENTITY_FIELDS = Object.keys(Identity.entries) as (keyof Identity)[];
 
@@ -56,7 +51,7 @@ export type Pooled = CandidateResult & { sorted_us: number[] };
  * parity 'pass' needs at least one pass (a 'skipped' record is no evidence).
  */
 export function poolCandidate(records: readonly StoreRecord[]): Pooled {
-  const ordered = [...records].sort((a, b) => a.at.localeCompare(b.at) || a.seed - b.seed);
+  const ordered = [...records].sort((a, b) => byText(a.at, b.at) || a.seed - b.seed);
   const first = ordered[0];
   if (!first) throw new Error('poolCandidate needs at least one record');
   const status = ordered.some((r) => r.status === 'failed') ? 'failed' : ordered.some((r) => r.status === 'ok') ? 'ok' : 'unsupported';
@@ -72,7 +67,7 @@ export function poolCandidate(records: readonly StoreRecord[]): Pooled {
     samples: sorted_us.length,
     // Disagreeing counts take the larger: the node rule must not be dodged.
     nodes: measured.length > 0 ? Math.max(...measured) : Math.max(...ordered.map((r) => r.nodes_declared)),
-    params: { ...first.params },
+    params: Object.fromEntries(Object.entries(first.params).sort(([a], [b]) => byText(a, b))),
     parity,
     rel_err: errs.length > 0 ? Math.max(...errs) : null,
     stack_bound: ordered.some((r) => r.stack_bound),
@@ -146,7 +141,7 @@ export function decide(
 
   const byMedian = eligible
     .map(([name, c]) => ({ name, c, gain: (def.median_us as number) / (c.median_us as number) - 1 }))
-    .sort((a, b) => (a.c.median_us as number) - (b.c.median_us as number) || (a.name < b.name ? -1 : 1));
+    .sort((a, b) => (a.c.median_us as number) - (b.c.median_us as number) || byText(a.name, b.name));
   const judged = byMedian.map((x) => ({ ...x, why: refusal(op, x.name, x.c, def, x.gain, gate) }));
   const winner = judged.find((x) => x.why === null);
   if (winner) return { choice: winner.name, reason: `picked ${winner.name}: ${percent(winner.gain)} over ${defaultName}` };
@@ -157,7 +152,7 @@ const problemKey = (r: StoreRecord) => `${r.op}\u0000${r.dtype}\u0000${r.n}\u000
 
 /** Deterministic entry order: op, dtype, n, k, bucket. */
 export function compareEntries(a: TableEntry, b: TableEntry): number {
-  return a.op.localeCompare(b.op) || a.dtype.localeCompare(b.dtype) || a.n - b.n || a.k - b.k || a.bucket - b.bucket;
+  return byText(a.op, b.op) || byText(a.dtype, b.dtype) || a.n - b.n || a.k - b.k || a.bucket - b.bucket;
 }
 
 export type Promoted = { identity: Identity; entries: TableEntry[]; warnings: string[] };
@@ -204,7 +199,7 @@ export function promote(records: readonly StoreRecord[], gate: number): Promoted
       if (r.kind === 'floor') floors.push(r);
       else byName.set(r.candidate, [...(byName.get(r.candidate) ?? []), r]);
     }
-    const pooled = new Map([...byName].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([name, rs]) => [name, poolCandidate(rs)] as const));
+    const pooled = new Map([...byName].sort(([a], [b]) => byText(a, b)).map(([name, rs]) => [name, poolCandidate(rs)] as const));
     const floorSamples = floors.filter((r) => r.status === 'ok').flatMap((r) => r.samples_us).sort((a, b) => a - b);
     const { choice, reason } = decide(head.op, defaultName, pooled, gate);
     const candidates: Record<string, CandidateResult> = {};
@@ -223,6 +218,6 @@ export function promote(records: readonly StoreRecord[], gate: number): Promoted
     });
   }
   entries.sort(compareEntries);
-  const warnings = [...leftOut].sort().map(([op, n]) => `op ${op}: no class default in the records; ${n} problem(s) left out (the route keeps the default there)`);
+  const warnings = [...leftOut].sort(([a], [b]) => byText(a, b)).map(([op, n]) => `op ${op}: no class default in the records; ${n} problem(s) left out (the route keeps the default there)`);
   return { identity: id.identity, entries, warnings };
 }
