@@ -1,0 +1,177 @@
+// What every script shares: named exit codes, one red error line (stack only
+// under DEBUG), JSON lines on stdout, human text and progress on stderr, and
+// cac option tables declared once with their defaults and help.
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { cac, type CAC, type Command } from 'cac';
+import pc from 'picocolors';
+
+export const EXIT = {
+  ok: 0,
+  /** the job ran and found a failure (parity fail, native error) */
+  failed: 1,
+  /** bad usage: unknown option, model or rows, unwritable store */
+  usage: 2,
+  /** a table was refused (refuse-check) */
+  refused: 3,
+} as const;
+export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
+
+/** Bad input from the command line or the environment: exit 2. */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+/** Colours for one stream: only on a TTY, never under NO_COLOR. */
+export function colorsFor(stream: NodeJS.WriteStream): ReturnType<typeof pc.createColors> {
+  const enabled = Boolean(stream.isTTY) && !('NO_COLOR' in process.env);
+  return pc.createColors(enabled);
+}
+
+/** One JSON value per line on stdout, for pipelines. */
+export function printJsonLine(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value)}\n`);
+}
+
+/** Human text on stderr, so stdout stays clean for JSON lines. */
+export function say(line: string): void {
+  process.stderr.write(`${line}\n`);
+}
+
+export function warn(line: string): void {
+  say(colorsFor(process.stderr).yellow(`warning: ${line}`));
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s*\n\s*/g, ' ').trim();
+}
+
+/**
+ * Runs a script's main, owning its errors: a red one-line message on stderr
+ * and a named exit code; the stack only when DEBUG is set.
+ */
+export async function runMain(name: string, main: () => Promise<number> | number): Promise<void> {
+  try {
+    process.exitCode = await main();
+  } catch (err) {
+    const error = err instanceof Error ? err : new Error(String(err));
+    say(colorsFor(process.stderr).red(`${name}: ${oneLine(error.message)}`));
+    if (process.env.DEBUG) say(error.stack ?? '');
+    process.exitCode = error instanceof UsageError ? EXIT.usage : EXIT.failed;
+  }
+}
+
+/** True when this module file is the script node was started with. */
+export function isMainModule(importMetaUrl: string): boolean {
+  const entry = process.argv[1];
+  if (!entry) return false;
+  try {
+    return realpathSync(entry) === realpathSync(fileURLToPath(importMetaUrl));
+  } catch {
+    return false;
+  }
+}
+
+/** One option of a script: its cac flag, help text and default. */
+export interface OptionSpec {
+  /** e.g. '--rows <list>' or '--json' */
+  flag: string;
+  help: string;
+  default?: string | number | boolean;
+}
+
+/** Declares every option of a table on a cac command, with "(default: x)" in the help. */
+export function declareOptions(command: Command | CAC, options: Record<string, OptionSpec>): void {
+  for (const spec of Object.values(options)) {
+    const shown = spec.default === undefined || spec.default === false ? '' : ` (default: ${spec.default})`;
+    command.option(spec.flag, `${spec.help}${shown}`);
+  }
+}
+
+/**
+ * A cac for a script of one job: the options of the table, --help, and the
+ * usage line. Parse it with parseWithCac.
+ */
+export function scriptCli(name: string, usage: string, options: Record<string, OptionSpec>): CAC {
+  const cli = cac(name);
+  cli.usage(usage);
+  declareOptions(cli, options);
+  cli.help();
+  return cli;
+}
+
+/**
+ * Parses argv (without node and the script) against a cac whose global
+ * command holds the options. Returns null when --help was printed; throws
+ * UsageError on an unknown option, a missing value or a stray argument.
+ */
+export function parseWithCac(cli: CAC, argv: readonly string[]): Record<string, unknown> | null {
+  let options: Record<string, unknown>;
+  try {
+    const parsed = cli.parse(['node', cli.name || 'script', ...argv], { run: false });
+    options = parsed.options;
+    if (options.help) return null;
+    const command = cli.matchedCommand ?? cli.globalCommand;
+    command.checkUnknownOptions();
+    command.checkOptionValue();
+    command.checkUnusedArgs();
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  return options;
+}
+
+/** Reads an option as text: cac (mri) turns "8" into a number, "1,2" stays text. */
+export function optionText(options: Record<string, unknown>, name: string, fallback?: string | number): string | undefined {
+  const value = options[name] ?? fallback;
+  if (value === undefined || value === true || value === false) {
+    if (value === true) throw new UsageError(`--${name} needs a value`);
+    return undefined;
+  }
+  if (Array.isArray(value)) throw new UsageError(`--${name} was given more than once`);
+  return String(value);
+}
+
+/** Reads an option as an integer in [min, max]. */
+export function optionInt(options: Record<string, unknown>, name: string, fallback: number, min: number, max: number): number {
+  const text = optionText(options, name, fallback) ?? String(fallback);
+  const value = /^-?\d+$/.test(text) ? Number(text) : NaN;
+  if (!(value >= min && value <= max)) throw new UsageError(`--${name} must be an integer in ${min}..${max}, got '${text}'`);
+  return value;
+}
+
+/** Progress on stderr: "12/80 label ETA 1m20s", redrawn in place, only when enabled. */
+export class Progress {
+  private readonly started = Date.now();
+  private readonly enabled: boolean;
+  private drawn = false;
+
+  constructor(enabled: boolean) {
+    this.enabled = enabled && Boolean(process.stderr.isTTY);
+  }
+
+  update(done: number, total: number, label: string): void {
+    if (!this.enabled) return;
+    const elapsed = (Date.now() - this.started) / 1000;
+    const eta = done > 0 && total > done ? ` ETA ${formatSeconds((elapsed / done) * (total - done))}` : '';
+    const dim = colorsFor(process.stderr).dim;
+    process.stderr.write(`\r\x1b[K${done}/${total} ${label}${dim(eta)}`);
+    this.drawn = true;
+  }
+
+  /** Clears the progress line so the next text starts clean. */
+  end(): void {
+    if (this.drawn) process.stderr.write('\r\x1b[K');
+    this.drawn = false;
+  }
+}
+
+export function formatSeconds(seconds: number): string {
+  if (seconds < 60) return `${Math.round(seconds)}s`;
+  const m = Math.floor(seconds / 60);
+  if (m < 60) return `${m}m${String(Math.round(seconds % 60)).padStart(2, '0')}s`;
+  return `${Math.floor(m / 60)}h${String(m % 60).padStart(2, '0')}m`;
+}

@@ -1,0 +1,191 @@
+// What to measure: model presets (from each model's published config.json),
+// the decode linears they imply, and the parsers of --shapes, --rows, --dtype.
+import { BUCKETS } from './schema.ts';
+import type { Dtype, Op } from './ffi.ts';
+
+export type Bucket = (typeof BUCKETS)[number];
+
+export interface ModelPreset {
+  name: string;
+  hidden: number;
+  intermediate: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  vocab: number;
+  layers: number;
+  /** RMSNorm epsilon, for serve-bench */
+  rmsEps: number;
+  /** the config the numbers come from */
+  source: string;
+}
+
+/** One decode linear: y[M,N] = x[M,K] . W^T (W is 2N x K for the gated op). */
+export interface Linear {
+  /** qkv | o | gate_up | down | lm_head, or NxK for a --shapes entry */
+  name: string;
+  op: Op;
+  n: number;
+  k: number;
+}
+
+const HF = 'huggingface.co';
+export const MODELS: readonly ModelPreset[] = [
+  {
+    name: 'Llama-3.1-8B',
+    hidden: 4096,
+    intermediate: 14336,
+    heads: 32,
+    kvHeads: 8,
+    headDim: 128,
+    vocab: 128256,
+    layers: 32,
+    rmsEps: 1e-5,
+    source: `${HF}/meta-llama/Llama-3.1-8B/config.json`,
+  },
+  {
+    name: 'Qwen3-8B',
+    hidden: 4096,
+    intermediate: 12288,
+    heads: 32,
+    kvHeads: 8,
+    headDim: 128,
+    vocab: 151936,
+    layers: 36,
+    rmsEps: 1e-6,
+    source: `${HF}/Qwen/Qwen3-8B/config.json`,
+  },
+  {
+    name: 'Qwen3-4B',
+    hidden: 2560,
+    intermediate: 9728,
+    heads: 32,
+    kvHeads: 8,
+    headDim: 128,
+    vocab: 151936,
+    layers: 36,
+    rmsEps: 1e-6,
+    source: `${HF}/Qwen/Qwen3-4B/config.json`,
+  },
+  {
+    name: 'Qwen3-1.7B',
+    hidden: 2048,
+    intermediate: 6144,
+    heads: 16,
+    kvHeads: 8,
+    headDim: 128,
+    vocab: 151936,
+    layers: 28,
+    rmsEps: 1e-6,
+    source: `${HF}/Qwen/Qwen3-1.7B/config.json`,
+  },
+  {
+    name: 'Qwen3-0.6B',
+    hidden: 1024,
+    intermediate: 3072,
+    heads: 16,
+    kvHeads: 8,
+    headDim: 128,
+    vocab: 151936,
+    layers: 28,
+    rmsEps: 1e-6,
+    source: `${HF}/Qwen/Qwen3-0.6B/config.json`,
+  },
+  {
+    name: 'tiny',
+    hidden: 256,
+    intermediate: 512,
+    heads: 4,
+    kvHeads: 2,
+    headDim: 64,
+    vocab: 2048,
+    layers: 2,
+    rmsEps: 1e-6,
+    source: 'made up for tests: every op at a size that runs in milliseconds on a CPU',
+  },
+];
+
+export function modelNames(): string[] {
+  return MODELS.map((m) => m.name);
+}
+
+/** The preset named name (case-insensitive); an error lists the known ones. */
+export function findModel(name: string): ModelPreset {
+  const found = MODELS.find((m) => m.name.toLowerCase() === name.toLowerCase());
+  if (!found) throw new Error(`unknown model '${name}'; known: ${modelNames().join(', ')}`);
+  return found;
+}
+
+/** The decode linears of one layer, then the lm_head, in execution order. */
+export function decodeLinears(model: ModelPreset): Linear[] {
+  const q = model.heads * model.headDim;
+  const kv = model.kvHeads * model.headDim;
+  return [
+    { name: 'qkv', op: 'linear', n: q + 2 * kv, k: model.hidden },
+    { name: 'o', op: 'linear', n: model.hidden, k: q },
+    { name: 'gate_up', op: 'gated', n: model.intermediate, k: model.hidden },
+    { name: 'down', op: 'linear', n: model.hidden, k: model.intermediate },
+    { name: 'lm_head', op: 'linear', n: model.vocab, k: model.hidden },
+  ];
+}
+
+/** Drops linears whose (op, N, K) an earlier one already has. */
+export function uniqueShapes(linears: readonly Linear[]): Linear[] {
+  const seen = new Set<string>();
+  return linears.filter((l) => {
+    const key = `${l.op}:${l.n}x${l.k}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}
+
+const MAX_DIM = 1 << 24;
+
+function splitList(text: string, what: string): string[] {
+  const items = String(text)
+    .split(',')
+    .map((s) => s.trim());
+  if (items.length === 0 || items.some((s) => s === '')) {
+    throw new Error(`${what} must be a comma-separated list without empty items, got '${text}'`);
+  }
+  return items;
+}
+
+/** "4096x4096,1024x4096" -> linear shapes (N x K). */
+export function parseShapes(text: string): Linear[] {
+  return splitList(text, '--shapes').map((item) => {
+    const match = /^(\d+)x(\d+)$/i.exec(item);
+    const n = match ? Number(match[1]) : NaN;
+    const k = match ? Number(match[2]) : NaN;
+    if (!(n >= 1 && n <= MAX_DIM && k >= 1 && k <= MAX_DIM)) {
+      throw new Error(`shape '${item}' is not NxK with N and K in 1..${MAX_DIM}`);
+    }
+    return { name: `${n}x${k}`, op: 'linear', n, k };
+  });
+}
+
+/** "1,2,4,8" -> rows buckets, each one of BUCKETS, ascending, no repeats. */
+export function parseRows(text: string | number): Bucket[] {
+  const rows = splitList(String(text), '--rows').map((item) => {
+    const m = /^\d+$/.test(item) ? Number(item) : NaN;
+    if (!(BUCKETS as readonly number[]).includes(m)) {
+      throw new Error(`rows '${item}' is not a bucket; buckets are ${BUCKETS.join(', ')}`);
+    }
+    return m as Bucket;
+  });
+  return [...new Set(rows)].sort((a, b) => a - b);
+}
+
+const DTYPES: readonly Dtype[] = ['bf16', 'fp16'];
+
+/** "bf16,fp16" -> dtypes, no repeats. */
+export function parseDtypes(text: string): Dtype[] {
+  const dtypes = splitList(text, '--dtype').map((item) => {
+    if (!(DTYPES as readonly string[]).includes(item)) {
+      throw new Error(`dtype '${item}' is not one of ${DTYPES.join(', ')}`);
+    }
+    return item as Dtype;
+  });
+  return [...new Set(dtypes)];
+}

@@ -1,0 +1,132 @@
+// The store: a folder of JSON-lines files, one per sweep process, one
+// StoreRecord per line. Files are only ever created and appended to; a
+// reader pools every *.jsonl and skips (with a warning) a line it cannot
+// trust, so a crash mid-write costs at most the record in flight.
+import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import * as v from 'valibot';
+import { identityKey } from './identity.ts';
+import { StoreRecord, issuesLine, type Identity } from './schema.ts';
+
+export interface StoreWarning {
+  file: string;
+  line: number;
+  message: string;
+}
+
+export interface StoreContents {
+  records: StoreRecord[];
+  /** one per skipped line: "file:line: why" */
+  warnings: StoreWarning[];
+}
+
+export function formatWarning(w: StoreWarning): string {
+  return `${w.file}:${w.line}: ${w.message}`;
+}
+
+type KeyFields = Pick<StoreRecord, 'op' | 'dtype' | 'n' | 'k' | 'rows' | 'candidate'> & { identity: Identity };
+
+/** The one way a record is keyed: identity + op + dtype + n + k + rows + candidate. */
+export function recordKey(r: KeyFields): string {
+  return JSON.stringify([identityKey(r.identity), r.op, r.dtype, r.n, r.k, r.rows, r.candidate]);
+}
+
+/** Reads every *.jsonl of dir (none when dir does not exist). */
+export function readStore(dir: string): StoreContents {
+  let names: string[];
+  try {
+    names = readdirSync(dir).filter((name) => name.endsWith('.jsonl')).sort();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { records: [], warnings: [] };
+    throw new Error(`cannot read store ${dir}: ${(err as Error).message}`);
+  }
+  const records: StoreRecord[] = [];
+  const warnings: StoreWarning[] = [];
+  for (const name of names) {
+    const file = join(dir, name);
+    const lines = readFileSync(file, 'utf8').split('\n');
+    lines.forEach((text, i) => {
+      if (text.trim() === '') return;
+      let value: unknown;
+      try {
+        value = JSON.parse(text);
+      } catch (err) {
+        warnings.push({ file, line: i + 1, message: `not JSON (${(err as Error).message})` });
+        return;
+      }
+      const parsed = v.safeParse(StoreRecord, value);
+      if (parsed.success) records.push(parsed.output);
+      else warnings.push({ file, line: i + 1, message: issuesLine(parsed.issues) });
+    });
+  }
+  return { records, warnings };
+}
+
+/** Keys of the measured records (candidate and floor; parity checks alone do not count) of one identity, for resuming. */
+export function measuredKeys(records: readonly StoreRecord[], identity: Identity): Set<string> {
+  const id = identityKey(identity);
+  return new Set(records.filter((r) => r.kind !== 'parity' && identityKey(r.identity) === id).map(recordKey));
+}
+
+function timestampForName(date: Date): string {
+  return date.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+}
+
+/** Appends records to a new file of its own; each append is on disk before it returns. */
+export class StoreWriter {
+  readonly file: string;
+  private fd: number | null;
+  private count = 0;
+
+  private constructor(file: string, fd: number) {
+    this.file = file;
+    this.fd = fd;
+  }
+
+  /**
+   * Creates dir if needed and a new file in it, so an unwritable store fails
+   * here, before anything is measured. prefix names the writer: "sweep".
+   */
+  static open(dir: string, prefix: string): StoreWriter {
+    try {
+      mkdirSync(dir, { recursive: true });
+      if (!statSync(dir).isDirectory()) throw new Error('not a directory');
+    } catch (err) {
+      throw new Error(`store ${dir} is not a writable folder: ${(err as Error).message}`);
+    }
+    const base = `${prefix}-${timestampForName(new Date())}-${process.pid}`;
+    for (let attempt = 0; attempt < 100; attempt++) {
+      const file = join(dir, attempt === 0 ? `${base}.jsonl` : `${base}-${attempt}.jsonl`);
+      try {
+        // 'wx': never open, let alone truncate, a file that exists
+        return new StoreWriter(file, openSync(file, 'wx'));
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'EEXIST') continue;
+        throw new Error(`store ${dir} is not writable: ${(err as Error).message}`);
+      }
+    }
+    throw new Error(`store ${dir}: no free file name for ${base}`);
+  }
+
+  get written(): number {
+    return this.count;
+  }
+
+  /** Validates the record, appends one line and fsyncs it. */
+  append(record: StoreRecord): void {
+    if (this.fd === null) throw new Error(`store file ${this.file} is closed`);
+    const parsed = v.safeParse(StoreRecord, record);
+    if (!parsed.success) throw new Error(`refusing to store an invalid record: ${issuesLine(parsed.issues)}`);
+    writeSync(this.fd, `${JSON.stringify(parsed.output)}\n`);
+    fsyncSync(this.fd);
+    this.count++;
+  }
+
+  /** Closes the file; a file this writer created and never wrote is removed. */
+  close(): void {
+    if (this.fd === null) return;
+    closeSync(this.fd);
+    this.fd = null;
+    if (this.count === 0) unlinkSync(this.file);
+  }
+}

@@ -1,0 +1,280 @@
+// The sweep engine: every candidate on every shape, dtype and rows bucket,
+// one StoreRecord each. Per (dtype, shape) one problem (one weight fill) at
+// the largest rows; per rows bucket: parity on a sampled reference, node
+// count, then timing in rounds that visit every candidate and the read floor
+// in an order rotated each round, so drift hits them all alike.
+import { randomInt } from 'node:crypto';
+import { KpickError, type Candidate, type Dtype, type Kpick, type Problem } from './ffi.ts';
+import type { Bucket, Linear } from './models.ts';
+import { ParityChecker, computeReference, referenceColumns } from './parity.ts';
+import { STORE_VERSION, type Identity, type Parity, type StoreRecord } from './schema.ts';
+import { recordKey } from './store.ts';
+
+/** The name the read floor is stored under. */
+export const FLOOR = 'floor' as const;
+
+export interface SweepPlan {
+  identity: Identity;
+  linears: readonly Linear[];
+  dtypes: readonly Dtype[];
+  rows: readonly Bucket[];
+  /** the candidates to measure (each op takes its own) */
+  candidates: readonly Candidate[];
+  /** every candidate of the space: class heads for the bitwise check */
+  space: readonly Candidate[];
+  samples: number;
+  rounds: number;
+  /** rotating weight copies; 0: the library picks > 8x LLC */
+  copies: number;
+  /** input seed of every problem; undefined: a fresh random one per problem */
+  seed?: number;
+  /** record keys already in the store for this identity: not measured again */
+  done: ReadonlySet<string>;
+}
+
+export interface SweepEvents {
+  record(record: StoreRecord): void;
+  progress?(done: number, total: number, label: string): void;
+}
+
+export interface SweepSummary {
+  /** records written */
+  written: number;
+  /** records skipped because the store already had them */
+  skipped: number;
+  /** records with status failed */
+  failed: number;
+  /** records whose parity failed */
+  parityFailed: number;
+}
+
+/** Candidates whose name matches one of the globs (* and ?); every glob must match one. */
+export function selectCandidates(all: readonly Candidate[], globs: readonly string[] | undefined): Candidate[] {
+  if (!globs || globs.length === 0) return [...all];
+  const patterns = globs.map((glob) => ({
+    glob,
+    re: new RegExp(`^${glob.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`),
+  }));
+  for (const { glob, re } of patterns) {
+    if (!all.some((c) => re.test(c.name))) {
+      throw new Error(`no candidate matches '${glob}'; this space has ${all.map((c) => c.name).join(', ')}`);
+    }
+  }
+  return all.filter((c) => patterns.some(({ re }) => re.test(c.name)));
+}
+
+/** list rotated left by r: round r starts at a different member */
+export function rotate<T>(list: readonly T[], r: number): T[] {
+  if (list.length === 0) return [];
+  const s = r % list.length;
+  return [...list.slice(s), ...list.slice(0, s)];
+}
+
+interface Group {
+  dtype: Dtype;
+  linear: Linear;
+  rows: Bucket;
+  /** candidates of the op not yet in the store */
+  todo: Candidate[];
+  floor: boolean;
+}
+
+function label(g: Pick<Group, 'dtype' | 'linear' | 'rows'>): string {
+  const shape = `${g.linear.n}x${g.linear.k}`;
+  const name = g.linear.name === shape ? '' : `${g.linear.name} `;
+  return `${g.dtype} ${name}${g.linear.op} ${shape} m=${g.rows}`;
+}
+
+const NOT_RUN: Parity = { status: 'skipped', rel_err: null, bitwise: null, reason: 'not run' };
+
+/** What one candidate yields in one group before its record is written. */
+interface Measure {
+  cand: Candidate;
+  status: StoreRecord['status'];
+  reason: string;
+  parity: Parity;
+  nodes: number | null;
+  samples: number[];
+}
+
+function failure(err: unknown, during: string): string {
+  if (err instanceof KpickError) return `${during}: ${err.message}`;
+  throw err;
+}
+
+/** Runs the plan; records go to events.record in the order measured. */
+export function runSweep(kpick: Kpick, plan: SweepPlan, events: SweepEvents): SweepSummary {
+  const key = (g: Pick<Group, 'dtype' | 'linear' | 'rows'>, candidate: string) =>
+    recordKey({ identity: plan.identity, op: g.linear.op, dtype: g.dtype, n: g.linear.n, k: g.linear.k, rows: g.rows, candidate });
+
+  const groups: Group[] = [];
+  let skipped = 0;
+  for (const dtype of plan.dtypes) {
+    for (const linear of plan.linears) {
+      const ofOp = plan.candidates.filter((c) => c.op === linear.op);
+      for (const rows of plan.rows) {
+        const g = { dtype, linear, rows };
+        const todo = ofOp.filter((c) => !plan.done.has(key(g, c.name)));
+        const floor = !plan.done.has(key(g, FLOOR));
+        skipped += ofOp.length - todo.length + (floor ? 0 : 1);
+        if (todo.length > 0 || floor) groups.push({ ...g, todo, floor });
+      }
+    }
+  }
+
+  const total = groups.reduce((sum, g) => sum + g.todo.length + (g.floor ? 1 : 0), 0);
+  const summary: SweepSummary = { written: 0, skipped, failed: 0, parityFailed: 0 };
+  const emit = (record: StoreRecord) => {
+    events.record(record);
+    summary.written++;
+    if (record.status === 'failed') summary.failed++;
+    if (record.parity.status === 'fail') summary.parityFailed++;
+  };
+
+  let problem: Problem | null = null;
+  let problemOf = '';
+  try {
+    for (const g of groups) {
+      const which = `${g.dtype}:${g.linear.op}:${g.linear.n}x${g.linear.k}`;
+      if (which !== problemOf) {
+        problem?.free();
+        problem = null;
+        const mMax = Math.max(...groups.filter((o) => o.dtype === g.dtype && o.linear === g.linear).map((o) => o.rows));
+        problem = kpick.createProblem({
+          op: g.linear.op,
+          dtype: g.dtype,
+          n: g.linear.n,
+          k: g.linear.k,
+          mMax,
+          copies: plan.copies,
+          seed: plan.seed ?? randomInt(0, 2 ** 47),
+        });
+        problemOf = which;
+      }
+      const base = summary.written;
+      const groupSize = g.todo.length + (g.floor ? 1 : 0);
+      events.progress?.(base, total, label(g));
+      measureGroup(problem as Problem, g, plan, emit, (fraction) =>
+        events.progress?.(base + Math.floor(fraction * groupSize), total, label(g)),
+      );
+    }
+  } finally {
+    problem?.free();
+  }
+  return summary;
+}
+
+function measureGroup(
+  problem: Problem,
+  g: Group,
+  plan: SweepPlan,
+  emit: (record: StoreRecord) => void,
+  progress: (fraction: number) => void,
+): void {
+  problem.setRows(g.rows);
+  const measures: Measure[] = g.todo.map((cand) => {
+    const m: Measure = { cand, status: 'ok', reason: '', parity: NOT_RUN, nodes: null, samples: [] };
+    if (!cand.available) {
+      m.status = 'unsupported';
+      m.reason = 'not built for this target';
+    } else if (!problem.supports(cand.id)) {
+      m.status = 'unsupported';
+      m.reason = `cannot run ${g.linear.op} ${g.linear.n}x${g.linear.k} at m=${g.rows}`;
+    }
+    return m;
+  });
+  const runnable = () => measures.filter((m) => m.status === 'ok');
+
+  // parity first, on a sampled reference computed once for the group
+  if (runnable().length > 0) {
+    const reference = computeReference(problem, referenceColumns(problem, 'sampled', Number(problem.seed % 2n ** 31n)));
+    const checker = new ParityChecker(problem, reference, plan.space);
+    for (const m of runnable()) {
+      try {
+        m.parity = checker.check(m.cand);
+      } catch (err) {
+        m.status = 'failed';
+        m.reason = failure(err, 'parity run');
+      }
+    }
+  }
+  for (const m of runnable()) {
+    try {
+      m.nodes = problem.countNodes(m.cand.id);
+    } catch (err) {
+      m.status = 'failed';
+      m.reason = failure(err, 'count nodes');
+    }
+  }
+
+  // timing rounds: each visits every runnable candidate and the floor, rotated
+  const floorSamples: number[] = [];
+  let floorFailure = '';
+  for (let round = 0; round < plan.rounds; round++) {
+    const visits: (Measure | typeof FLOOR)[] = [...runnable(), ...(g.floor && !floorFailure ? [FLOOR] : [])];
+    for (const visit of rotate(visits, round)) {
+      if (visit === FLOOR) {
+        try {
+          floorSamples.push(...problem.timeFloor(plan.samples));
+        } catch (err) {
+          floorFailure = failure(err, 'time floor');
+        }
+        continue;
+      }
+      try {
+        visit.samples.push(...problem.time(visit.cand.id, plan.samples));
+      } catch (err) {
+        visit.status = 'failed';
+        visit.reason = failure(err, 'time');
+        visit.samples = [];
+      }
+    }
+    progress((round + 1) / plan.rounds);
+  }
+
+  const common = {
+    v: STORE_VERSION,
+    identity: plan.identity,
+    op: g.linear.op,
+    dtype: g.dtype,
+    n: g.linear.n,
+    k: g.linear.k,
+    rows: g.rows,
+    copies: problem.copies,
+    seed: Number(problem.seed),
+  } as const;
+  for (const m of measures) {
+    emit({
+      ...common,
+      kind: 'candidate',
+      candidate: m.cand.name,
+      params: { ...m.cand.params },
+      nodes_declared: m.cand.nodes,
+      nodes: m.nodes,
+      is_default: m.cand.isDefault,
+      stack_bound: m.cand.stackBound,
+      status: m.status,
+      reason: m.reason,
+      samples_us: m.status === 'ok' ? m.samples : [],
+      parity: m.parity,
+      at: new Date().toISOString(),
+    });
+  }
+  if (g.floor) {
+    emit({
+      ...common,
+      kind: 'floor',
+      candidate: FLOOR,
+      params: {},
+      nodes_declared: 1,
+      nodes: null,
+      is_default: false,
+      stack_bound: false,
+      status: floorFailure ? 'failed' : 'ok',
+      reason: floorFailure,
+      samples_us: floorFailure ? [] : floorSamples,
+      parity: { status: 'skipped', rel_err: null, bitwise: null, reason: 'the read floor computes no output' },
+      at: new Date().toISOString(),
+    });
+  }
+}

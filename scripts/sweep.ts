@@ -1,0 +1,159 @@
+// sweep: time every candidate on every decode linear of a model (or given
+// shapes) at every rows bucket, with parity and node counts, into a store.
+// Resumes: what the store already holds for this build is not measured again.
+//   tsx scripts/sweep.ts --model Qwen3-0.6B --rows 1,2,4,8 --store stores/x
+import {
+  EXIT,
+  Progress,
+  UsageError,
+  isMainModule,
+  optionInt,
+  optionText,
+  parseWithCac,
+  printJsonLine,
+  runMain,
+  say,
+  scriptCli,
+  warn,
+  type OptionSpec,
+} from '../lib/cli.ts';
+import { BACKENDS, loadKpick, type Dtype } from '../lib/ffi.ts';
+import { describeIdentity, identityFromInfo } from '../lib/identity.ts';
+import { decodeLinears, findModel, modelNames, parseDtypes, parseRows, parseShapes, uniqueShapes, type Bucket, type Linear } from '../lib/models.ts';
+import { StoreWriter, formatWarning, measuredKeys, readStore } from '../lib/store.ts';
+import { runSweep, selectCandidates } from '../lib/sweep.ts';
+
+export const OPTIONS = {
+  model: { flag: '--model <name>', help: `model preset: ${modelNames().join(', ')}` },
+  shapes: { flag: '--shapes <list>', help: "linear shapes NxK to measure instead of the model's, e.g. 4096x4096,1024x4096" },
+  rows: { flag: '--rows <list>', help: 'rows buckets M', default: '1,2,4,8' },
+  dtype: { flag: '--dtype <list>', help: 'bf16, fp16 or both', default: 'bf16' },
+  store: { flag: '--store <dir>', help: 'store folder, created if missing (required)' },
+  candidates: { flag: '--candidates <list>', help: 'candidate names or globs, comma separated (default: all)' },
+  samples: { flag: '--samples <n>', help: 'timings per candidate per round', default: 5 },
+  rounds: { flag: '--rounds <n>', help: 'rounds; each visits every candidate, order rotated', default: 3 },
+  copies: { flag: '--copies <n>', help: 'rotating weight copies; 0: the library picks > 8x the LLC', default: 0 },
+  seed: { flag: '--seed <n>', help: 'input seed (default: a fresh random one per problem)' },
+  backend: { flag: '--backend <name>', help: `${BACKENDS.join(' | ')} (default: $KPICK_BACKEND, else the best build; $KPICK_LIB wins)` },
+  json: { flag: '--json', help: 'print each record as one JSON line on stdout', default: false },
+  quiet: { flag: '--quiet', help: 'no progress or summary on stderr', default: false },
+} satisfies Record<string, OptionSpec>;
+
+export interface SweepArgs {
+  model: string | null;
+  linears: Linear[];
+  rows: Bucket[];
+  dtypes: Dtype[];
+  store: string;
+  candidates: string[] | undefined;
+  samples: number;
+  rounds: number;
+  copies: number;
+  seed: number | undefined;
+  backend: string | undefined;
+  json: boolean;
+  quiet: boolean;
+}
+
+function usage<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch (err) {
+    throw err instanceof UsageError ? err : new UsageError((err as Error).message);
+  }
+}
+
+/** Parses argv (without node and the script); null when --help was printed. Throws UsageError. */
+export function parseSweepArgs(argv: readonly string[]): SweepArgs | null {
+  const cli = scriptCli('sweep', '--model <name> --store <dir> [options]\n\nTimes every candidate on every decode linear and rows bucket into a store; resumes.', OPTIONS);
+  const o = parseWithCac(cli, argv);
+  if (o === null) return null;
+  return usage(() => {
+    const model = optionText(o, 'model') ?? null;
+    const shapes = optionText(o, 'shapes');
+    if (model === null && shapes === undefined) throw new Error('give --model <name> or --shapes NxK,...');
+    const linears = shapes !== undefined ? parseShapes(shapes) : decodeLinears(findModel(model as string));
+    if (shapes !== undefined && model !== null) findModel(model);
+    const store = optionText(o, 'store');
+    if (store === undefined) throw new Error('--store <dir> is required');
+    const candidates = optionText(o, 'candidates')?.split(',').map((s) => s.trim()).filter((s) => s !== '');
+    const seedText = optionText(o, 'seed');
+    return {
+      model,
+      linears: uniqueShapes(linears),
+      rows: parseRows(optionText(o, 'rows', OPTIONS.rows.default) as string),
+      dtypes: parseDtypes(optionText(o, 'dtype', OPTIONS.dtype.default) as string),
+      store,
+      candidates,
+      samples: optionInt(o, 'samples', OPTIONS.samples.default, 1, 100000),
+      rounds: optionInt(o, 'rounds', OPTIONS.rounds.default, 1, 1000),
+      copies: optionInt(o, 'copies', OPTIONS.copies.default, 0, 4096),
+      seed: seedText === undefined ? undefined : optionInt(o, 'seed', 0, 0, Number.MAX_SAFE_INTEGER),
+      backend: optionText(o, 'backend'),
+      json: o.json === true,
+      quiet: o.quiet === true,
+    };
+  });
+}
+
+export async function main(argv: readonly string[]): Promise<number> {
+  const args = parseSweepArgs(argv);
+  if (args === null) return EXIT.ok;
+  if (args.backend !== undefined && !(BACKENDS as readonly string[]).includes(args.backend)) {
+    throw new UsageError(`--backend must be one of ${BACKENDS.join(', ')}, got '${args.backend}'`);
+  }
+  const human = !args.quiet;
+  const writer = usage(() => StoreWriter.open(args.store, 'sweep'));
+  try {
+    const kpick = loadKpick({ backend: args.backend });
+    const info = kpick.info();
+    if (args.backend !== undefined && info.backend !== args.backend) {
+      throw new UsageError(`--backend ${args.backend}, but ${kpick.path} is a ${info.backend} build`);
+    }
+    const identity = identityFromInfo(info);
+    const space = kpick.candidates();
+    const candidates = usage(() => selectCandidates(space, args.candidates));
+
+    const existing = readStore(args.store);
+    for (const w of existing.warnings) warn(`skipped store line ${formatWarning(w)}`);
+    if (human) say(`sweep: ${describeIdentity(identity)} from ${kpick.path}`);
+
+    const progress = new Progress(human && !args.json);
+    const summary = runSweep(
+      kpick,
+      {
+        identity,
+        linears: args.linears,
+        dtypes: args.dtypes,
+        rows: args.rows,
+        candidates,
+        space,
+        samples: args.samples,
+        rounds: args.rounds,
+        copies: args.copies,
+        seed: args.seed,
+        done: measuredKeys(existing.records, identity),
+      },
+      {
+        record(record) {
+          writer.append(record);
+          if (args.json) printJsonLine(record);
+        },
+        progress: (done, total, label) => progress.update(done, total, label),
+      },
+    );
+    progress.end();
+    if (human) {
+      const where = summary.written > 0 ? ` to ${writer.file}` : '';
+      say(
+        `sweep: wrote ${summary.written} records${where}; skipped ${summary.skipped} already in the store` +
+          `; ${summary.failed} failed, ${summary.parityFailed} failed parity`,
+      );
+    }
+    return EXIT.ok;
+  } finally {
+    writer.close();
+  }
+}
+
+if (isMainModule(import.meta.url)) void runMain('sweep', () => main(process.argv.slice(2)));
