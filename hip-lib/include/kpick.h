@@ -112,6 +112,36 @@ int kpick_download(const kpick_problem *p, int32_t which, void *dst, int64_t byt
 int kpick_reference(const kpick_problem *p, const int64_t *cols, int32_t ncols,
                     double *y_out, int64_t count);
 
+/* ---- route: what an engine calls (src/common/route.c, twin of lib/route.ts) ----
+ * The route maps (op, dtype, N, K, M) to a candidate through the compact table
+ * that promote writes beside the JSON (decode_gemm.route): M goes to the
+ * smallest bucket (1, 2, 4 ... 128) that holds it; no entry, no table or a
+ * refused table gives the class default. Environment knobs that reroute
+ * dispatch, read at load: KPICK_FORCE=<candidate> (every call of that
+ * candidate's op runs it) and KPICK_NO_BLASLT=1 (the default is never the
+ * vendor BLAS); either one, set and non-empty, refuses the table by name. */
+#define KPICK_ROUTE_VERSION 1 /* the compact form */
+#define KPICK_TABLE_FORMAT 1  /* the JSON table it was written from */
+
+/* Loads the table at path once (NULL: none, the defaults), checking it against
+ * this library (kpick_get_info), the knobs and the space, and records a
+ * one-line verdict: what it loaded, or why it refused; say = 1 also prints it
+ * to stderr. A missing or refused table is not an error (KPICK_OK, defaults).
+ * Later lookups never read the file; a second load replaces the first. */
+int kpick_route_load(const char *path, int32_t say);
+/* The last verdict, NUL-terminated; KPICK_E_ARG when cap is too small. */
+int kpick_route_verdict(char *buf, int32_t cap);
+/* *used = 1 when a table is in use; entries kept and dropped by the guard. */
+int kpick_route_status(int32_t *used, int32_t *kept, int32_t *dropped);
+/* The candidate id the route picks for one call (m in 1..128). */
+int kpick_route_lookup(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_t m,
+                       int32_t *cand_out);
+/* y[m,N] = x[m,K] . W^T (or the gated op on W[2N,K]) through the route, on
+ * caller-owned device pointers, enqueued on stream (NULL: the default stream;
+ * the CPU ignores it and returns when y is complete). y must not overlap x or W. */
+int kpick_linear(int32_t op, int32_t dtype, const void *x, const void *w, void *y,
+                 int32_t m, int64_t n, int64_t k, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

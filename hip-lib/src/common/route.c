@@ -1,0 +1,738 @@
+/* route.c: the route an engine dispatches through, and its guard: the C twin of
+ * lib/route.ts and lib/guard.ts (same checks, same order, same verdict line).
+ *
+ * kpick_route_load reads the compact table once, checks it against the library
+ * actually loaded (kpick_get_info), the dispatch knobs and the space, keeps the
+ * entries that pass and records one verdict line. Lookups and kpick_linear only
+ * read the kept entries in memory, under a read lock; a load swaps them whole.
+ * A missing or refused table is not an error: the route keeps the defaults. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <libgen.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "error.h"
+#include "route.h"
+#include "space.h"
+
+/* ---- knobs: environment variables that reroute dispatch. Any one of them set
+ * (non-empty) refuses the table by name, so a tuned table never mixes with a
+ * manual override. Read when a table is loaded (or at the first lookup). ---- */
+#define KNOB_FORCE "KPICK_FORCE"         /* every call of its op runs this candidate */
+#define KNOB_NO_BLASLT "KPICK_NO_BLASLT" /* the class default is never the vendor BLAS */
+static const char *const knobs[] = {KNOB_FORCE, KNOB_NO_BLASLT};
+#define KNOB_SHOWN 64 /* bytes of a knob's value quoted in the verdict */
+
+static const char *knob_value(const char *name) {
+  const char *v = getenv(name);
+  return v && v[0] ? v : NULL;
+}
+
+/* ---- drop reasons of one entry, in the order they are checked and listed ---- */
+enum drop {
+  DROP_NOT_IN_SPACE,
+  DROP_UNAVAILABLE,
+  DROP_OTHER_OP,
+  DROP_UNMEASURED,
+  DROP_FAILED_PARITY,
+  DROP_DID_NOT_RUN,
+  DROP_UNCHECKED,
+  DROP_STACK,
+  DROP_ROWS,
+  DROP_COUNT,
+  DROP_NONE = -1
+};
+static const char *const drop_text[DROP_COUNT] = {
+    "choice not in this build's space", "choice not available on this target",
+    "choice is for another op",         "choice not measured",
+    "choice failed parity",             "choice did not run",
+    "choice not parity-checked",        "stack-bound and the BLAS differs",
+    "choice does not take these rows",
+};
+
+enum status_word { ST_OK, ST_UNSUPPORTED, ST_FAILED, ST_UNMEASURED };
+enum parity_word { PA_PASS, PA_FAIL, PA_SKIPPED, PA_NONE };
+static const char *const op_words[] = {"linear", "gated"};
+static const char *const dtype_words[] = {"bf16", "fp16"};
+static const char *const status_words[] = {"ok", "unsupported", "failed", "unmeasured"};
+static const char *const parity_words[] = {"pass", "fail", "skipped", "none"};
+static const char *const header_keys[] = {"backend", "arch", "device", "runtime", "blas", "compiler", "space"};
+enum { H_BACKEND, H_ARCH, H_DEVICE, H_RUNTIME, H_BLAS, H_COMPILER, H_SPACE, H_COUNT };
+
+/* One entry line as read. */
+typedef struct parsed_entry {
+  int64_t n, k;
+  int32_t op, dtype, bucket, status, parity, stack, line;
+  char choice[KP_ROUTE_MAX_NAME + 1];
+} parsed_entry;
+
+typedef struct parsed {
+  char header[H_COUNT][KP_ROUTE_MAX_VALUE + 1];
+  parsed_entry *e;
+  size_t len, cap;
+} parsed;
+
+/* One kept entry: the key and the candidate it routes to. */
+typedef struct kept_entry {
+  int64_t n, k;
+  int32_t op, dtype, bucket, cand;
+} kept_entry;
+
+typedef struct route {
+  kept_entry *e; /* sorted by key */
+  size_t len;
+  int32_t used, dropped;
+  int32_t defaults[2]; /* per op; -1: none */
+  int32_t forced;      /* KPICK_FORCE's candidate; -1: unset or unknown */
+  char verdict[KP_ROUTE_VERDICT_MAX];
+} route;
+
+static pthread_rwlock_t route_lock = PTHREAD_RWLOCK_INITIALIZER;
+static route current; /* guarded by route_lock */
+static int current_ready;
+
+/* ---- small text helpers ---- */
+
+static void append(char *dst, size_t cap, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void append(char *dst, size_t cap, const char *fmt, ...) {
+  size_t used = strlen(dst);
+  if (used + 1 >= cap) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(dst + used, cap - used, fmt, ap);
+  va_end(ap);
+}
+
+static int word_index(const char *s, size_t len, const char *const *words, int count) {
+  for (int i = 0; i < count; i++)
+    if (strlen(words[i]) == len && memcmp(words[i], s, len) == 0) return i;
+  return -1;
+}
+
+/* A decimal integer as the writer prints it: "0" or no leading zero, <= 9 digits. */
+static int parse_uint(const char *s, size_t len, int64_t *out) {
+  if (len == 0 || len > 9 || (len > 1 && s[0] == '0')) return 0;
+  int64_t v = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (s[i] < '0' || s[i] > '9') return 0;
+    v = v * 10 + (s[i] - '0');
+  }
+  *out = v;
+  return 1;
+}
+
+static int is_name(const char *s, size_t len) {
+  if (len == 0 || len > KP_ROUTE_MAX_NAME) return 0;
+  for (size_t i = 0; i < len; i++) {
+    char c = s[i];
+    int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+             c == '_' || c == '-';
+    if (!ok) return 0;
+  }
+  return 1;
+}
+
+/* ---- the file: same checks and order as readTableFile in lib/guard.ts ---- */
+
+enum kind { K_USED, K_MISSING, K_REFUSED };
+
+/* Reads path into *text (NUL-terminated). Returns K_USED when read, K_MISSING,
+ * or K_REFUSED with the reason in why; -1 when out of memory. */
+static int read_file(const char *path, char **text, size_t *len, char *why, size_t cap) {
+  struct stat st;
+  if (lstat(path, &st) != 0) {
+    if (errno == ENOENT) return K_MISSING;
+    snprintf(why, cap, "unreadable: %s", strerror(errno));
+    return K_REFUSED;
+  }
+  if (S_ISLNK(st.st_mode)) {
+    /* A table belongs to its folder: a link to another folder's table would
+     * apply one device's tuning to another's name. */
+    char target[PATH_MAX], dir_real[PATH_MAX], copy[PATH_MAX], target_copy[PATH_MAX];
+    if (!realpath(path, target)) {
+      snprintf(why, cap, "unreadable: a symlink to nothing");
+      return K_REFUSED;
+    }
+    snprintf(copy, sizeof copy, "%s", path);
+    snprintf(target_copy, sizeof target_copy, "%s", target);
+    if (!realpath(dirname(copy), dir_real) || strcmp(dir_real, dirname(target_copy)) != 0) {
+      snprintf(why, cap, "unreadable: a symlink to another folder (%s)", target);
+      return K_REFUSED;
+    }
+  }
+  if (stat(path, &st) != 0) {
+    snprintf(why, cap, "unreadable: %s", strerror(errno));
+    return K_REFUSED;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    snprintf(why, cap, "unreadable: not a regular file");
+    return K_REFUSED;
+  }
+  if (st.st_size > KP_ROUTE_MAX_BYTES) {
+    snprintf(why, cap, "unreadable: %lld bytes, larger than any real table (limit %d)", (long long)st.st_size,
+             KP_ROUTE_MAX_BYTES);
+    return K_REFUSED;
+  }
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    snprintf(why, cap, "unreadable: %s", strerror(errno));
+    return K_REFUSED;
+  }
+  /* one byte past the limit, so a file that grew since the stat is still caught */
+  char *buf = malloc(KP_ROUTE_MAX_BYTES + 2);
+  if (!buf) {
+    close(fd);
+    return -1;
+  }
+  size_t got = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf + got, KP_ROUTE_MAX_BYTES + 1 - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      snprintf(why, cap, "unreadable: %s", strerror(errno));
+      close(fd);
+      free(buf);
+      return K_REFUSED;
+    }
+    if (r == 0 || (got += (size_t)r) > KP_ROUTE_MAX_BYTES) break;
+  }
+  close(fd);
+  if (got > KP_ROUTE_MAX_BYTES) {
+    snprintf(why, cap, "unreadable: more than %d bytes, larger than any real table", KP_ROUTE_MAX_BYTES);
+    free(buf);
+    return K_REFUSED;
+  }
+  buf[got] = '\0';
+  *text = buf;
+  *len = got;
+  return K_USED;
+}
+
+/* ---- the parser: same rules and messages as parseCompactRoute in lib/route.ts ---- */
+
+enum parse_result { P_OK, P_INVALID, P_OLDER, P_NEWER, P_NOMEM };
+
+/* Writes why a route is invalid; returns P_INVALID. */
+static int invalid(char *why, size_t cap, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static int invalid(char *why, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, cap, fmt, ap);
+  va_end(ap);
+  return P_INVALID;
+}
+
+typedef struct cursor {
+  const char *text;
+  size_t len, pos;
+  int32_t line;     /* lines read so far */
+  const char *cur;  /* the current line, without its '\n' */
+  size_t cur_len;
+} cursor;
+
+/* 1: a line is in cur; 0: end of text; -1: a bad line (message in why) */
+static int next_line(cursor *c, char *why, size_t cap) {
+  if (c->pos >= c->len) return 0;
+  c->line++;
+  size_t i = c->pos;
+  for (; i < c->len && c->text[i] != '\n'; i++) {
+    unsigned char b = (unsigned char)c->text[i];
+    if (b < 0x20 || b > 0x7e) {
+      snprintf(why, cap, "line %d: byte 0x%02x is not printable ASCII", (int)c->line, b);
+      return -1;
+    }
+  }
+  if (i >= c->len) {
+    snprintf(why, cap, "line %d: no newline at the end (truncated?)", (int)c->line);
+    return -1;
+  }
+  c->cur = c->text + c->pos;
+  c->cur_len = i - c->pos;
+  c->pos = i + 1;
+  return 1;
+}
+
+/* "key <integer>" in cur: 1 and *out, or 0 */
+static int keyed_uint(const cursor *c, const char *key, int64_t *out) {
+  size_t kl = strlen(key);
+  return c->cur_len > kl + 1 && memcmp(c->cur, key, kl) == 0 && c->cur[kl] == ' ' &&
+         parse_uint(c->cur + kl + 1, c->cur_len - kl - 1, out);
+}
+
+static int version_check(const char *what, int64_t got, int64_t want, char *why, size_t cap) {
+  if (got == want) return P_OK;
+  snprintf(why, cap, "%s format (%s %lld, this kpick reads %lld)", got < want ? "older" : "newer", what,
+           (long long)got, (long long)want);
+  return got < want ? P_OLDER : P_NEWER;
+}
+
+/* One entry line in cur: P_OK, or P_INVALID with the first bad field named. */
+static int parse_entry(const cursor *c, parsed_entry *e, char *why, size_t cap) {
+  const char *f[9];
+  size_t fl[9];
+  int count = 1;
+  for (size_t i = 0; i < c->cur_len; i++) count += c->cur[i] == ' ';
+  if (count != 9)
+    return invalid(why, cap, "line %d: expected 9 fields (op dtype n k bucket choice status parity stack), got %d",
+                   (int)c->line, count);
+  const char *s = c->cur, *end = c->cur + c->cur_len;
+  for (int i = 0; i < 9; i++) {
+    const char *sp = memchr(s, ' ', (size_t)(end - s));
+    if (!sp) sp = end;
+    f[i] = s;
+    fl[i] = (size_t)(sp - s);
+    s = sp + 1;
+  }
+  int L = (int)c->line;
+  int64_t n, k, bucket, stack;
+  e->line = c->line;
+  if ((e->op = word_index(f[0], fl[0], op_words, 2)) < 0)
+    return invalid(why, cap, "line %d: op must be linear or gated", L);
+  if ((e->dtype = word_index(f[1], fl[1], dtype_words, 2)) < 0)
+    return invalid(why, cap, "line %d: dtype must be bf16 or fp16", L);
+  if (!parse_uint(f[2], fl[2], &n) || n < 1 || n > KP_ROUTE_MAX_DIM)
+    return invalid(why, cap, "line %d: n must be an integer in 1..%d", L, KP_ROUTE_MAX_DIM);
+  if (!parse_uint(f[3], fl[3], &k) || k < 1 || k > KP_ROUTE_MAX_DIM)
+    return invalid(why, cap, "line %d: k must be an integer in 1..%d", L, KP_ROUTE_MAX_DIM);
+  if (!parse_uint(f[4], fl[4], &bucket) || bucket > 128 || kp_route_bucket((int32_t)bucket) != bucket)
+    return invalid(why, cap, "line %d: bucket must be one of 1,2,4,8,16,32,64,128", L);
+  if (!is_name(f[5], fl[5]))
+    return invalid(why, cap, "line %d: choice must be a candidate name (1..%d of A-Z a-z 0-9 . _ -)", L,
+                   KP_ROUTE_MAX_NAME);
+  if ((e->status = word_index(f[6], fl[6], status_words, 4)) < 0)
+    return invalid(why, cap, "line %d: status must be ok, unsupported, failed or unmeasured", L);
+  if ((e->parity = word_index(f[7], fl[7], parity_words, 4)) < 0)
+    return invalid(why, cap, "line %d: parity must be pass, fail, skipped or none", L);
+  if (!parse_uint(f[8], fl[8], &stack) || stack > 1)
+    return invalid(why, cap, "line %d: stack must be 0 or 1", L);
+  e->n = n;
+  e->k = k;
+  e->bucket = (int32_t)bucket;
+  e->stack = (int32_t)stack;
+  memcpy(e->choice, f[5], fl[5]);
+  e->choice[fl[5]] = '\0';
+  return P_OK;
+}
+
+static int key_cmp(int32_t op_a, int32_t dt_a, int64_t n_a, int64_t k_a, int32_t b_a, int32_t op_b, int32_t dt_b,
+                   int64_t n_b, int64_t k_b, int32_t b_b) {
+  if (op_a != op_b) return op_a < op_b ? -1 : 1;
+  if (dt_a != dt_b) return dt_a < dt_b ? -1 : 1;
+  if (n_a != n_b) return n_a < n_b ? -1 : 1;
+  if (k_a != k_b) return k_a < k_b ? -1 : 1;
+  if (b_a != b_b) return b_a < b_b ? -1 : 1;
+  return 0;
+}
+
+static int parsed_cmp(const void *a, const void *b) {
+  const parsed_entry *x = a, *y = b;
+  int c = key_cmp(x->op, x->dtype, x->n, x->k, x->bucket, y->op, y->dtype, y->n, y->k, y->bucket);
+  return c ? c : (x->line > y->line) - (x->line < y->line);
+}
+
+/* The first repeated key in file order: the smallest line that repeats an
+ * earlier one, named with the first line of its key (as a Map walk finds it). */
+static int find_duplicate(parsed *p, char *why, size_t cap) {
+  if (p->len < 2) return 0;
+  qsort(p->e, p->len, sizeof *p->e, parsed_cmp);
+  const parsed_entry *best = NULL, *best_first = NULL, *first = &p->e[0];
+  for (size_t i = 1; i < p->len; i++) {
+    const parsed_entry *a = &p->e[i - 1], *b = &p->e[i];
+    if (key_cmp(a->op, a->dtype, a->n, a->k, a->bucket, b->op, b->dtype, b->n, b->k, b->bucket) != 0) {
+      first = b;
+      continue;
+    }
+    if (a == first && (!best || b->line < best->line)) { /* b is the first repeat of its key */
+      best = b;
+      best_first = first;
+    }
+  }
+  if (!best) return 0;
+  snprintf(why, cap, "line %d repeats line %d (%s %s %lldx%lld, bucket %d)", (int)best->line,
+           (int)best_first->line, op_words[best->op], dtype_words[best->dtype], (long long)best->n,
+           (long long)best->k, (int)best->bucket);
+  return 1;
+}
+
+static int parse_route(const char *text, size_t len, parsed *p, char *why, size_t cap) {
+  cursor c = {text, len, 0, 0, NULL, 0};
+  int r = next_line(&c, why, cap);
+  if (r < 0) return P_INVALID;
+  int64_t num;
+  if (r == 0) return invalid(why, cap, "empty file");
+  if (!keyed_uint(&c, "kpick-route", &num)) return invalid(why, cap, "line 1: not a kpick route file");
+  int v = version_check("route", num, KPICK_ROUTE_VERSION, why, cap);
+  if (v != P_OK) return v;
+
+  if ((r = next_line(&c, why, cap)) < 0) return P_INVALID;
+  if (r == 0) return invalid(why, cap, "truncated after line %d", (int)c.line);
+  if (!keyed_uint(&c, "format", &num)) return invalid(why, cap, "line %d: expected 'format <number>'", (int)c.line);
+  if ((v = version_check("format", num, KPICK_TABLE_FORMAT, why, cap)) != P_OK) return v;
+
+  for (int h = 0; h < H_COUNT; h++) {
+    if ((r = next_line(&c, why, cap)) < 0) return P_INVALID;
+    size_t kl = strlen(header_keys[h]);
+    if (r == 0) return invalid(why, cap, "truncated after line %d", (int)c.line);
+    if (c.cur_len < kl + 2 || c.cur_len - kl - 1 > KP_ROUTE_MAX_VALUE || memcmp(c.cur, header_keys[h], kl) != 0 ||
+        c.cur[kl] != ' ')
+      return invalid(why, cap, "line %d: expected '%s <value>' (1..%d characters)", (int)c.line, header_keys[h],
+                     KP_ROUTE_MAX_VALUE);
+    memcpy(p->header[h], c.cur + kl + 1, c.cur_len - kl - 1);
+    p->header[h][c.cur_len - kl - 1] = '\0';
+  }
+
+  if ((r = next_line(&c, why, cap)) < 0) return P_INVALID;
+  if (r == 0) return invalid(why, cap, "truncated after line %d", (int)c.line);
+  int64_t count;
+  if (!keyed_uint(&c, "entries", &count) || count > KP_ROUTE_MAX_ENTRIES)
+    return invalid(why, cap, "line %d: expected 'entries <count up to %d>'", (int)c.line, KP_ROUTE_MAX_ENTRIES);
+
+  for (int64_t i = 0; i < count; i++) {
+    if ((r = next_line(&c, why, cap)) < 0) return P_INVALID;
+    if (r == 0)
+      return invalid(why, cap, "truncated after line %d: expected %lld entries and 'end'", (int)c.line,
+                    (long long)count);
+    if (p->len == p->cap) { /* grown as lines arrive: the count line alone allocates nothing */
+      size_t cap2 = p->cap ? p->cap * 2 : 64;
+      parsed_entry *grown = realloc(p->e, cap2 * sizeof *grown);
+      if (!grown) return P_NOMEM;
+      p->e = grown;
+      p->cap = cap2;
+    }
+    if (parse_entry(&c, &p->e[p->len], why, cap) != P_OK) return P_INVALID;
+    p->len++;
+  }
+  if ((r = next_line(&c, why, cap)) < 0) return P_INVALID;
+  if (r == 0)
+    return invalid(why, cap, "truncated after line %d: expected %lld entries and 'end'", (int)c.line,
+                   (long long)count);
+  if (c.cur_len != 3 || memcmp(c.cur, "end", 3) != 0)
+    return invalid(why, cap, "line %d: expected 'end' after %lld entries", (int)c.line, (long long)count);
+  if (c.pos < c.len) return invalid(why, cap, "line %d: text after 'end'", (int)c.line + 1);
+  if (find_duplicate(p, why, cap)) return P_INVALID;
+  return P_OK;
+}
+
+/* ---- the build: defaults, knobs, candidates by name ---- */
+
+static int32_t find_candidate(const char *name) {
+  for (int32_t i = 0; i < KP_NCAND; i++)
+    if (strcmp(kp_space[i].name, name) == 0) return i;
+  return -1;
+}
+
+/* The class default of op (what runs without a table). Under KPICK_NO_BLASLT a
+ * vendor-BLAS default gives way to the first available candidate of the op, in
+ * space.def order, that is neither BLAS nor stack-bound. */
+static int32_t class_default(int32_t op, int no_blaslt) {
+  int32_t head = -1;
+  for (int32_t i = 0; i < KP_NCAND && head < 0; i++)
+    if (kp_space[i].op == op && (kp_space[i].flags & KF_DEFAULT) && be_available(i)) head = i;
+  if (head < 0 || !no_blaslt || strcmp(kp_space[head].family, "blaslt") != 0) return head;
+  for (int32_t i = 0; i < KP_NCAND; i++)
+    if (kp_space[i].op == op && be_available(i) && strcmp(kp_space[i].family, "blaslt") != 0 &&
+        !(kp_space[i].flags & KF_STACK))
+      return i;
+  return head;
+}
+
+static int rows_fit(int32_t cand, int32_t lo, int32_t hi) {
+  return kp_space[cand].rows_min <= lo && kp_space[cand].rows_max >= hi;
+}
+
+static enum drop judge_entry(const parsed_entry *e, const char *table_blas, const char *build_blas, int32_t *cand) {
+  int32_t id = find_candidate(e->choice);
+  *cand = id;
+  if (id < 0) return DROP_NOT_IN_SPACE;
+  if (!be_available(id)) return DROP_UNAVAILABLE;
+  const kp_row *r = &kp_space[id];
+  if (r->op != e->op) return DROP_OTHER_OP;
+  /* The class default runs on a miss anyway: routing to it needs no evidence. */
+  if (!(r->flags & KF_DEFAULT)) {
+    if (e->status == ST_UNMEASURED) return DROP_UNMEASURED;
+    if (e->parity == PA_FAIL) return DROP_FAILED_PARITY;
+    if (e->status != ST_OK) return DROP_DID_NOT_RUN;
+    if (e->parity != PA_PASS) return DROP_UNCHECKED;
+  }
+  if (((r->flags & KF_STACK) || e->stack) && strcmp(table_blas, build_blas) != 0) return DROP_STACK;
+  int32_t lo = e->bucket == 1 ? 1 : e->bucket / 2 + 1;
+  if (!rows_fit(id, lo, e->bucket)) return DROP_ROWS;
+  return DROP_NONE;
+}
+
+static int kept_cmp(const void *a, const void *b) {
+  const kept_entry *x = a, *y = b;
+  return key_cmp(x->op, x->dtype, x->n, x->k, x->bucket, y->op, y->dtype, y->n, y->k, y->bucket);
+}
+
+/* ---- building a route ---- */
+
+static void refuse_line(route *rt, const char *path, const char *reason, const char *remedy) {
+  snprintf(rt->verdict, sizeof rt->verdict, "kpick: table %s refused: %s; %s; using the defaults", path, reason,
+           remedy);
+}
+
+/* The identity, compiler, space and knob checks, in DESIGN.md's order;
+ * 1 with the verdict written when the table is refused. */
+static int refuse_by_build(route *rt, const char *path, const parsed *p, const kpick_info *info) {
+  const char *here[H_COUNT] = {info->backend, info->arch,     info->device, info->runtime,
+                               info->blas,    info->compiler, info->space};
+  char reason[1024];
+  for (int h = H_BACKEND; h <= H_DEVICE; h++) {
+    if (strcmp(p->header[h], here[h]) != 0) {
+      snprintf(reason, sizeof reason, "other %s (table \"%s\", here \"%s\")", header_keys[h], p->header[h], here[h]);
+      refuse_line(rt, path, reason, "run the tuner on this machine");
+      return 1;
+    }
+  }
+  if (strcmp(p->header[H_COMPILER], here[H_COMPILER]) != 0) {
+    snprintf(reason, sizeof reason, "other compiler (table \"%s\", here \"%s\")", p->header[H_COMPILER],
+             here[H_COMPILER]);
+    refuse_line(rt, path, reason, "run the tuner again");
+    return 1;
+  }
+  if (strcmp(p->header[H_SPACE], here[H_SPACE]) != 0) {
+    snprintf(reason, sizeof reason, "other space (table %s, here %s)", p->header[H_SPACE], here[H_SPACE]);
+    refuse_line(rt, path, reason, "the kernels changed: run the tuner again");
+    return 1;
+  }
+  for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
+    const char *value = knob_value(knobs[i]);
+    if (value) {
+      snprintf(reason, sizeof reason, "%s=%.*s is set", knobs[i], KNOB_SHOWN, value);
+      refuse_line(rt, path, reason, "it reroutes dispatch: unset it to use the table");
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Keeps the entries that pass and writes the "loaded" verdict. */
+static int use_table(route *rt, const char *path, const parsed *p, const kpick_info *info) {
+  int32_t counts[DROP_COUNT] = {0};
+  rt->e = p->len ? malloc(p->len * sizeof *rt->e) : NULL;
+  if (p->len && !rt->e) return KPICK_E_NOMEM;
+  for (size_t i = 0; i < p->len; i++) {
+    const parsed_entry *e = &p->e[i];
+    int32_t cand;
+    enum drop d = judge_entry(e, p->header[H_BLAS], info->blas, &cand);
+    if (d != DROP_NONE) {
+      counts[d]++;
+      rt->dropped++;
+      continue;
+    }
+    rt->e[rt->len++] = (kept_entry){e->n, e->k, e->op, e->dtype, e->bucket, cand};
+  }
+  qsort(rt->e, rt->len, sizeof *rt->e, kept_cmp);
+  rt->used = 1;
+  snprintf(rt->verdict, sizeof rt->verdict, "kpick: table %s: loaded %zu entries, dropped %d", path, rt->len,
+           (int)rt->dropped);
+  const char *sep = " (";
+  for (int d = 0; d < DROP_COUNT; d++) {
+    if (!counts[d]) continue;
+    append(rt->verdict, sizeof rt->verdict, "%s%d %s", sep, (int)counts[d], drop_text[d]);
+    sep = ", ";
+  }
+  if (rt->dropped) append(rt->verdict, sizeof rt->verdict, ")");
+  if (strcmp(p->header[H_RUNTIME], info->runtime) != 0)
+    append(rt->verdict, sizeof rt->verdict, "; note: tuned with runtime \"%s\", this is \"%s\"",
+           p->header[H_RUNTIME], info->runtime);
+  if (strcmp(p->header[H_BLAS], info->blas) != 0)
+    append(rt->verdict, sizeof rt->verdict, "; note: tuned with blas \"%s\", this is \"%s\"", p->header[H_BLAS],
+           info->blas);
+  return KPICK_OK;
+}
+
+/* A new route from path (NULL: none): never fails but for memory. */
+static int build_route(route *rt, const char *path) {
+  memset(rt, 0, sizeof *rt);
+  kpick_info info;
+  KP_TRY(kpick_get_info(&info));
+  const char *force = knob_value(KNOB_FORCE);
+  rt->forced = force ? find_candidate(force) : -1;
+  if (rt->forced >= 0 && !be_available(rt->forced)) rt->forced = -1;
+  for (int32_t op = 0; op < 2; op++) rt->defaults[op] = class_default(op, knob_value(KNOB_NO_BLASLT) != NULL);
+
+  int st = KPICK_OK;
+  if (!path) {
+    snprintf(rt->verdict, sizeof rt->verdict, "kpick: no table loaded: using the defaults");
+  } else {
+    char why[PATH_MAX + 1024] = "";
+    char *text = NULL;
+    size_t len = 0;
+    parsed p;
+    memset(&p, 0, sizeof p);
+    int kind = read_file(path, &text, &len, why, sizeof why);
+    if (kind < 0) {
+      st = kp_fail(KPICK_E_NOMEM, "kpick_route_load", "host allocation failed");
+    } else if (kind == K_MISSING) {
+      snprintf(rt->verdict, sizeof rt->verdict, "kpick: no table at %s: using the defaults", path);
+    } else if (kind == K_REFUSED) {
+      refuse_line(rt, path, why, "run promote again");
+    } else {
+      int pr = parse_route(text, len, &p, why, sizeof why);
+      if (pr == P_NOMEM) {
+        st = kp_fail(KPICK_E_NOMEM, "kpick_route_load", "host allocation failed");
+      } else if (pr == P_INVALID) {
+        char reason[PATH_MAX + 1100];
+        snprintf(reason, sizeof reason, "invalid: %s", why);
+        refuse_line(rt, path, reason, "run promote again");
+      } else if (pr == P_OLDER || pr == P_NEWER) {
+        refuse_line(rt, path, why, pr == P_OLDER ? "run promote again" : "upgrade kpick");
+      } else if (!refuse_by_build(rt, path, &p, &info)) {
+        st = use_table(rt, path, &p, &info);
+        if (st != KPICK_OK) st = kp_fail(st, "kpick_route_load", "host allocation failed");
+      }
+    }
+    free(text);
+    free(p.e);
+  }
+  if (force && rt->forced < 0)
+    append(rt->verdict, sizeof rt->verdict, "; note: %s=%.*s names no candidate here", KNOB_FORCE, KNOB_SHOWN,
+           force);
+  return st;
+}
+
+/* The route before any load: defaults, knobs read now. Caller holds the write lock. */
+static int ensure_current(void) {
+  if (current_ready) return KPICK_OK;
+  KP_TRY(build_route(&current, NULL));
+  current_ready = 1;
+  return KPICK_OK;
+}
+
+/* Caller holds a lock on the route. */
+static int32_t route_pick(const route *rt, int32_t op, int32_t dtype, int64_t n, int64_t k, int32_t m) {
+  if (rt->forced >= 0 && kp_space[rt->forced].op == op && rows_fit(rt->forced, m, m)) return rt->forced;
+  int32_t bucket = kp_route_bucket(m);
+  size_t lo = 0, hi = rt->len;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    const kept_entry *e = &rt->e[mid];
+    int c = key_cmp(e->op, e->dtype, e->n, e->k, e->bucket, op, dtype, n, k, bucket);
+    if (c == 0) return e->cand;
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return rt->defaults[op];
+}
+
+static int lookup(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_t m, int32_t *cand) {
+  pthread_rwlock_rdlock(&route_lock);
+  int ready = current_ready;
+  if (ready) *cand = route_pick(&current, op, dtype, n, k, m);
+  pthread_rwlock_unlock(&route_lock);
+  if (!ready) {
+    pthread_rwlock_wrlock(&route_lock);
+    int st = ensure_current();
+    if (st == KPICK_OK) *cand = route_pick(&current, op, dtype, n, k, m);
+    pthread_rwlock_unlock(&route_lock);
+    KP_TRY(st);
+  }
+  if (*cand < 0) return kp_fail(KPICK_E_UNSUPPORTED, "route", "no class default for op %d in this build", (int)op);
+  return KPICK_OK;
+}
+
+/* ---- the ABI ---- */
+
+#define KP_ROUTE_ARGS(op, dtype, n, k, m)                                                                  \
+  do {                                                                                                     \
+    KP_REQUIRE((op) == KPICK_OP_LINEAR || (op) == KPICK_OP_GATED, "op must be 0 (linear) or 1 (gated), got %d", \
+               (int)(op));                                                                                 \
+    KP_REQUIRE((dtype) == KPICK_BF16 || (dtype) == KPICK_FP16, "dtype must be 0 (bf16) or 1 (fp16), got %d",   \
+               (int)(dtype));                                                                              \
+    KP_REQUIRE((n) > 0 && (n) <= KP_ROUTE_MAX_DIM, "n must be in 1..%d, got %lld", KP_ROUTE_MAX_DIM,        \
+               (long long)(n));                                                                            \
+    KP_REQUIRE((k) > 0 && (k) <= KP_ROUTE_MAX_DIM, "k must be in 1..%d, got %lld", KP_ROUTE_MAX_DIM,        \
+               (long long)(k));                                                                            \
+    KP_REQUIRE((m) > 0 && (m) <= 128, "m must be in 1..128, got %d", (int)(m));                             \
+  } while (0)
+
+int kpick_route_load(const char *path, int32_t say) {
+  KP_TRY(kpick_init());
+  KP_REQUIRE(say == 0 || say == 1, "say must be 0 or 1, got %d", (int)say);
+  KP_REQUIRE(path == NULL || (path[0] != '\0' && strnlen(path, 4096) < 4096),
+             "path must be NULL or 1..4095 bytes");
+  route fresh;
+  int st = build_route(&fresh, path);
+  if (st != KPICK_OK) {
+    free(fresh.e);
+    return st;
+  }
+  pthread_rwlock_wrlock(&route_lock);
+  kept_entry *old = current.e;
+  current = fresh;
+  current_ready = 1;
+  pthread_rwlock_unlock(&route_lock);
+  free(old);
+  if (say) fprintf(stderr, "%s\n", fresh.verdict);
+  return KPICK_OK;
+}
+
+int kpick_route_verdict(char *buf, int32_t cap) {
+  KP_TRY(kpick_init());
+  KP_REQUIRE(buf != NULL, "buf is null");
+  KP_REQUIRE(cap > 0, "cap must be positive, got %d", (int)cap);
+  pthread_rwlock_wrlock(&route_lock);
+  int st = ensure_current();
+  size_t need = strlen(current.verdict) + 1;
+  if (st == KPICK_OK && need <= (size_t)cap) memcpy(buf, current.verdict, need);
+  pthread_rwlock_unlock(&route_lock);
+  KP_TRY(st);
+  KP_REQUIRE(need <= (size_t)cap, "buffer of %d bytes is too small: the verdict needs %zu", (int)cap, need);
+  return KPICK_OK;
+}
+
+int kpick_route_status(int32_t *used, int32_t *kept, int32_t *dropped) {
+  KP_TRY(kpick_init());
+  KP_REQUIRE(used != NULL && kept != NULL && dropped != NULL, "null argument");
+  pthread_rwlock_wrlock(&route_lock);
+  int st = ensure_current();
+  *used = current.used;
+  *kept = (int32_t)current.len;
+  *dropped = current.dropped;
+  pthread_rwlock_unlock(&route_lock);
+  return st;
+}
+
+int kpick_route_lookup(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_t m, int32_t *cand_out) {
+  KP_TRY(kpick_init());
+  KP_REQUIRE(cand_out != NULL, "cand_out is null");
+  KP_ROUTE_ARGS(op, dtype, n, k, m);
+  return lookup(op, dtype, n, k, m, cand_out);
+}
+
+static int overlaps(const void *a, size_t a_bytes, const void *b, size_t b_bytes) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return x < y + b_bytes && y < x + a_bytes;
+}
+
+int kpick_linear(int32_t op, int32_t dtype, const void *x, const void *w, void *y, int32_t m, int64_t n, int64_t k,
+                 void *stream) {
+  KP_TRY(kpick_init());
+  KP_ROUTE_ARGS(op, dtype, n, k, m);
+  KP_REQUIRE(x != NULL && w != NULL && y != NULL, "x, w and y must not be null");
+  size_t x_bytes = (size_t)m * (size_t)k * 2, y_bytes = (size_t)m * (size_t)n * 2;
+  size_t w_bytes = (size_t)(op == KPICK_OP_GATED ? 2 * n : n) * (size_t)k * 2;
+  KP_REQUIRE(!overlaps(y, y_bytes, x, x_bytes) && !overlaps(y, y_bytes, w, w_bytes),
+             "y must not overlap x or w");
+  int32_t cand;
+  KP_TRY(lookup(op, dtype, n, k, m, &cand));
+  return be_launch(cand, op, dtype, x, w, y, m, n, k, stream);
+}

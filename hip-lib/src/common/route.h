@@ -1,0 +1,44 @@
+/* route.h: the compact table (decode_gemm.route) and the route through it.
+ *
+ * lib/route.ts writes the compact form beside the JSON table and reads it with
+ * the same rules; route.c is the C twin an engine uses without Node. Both give
+ * the same verdict line and the same candidate for every lookup (the tests
+ * compare them). The format, version KPICK_ROUTE_VERSION, is printable ASCII,
+ * one record per line, each ending in '\n':
+ *
+ *   kpick-route 1
+ *   format 1                         the JSON table's format version
+ *   backend cpu                      then arch, device, runtime, blas,
+ *   ...                              compiler, space: "key value", in this order
+ *   entries 2
+ *   linear bf16 4096 4096 8 rowblk.r4 ok pass 0
+ *   gated fp16 14336 4096 1 gated.plain ok pass 0
+ *   end
+ *
+ * An entry line is: op dtype n k bucket choice status parity stack, where
+ * status and parity are those of candidates[choice] in the JSON table
+ * ("unmeasured none" when it has none) and stack its stack_bound (0/1).
+ */
+#ifndef KPICK_ROUTE_H
+#define KPICK_ROUTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Larger than any real compact table (a line is ~45 bytes: ~90k entries). */
+#define KP_ROUTE_MAX_BYTES (4 << 20)
+#define KP_ROUTE_MAX_ENTRIES (1 << 20)
+#define KP_ROUTE_MAX_VALUE 255 /* header value bytes */
+#define KP_ROUTE_MAX_NAME 47   /* a candidate name, as kpick_candidate.name holds */
+#define KP_ROUTE_MAX_DIM (1 << 24)
+#define KP_ROUTE_VERDICT_MAX 16384 /* two paths and two header values fit */
+
+/* The smallest rows bucket (1, 2, 4, ... 128) that holds m; -1 outside 1..128. */
+static inline int32_t kp_route_bucket(int32_t m) {
+  if (m < 1 || m > 128) return -1;
+  int32_t b = 1;
+  while (b < m) b *= 2;
+  return b;
+}
+
+#endif
