@@ -73,12 +73,25 @@ export function writeFileAtomic(target: string, text: string, hooks: WriteHooks 
     hooks.beforeRename?.(temp);
     fs.renameSync(temp, target);
   } catch (err) {
-    if (fd !== null) fs.closeSync(fd);
-    fs.rmSync(temp, { force: true });
+    removeQuietly(fd, temp);
     return { error: `${target}: cannot write (${errorLine(err)})` };
   }
   syncDir(dir);
   return { path: target };
+}
+
+// Cleanup after a failed write must not hide its cause (the folder may not even exist).
+function removeQuietly(fd: number | null, temp: string): void {
+  try {
+    if (fd !== null) fs.closeSync(fd);
+  } catch {
+    // already failing; the write's own error is the one reported
+  }
+  try {
+    fs.rmSync(temp, { force: true });
+  } catch {
+    // no temp file can exist where the folder is unusable
+  }
 }
 
 // Makes the rename durable; some filesystems refuse fsync on a folder, and the

@@ -1,0 +1,99 @@
+// promote: pool one or more stores of one machine and build into the per-device
+// table, tables/<arch>/<device>/decode_gemm.json. The rule is lib/promote.ts.
+//   tsx scripts/promote.ts --store stores/a [--store stores/b] [--gate 0.02] [--out file] [--json] [--quiet]
+// Exit 0 when written; 2 on bad usage, a missing or empty store, mixed
+// identities or an unwritable output (nothing is written then).
+import * as fs from 'node:fs';
+import { cac } from 'cac';
+import { colorsFor, declareOptions, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, warn, type OptionSpec } from '../lib/cli.ts';
+import { DEFAULT_GATE } from '../lib/promote.ts';
+import { entryJson, summaryLines } from '../lib/report.ts';
+import type { StoreRecord } from '../lib/schema.ts';
+import { formatWarning, readStore } from '../lib/store.ts';
+import { buildTable, defaultTablePath, writeTable } from '../lib/table.ts';
+
+const OPTIONS = {
+  store: { flag: '--store <dir>', help: 'store folder to pool; repeat to pool several (required)' },
+  gate: { flag: '--gate <fraction>', help: 'least gain over the default to leave it, 0..1', default: DEFAULT_GATE },
+  out: { flag: '--out <file>', help: 'table file to write (default: <tables-dir>/<arch>/<device>/decode_gemm.json)' },
+  tablesDir: { flag: '--tables-dir <dir>', help: 'root of the per-device tables', default: 'tables' },
+  json: { flag: '--json', help: 'one JSON line per entry on stdout' },
+  quiet: { flag: '--quiet', help: 'no summary on stderr (errors and warnings still print)' },
+} satisfies Record<string, OptionSpec>;
+
+export interface PromoteArgs {
+  stores: string[];
+  gate: number;
+  out: string | null;
+  tablesDir: string;
+  json: boolean;
+  quiet: boolean;
+}
+
+function makeCli() {
+  const cli = cac('promote');
+  const command = cli
+    .command('', 'pool stores of one machine and build into its per-device table')
+    .usage('--store <dir> [--store <dir>] [--gate 0.02] [--out file] [--json] [--quiet]');
+  declareOptions(command, OPTIONS);
+  cli.help();
+  return cli;
+}
+
+/** Parses argv (without node and the script); null when --help was printed; throws UsageError. */
+export function parseArgs(argv: readonly string[]): PromoteArgs | null {
+  const options = parseWithCac(makeCli(), argv);
+  if (options === null) return null;
+  const rawStores = options.store;
+  const stores = (Array.isArray(rawStores) ? rawStores : rawStores === undefined ? [] : [rawStores]).map((s) => {
+    if (typeof s !== 'string' && typeof s !== 'number') throw new UsageError('--store needs a folder');
+    return String(s);
+  });
+  if (stores.length === 0) throw new UsageError('give at least one --store <dir>');
+  const gateText = optionText(options, 'gate', OPTIONS.gate.default) ?? String(OPTIONS.gate.default);
+  const gate = /^\d*\.?\d+(e-?\d+)?$/i.test(gateText) ? Number(gateText) : Number.NaN;
+  if (!(gate >= 0 && gate <= 1)) throw new UsageError(`--gate must be a fraction in 0..1, got '${gateText}'`);
+  return {
+    stores,
+    gate,
+    out: optionText(options, 'out') ?? null,
+    tablesDir: optionText(options, 'tablesDir', OPTIONS.tablesDir.default) ?? OPTIONS.tablesDir.default,
+    json: options.json === true,
+    quiet: options.quiet === true,
+  };
+}
+
+/** Every record of every store; a missing, non-folder or empty store is a usage error. */
+function readStores(stores: readonly string[]): StoreRecord[] {
+  const records: StoreRecord[] = [];
+  for (const dir of stores) {
+    let isDir = false;
+    try {
+      isDir = fs.statSync(dir).isDirectory();
+    } catch {
+      throw new UsageError(`store ${dir} does not exist`);
+    }
+    if (!isDir) throw new UsageError(`store ${dir} is not a folder`);
+    const contents = readStore(dir);
+    for (const w of contents.warnings) warn(`skipped ${formatWarning(w)}`);
+    if (contents.records.length === 0) throw new UsageError(`store ${dir} has no records`);
+    records.push(...contents.records);
+  }
+  return records;
+}
+
+export function main(argv: readonly string[]): number {
+  const args = parseArgs(argv);
+  if (args === null) return EXIT.ok;
+  const built = buildTable(readStores(args.stores), { gate: args.gate, created: new Date() });
+  if ('error' in built) throw new UsageError(built.error);
+  for (const w of built.warnings) warn(w);
+  const out = args.out ?? defaultTablePath(args.tablesDir, built.table.identity);
+  const written = writeTable(out, built.table);
+  if ('error' in written) throw new UsageError(written.error);
+  if (!args.quiet) for (const line of summaryLines(built.table, { path: out, colors: colorsFor(process.stderr) })) say(line);
+  if (args.json) for (const entry of built.table.entries) printJsonLine(entryJson(entry));
+  return EXIT.ok;
+}
+
+if (isMainModule(import.meta.url)) void runMain('promote', () => main(process.argv.slice(2)));
