@@ -159,9 +159,10 @@ export type Promoted = { identity: Identity; entries: TableEntry[]; warnings: st
 
 /**
  * Applies the rule to every problem of the pooled records. Errors (one line):
- * no records, mixed identities, two class defaults for one op. Problems of an op
- * with no default anywhere in the records are left out with a warning (the route
- * then keeps the default, which is all an honest table could say).
+ * no records, mixed identities, two class defaults for one op. Left out with a
+ * warning, since the route keeps the default there anyway: problems of an op
+ * with no default anywhere in the records, and problems with no candidate
+ * timing record (parity checks or a floor alone).
  */
 export function promote(records: readonly StoreRecord[], gate: number): Promoted | { error: string } {
   if (!(gate >= 0 && gate <= 1)) return { error: `gate must be within 0..1, got ${gate}` };
@@ -186,8 +187,14 @@ export function promote(records: readonly StoreRecord[], gate: number): Promoted
 
   const entries: TableEntry[] = [];
   const leftOut = new Map<string, number>();
+  let untimed = 0;
   for (const group of groups.values()) {
     const head = group[0]!;
+    // Parity checks (or a floor) alone: nothing was timed, so there is no choice to record.
+    if (!group.some((r) => r.kind === 'candidate')) {
+      untimed++;
+      continue;
+    }
     const defaultName = [...(defaults.get(head.op) ?? [])][0];
     if (defaultName === undefined) {
       leftOut.set(head.op, (leftOut.get(head.op) ?? 0) + 1);
@@ -196,6 +203,7 @@ export function promote(records: readonly StoreRecord[], gate: number): Promoted
     const byName = new Map<string, StoreRecord[]>();
     const floors: StoreRecord[] = [];
     for (const r of group) {
+      // 'parity' records pool with the candidate's timings: their verdict counts, they add no samples.
       if (r.kind === 'floor') floors.push(r);
       else byName.set(r.candidate, [...(byName.get(r.candidate) ?? []), r]);
     }
@@ -219,5 +227,6 @@ export function promote(records: readonly StoreRecord[], gate: number): Promoted
   }
   entries.sort(compareEntries);
   const warnings = [...leftOut].sort(([a], [b]) => byText(a, b)).map(([op, n]) => `op ${op}: no class default in the records; ${n} problem(s) left out (the route keeps the default there)`);
+  if (untimed > 0) warnings.push(`${untimed} problem(s) have parity checks or a floor but no candidate timings; left out`);
   return { identity: id.identity, entries, warnings };
 }

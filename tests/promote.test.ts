@@ -131,6 +131,30 @@ test('parity: one failing record among pooled ones makes the candidate fail', ()
   assert.is(e.candidates['rowblk.r2']!.rel_err, 0.2);
 });
 
+const checkOnly = (candidate: string, status: 'pass' | 'fail', over: Partial<Parameters<typeof syntheticRecord>[0]> = {}) =>
+  syntheticRecord({ kind: 'parity', candidate, samples_us: [], nodes: null, parity: { status, rel_err: status === 'pass' ? 1e-3 : 0.3, bitwise: null, reason: status === 'pass' ? '' : 'rel_err 0.3' }, ...over });
+
+test('parity records: a separate pass makes a timing recorded with parity skipped eligible', () => {
+  const skipped = { status: 'skipped' as const, rel_err: null, bitwise: null, reason: '' };
+  const timingsOnly = problem({ parity: skipped }, [{ candidate: 'rowblk.r2', parity: skipped, samples_us: evenSamples(80, 0.02) }]);
+  assert.is(onlyEntry(timingsOnly).choice, 'plain');
+  const e = onlyEntry([...timingsOnly, checkOnly('rowblk.r2', 'pass')]);
+  assert.is(e.choice, 'rowblk.r2');
+  assert.is(e.candidates['rowblk.r2']!.samples, 9, 'a parity record adds no samples');
+});
+
+test('parity records: a separate fail keeps a fast, timed candidate out', () => {
+  const e = onlyEntry([...problem({}, [{ candidate: 'rowblk.r2', samples_us: evenSamples(80, 0.02) }]), checkOnly('rowblk.r2', 'fail')]);
+  assert.is(e.choice, 'plain');
+  assert.is(e.candidates['rowblk.r2']!.parity, 'fail');
+});
+
+test('parity records alone: a problem with no timing record is left out with a warning', () => {
+  const { entries, warnings } = promoted([...problem({}, []), checkOnly('plain', 'pass', { is_default: true, rows: 16 }), checkOnly('rowblk.r2', 'pass', { rows: 16 })]);
+  assert.equal(entries.map((e) => e.bucket), [1]);
+  assert.equal(warnings, ['1 problem(s) have parity checks or a floor but no candidate timings; left out']);
+});
+
 test('status: failed and unsupported candidates are ignored even when faster', () => {
   const e = onlyEntry(
     problem({}, [
