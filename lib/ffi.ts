@@ -295,14 +295,15 @@ export class Problem {
 
   /** nsamples timings of one call, microseconds, rotating weight copies */
   time(id: number, nsamples: number): Float64Array {
-    const us = new Float64Array(Math.max(0, nsamples));
+    // never empty: koffi passes an empty array as NULL, which would hide the real complaint
+    const us = new Float64Array(Math.max(1, nsamples));
     this.lib.call('kpick_time', this.handle, id, nsamples, us);
     return us;
   }
 
   /** the read floor: streams the same weight bytes with the same rotation */
   timeFloor(nsamples: number): Float64Array {
-    const us = new Float64Array(Math.max(0, nsamples));
+    const us = new Float64Array(Math.max(1, nsamples));
     this.lib.call('kpick_time_floor', this.handle, nsamples, us);
     return us;
   }
@@ -333,6 +334,8 @@ export class Problem {
    * [rows][cols.length]; cols null means every column.
    */
   reference(cols: readonly number[] | null, out?: Float64Array): Float64Array {
+    // koffi passes an empty array as NULL, which means "every column": refuse it here
+    if (cols !== null && cols.length === 0) throw new RangeError('reference: cols is empty (null means every column)');
     const ncols = cols === null ? this.n : cols.length;
     const y = out ?? new Float64Array(this.m * ncols);
     const colArray = cols === null ? null : BigInt64Array.from(cols, (c) => BigInt(c));

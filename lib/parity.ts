@@ -110,7 +110,7 @@ export function relativeError(y: ArrayLike<number>, n: number, ref: Reference): 
 }
 
 export function formatError(x: number): string {
-  return x.toExponential(1);
+  return x.toExponential(1).replace('.0e', 'e');
 }
 
 /**

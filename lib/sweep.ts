@@ -177,9 +177,16 @@ function measureGroup(
     if (!cand.available) {
       m.status = 'unsupported';
       m.reason = 'not built for this target';
-    } else if (!problem.supports(cand.id)) {
-      m.status = 'unsupported';
-      m.reason = `cannot run ${g.linear.op} ${g.linear.n}x${g.linear.k} at m=${g.rows}`;
+      return m;
+    }
+    try {
+      if (!problem.supports(cand.id)) {
+        m.status = 'unsupported';
+        m.reason = `cannot run ${g.linear.op} ${g.linear.n}x${g.linear.k} at m=${g.rows}`;
+      }
+    } catch (err) {
+      m.status = 'failed';
+      m.reason = failure(err, 'supports');
     }
     return m;
   });

@@ -1,0 +1,291 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { DEFAULT_BUILD_DIR, KpickError, KpickLoadError, loadKpick, type Problem } from '../lib/ffi.ts';
+
+const CPU_LIB = join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so');
+const kpick = loadKpick({ lib: CPU_LIB });
+
+/** Asserts fn throws a KpickError of status 1 (bad argument) whose message matches. */
+function rejects(fn: () => unknown, message: RegExp): void {
+  try {
+    fn();
+  } catch (err) {
+    assert.instance(err, KpickError);
+    assert.is((err as KpickError).status, 1, (err as Error).message);
+    assert.match((err as Error).message, message);
+    return;
+  }
+  assert.unreachable(`expected an error matching ${message}`);
+}
+
+function small(): Problem {
+  return kpick.createProblem({ op: 'linear', dtype: 'bf16', n: 40, k: 64, mMax: 4, copies: 2, seed: 7 });
+}
+
+test('info reads the loaded library: cpu backend, ABI 1, a space token and a cache size', () => {
+  const info = kpick.info();
+  assert.is(info.backend, 'cpu');
+  assert.is(info.abi, 1);
+  assert.ok(info.space.length >= 8, info.space);
+  assert.ok(info.llcBytes > 0);
+  assert.ok(info.memFree > 0 && info.memFree <= info.memTotal);
+  assert.is(kpick.path, CPU_LIB);
+});
+
+test('candidates are described with op, class head, params and default flags', () => {
+  const all = kpick.candidates();
+  const byName = new Map(all.map((c) => [c.name, c]));
+  assert.is(byName.size, all.length, 'names are unique');
+  all.forEach((c, i) => assert.is(c.id, i));
+  const plain = byName.get('plain');
+  assert.ok(plain);
+  assert.equal([plain.op, plain.isDefault, plain.bitwiseWith, plain.available], ['linear', true, 'plain', true]);
+  assert.equal(byName.get('rowblk.r4')?.params, { R: 4 });
+  assert.is(byName.get('rowblk.r4')?.bitwiseWith, 'plain');
+  assert.is(byName.get('splitk.s4')?.bitwiseWith, null);
+  assert.equal(byName.get('threads.t2')?.params, { R: 4, T: 2 });
+  const gatedDefaults = all.filter((c) => c.op === 'gated' && c.isDefault).map((c) => c.name);
+  assert.equal(gatedDefaults, ['gated.plain']);
+  assert.ok(!all.some((c) => c.name.startsWith('test.')), 'the shipped build has no test candidates');
+  assert.is(kpick.candidate('splitk.s4').name, 'splitk.s4');
+});
+
+test('a problem holds random inputs that are never zero, and reports its copies', () => {
+  const p = small();
+  try {
+    assert.is(p.copies, 2);
+    const x = p.downloadX();
+    assert.is(x.length, 4 * 64);
+    const w = p.downloadW();
+    assert.is(w.length, 40 * 64);
+    for (const bits of [...x, ...w]) assert.ok((bits & 0x7fff) !== 0, 'a zero element');
+    assert.ok(new Set(w).size > 100, 'weights look random');
+  } finally {
+    p.free();
+  }
+});
+
+test('the same seed gives the same inputs; another seed others', () => {
+  const spec = { op: 'linear', dtype: 'fp16', n: 16, k: 32, mMax: 2, copies: 1 } as const;
+  const a = kpick.createProblem({ ...spec, seed: 11 });
+  const b = kpick.createProblem({ ...spec, seed: 11 });
+  const c = kpick.createProblem({ ...spec, seed: 12 });
+  try {
+    assert.equal(Array.from(a.downloadW()), Array.from(b.downloadW()));
+    assert.not.equal(Array.from(a.downloadW()), Array.from(c.downloadW()));
+  } finally {
+    a.free();
+    b.free();
+    c.free();
+  }
+});
+
+test('the gated weight is 2N x K', () => {
+  const p = kpick.createProblem({ op: 'gated', dtype: 'bf16', n: 8, k: 32, mMax: 1, copies: 1, seed: 1 });
+  try {
+    assert.is(p.downloadW().length, 2 * 8 * 32);
+  } finally {
+    p.free();
+  }
+});
+
+test('setRows changes the active rows: y and the reference follow', () => {
+  const p = small();
+  try {
+    assert.is(p.rows, 4);
+    p.setRows(2);
+    assert.is(p.rows, 2);
+    p.poison();
+    p.run(kpick.candidate('plain').id, 0);
+    assert.is(p.downloadY().length, 2 * 40);
+    assert.is(p.reference(null).length, 2 * 40);
+    assert.is(p.downloadX().length, 2 * 64);
+  } finally {
+    p.free();
+  }
+});
+
+test('poison fills y with 0xFFFF and a run overwrites it', () => {
+  const p = small();
+  try {
+    p.poison();
+    assert.ok(p.downloadY().every((b) => b === 0xffff));
+    p.run(kpick.candidate('plain').id, 1);
+    assert.ok(p.downloadY().every((b) => b !== 0xffff));
+  } finally {
+    p.free();
+  }
+});
+
+test('a sampled reference equals the same columns of the full one', () => {
+  const p = small();
+  try {
+    const full = p.reference(null);
+    const cols = [0, 5, 39];
+    const part = p.reference(cols);
+    assert.is(part.length, 4 * cols.length);
+    for (let m = 0; m < 4; m++) {
+      cols.forEach((col, j) => assert.is(part[m * cols.length + j], full[m * 40 + col]));
+    }
+    assert.ok(full.some((v) => v !== 0));
+  } finally {
+    p.free();
+  }
+});
+
+test('time and timeFloor return the samples asked for, positive and finite; countNodes counts calls', () => {
+  const p = small();
+  try {
+    for (const c of kpick.candidates().filter((c) => c.op === 'linear')) {
+      const us = p.time(c.id, 3);
+      assert.instance(us, Float64Array);
+      assert.is(us.length, 3);
+      assert.ok(us.every((t) => Number.isFinite(t) && t > 0), `${c.name}: ${us}`);
+      assert.is(p.countNodes(c.id), c.nodes, c.name);
+    }
+    const floor = p.timeFloor(4);
+    assert.is(floor.length, 4);
+    assert.ok(floor.every((t) => Number.isFinite(t) && t > 0));
+  } finally {
+    p.free();
+  }
+});
+
+test('bad sizes to createProblem are refused with the library message', () => {
+  const base = { op: 'linear', dtype: 'bf16', n: 8, k: 8, mMax: 1, copies: 1, seed: 1 } as const;
+  rejects(() => kpick.createProblem({ ...base, n: -1 }), /n must be in 1\.\./);
+  rejects(() => kpick.createProblem({ ...base, n: 0 }), /n must be in 1\.\./);
+  rejects(() => kpick.createProblem({ ...base, k: -5 }), /k must be in 1\.\./);
+  rejects(() => kpick.createProblem({ ...base, mMax: 0 }), /m must be in 1\.\.128, got 0/);
+  rejects(() => kpick.createProblem({ ...base, mMax: 129 }), /m must be in 1\.\.128, got 129/);
+  rejects(() => kpick.createProblem({ ...base, op: 'conv' as never }), /op must be 0 \(linear\) or 1 \(gated\)/);
+  rejects(() => kpick.createProblem({ ...base, dtype: 'fp8' as never }), /dtype must be/);
+});
+
+test('unknown candidate ids and names are refused, not run', () => {
+  const p = small();
+  try {
+    rejects(() => p.run(9999, 0), /unknown candidate id 9999/);
+    rejects(() => p.supports(-1), /unknown candidate id -1/);
+    rejects(() => p.time(9999, 1), /unknown candidate id/);
+    rejects(() => p.countNodes(-3), /unknown candidate id/);
+    rejects(() => kpick.candidate('no.such'), /no candidate named 'no\.such'/);
+  } finally {
+    p.free();
+  }
+});
+
+test('rows out of range, bad copy index and bad sample counts are refused', () => {
+  const p = small();
+  const plain = kpick.candidate('plain').id;
+  try {
+    rejects(() => p.setRows(5), /m must be in 1\.\.4 \(the problem's m_max\), got 5/);
+    rejects(() => p.setRows(0), /m must be in 1\.\.4/);
+    assert.is(p.rows, 4, 'a refused setRows keeps the rows');
+    rejects(() => p.run(plain, 2), /copy 2 out of 0\.\.1/);
+    rejects(() => p.run(plain, -1), /copy -1 out of/);
+    rejects(() => p.time(plain, 0), /nsamples must be in 1\.\./);
+    rejects(() => p.time(plain, -4), /nsamples must be in 1\.\./);
+    rejects(() => p.timeFloor(0), /nsamples/);
+  } finally {
+    p.free();
+  }
+});
+
+test('buffers of the wrong size are refused before anything is written', () => {
+  const p = small();
+  try {
+    const short = new Uint16Array(3).fill(7);
+    rejects(() => p.downloadY(short), /buffer is 6 bytes, expected 320/);
+    assert.equal(Array.from(short), [7, 7, 7]);
+    rejects(() => p.downloadX(new Uint16Array(1000)), /buffer is 2000 bytes, expected 512/);
+    rejects(() => p.downloadW(new Uint16Array(1)), /expected 5120/);
+    rejects(() => p.reference(null, new Float64Array(3)), /count is 3, expected m\*ncols = 160/);
+    rejects(() => p.reference([0, 40]), /cols\[1\] = 40 is outside 0\.\.39/);
+    rejects(() => p.reference([-1]), /cols\[0\] = -1/);
+    assert.throws(() => p.reference([]), /cols is empty/);
+  } finally {
+    p.free();
+  }
+});
+
+test('a freed problem is refused by every call, and freeing twice is an error', () => {
+  const p = small();
+  const plain = kpick.candidate('plain').id;
+  p.free();
+  assert.ok(p.freed);
+  rejects(() => p.run(plain, 0), /not a live problem handle/);
+  rejects(() => p.setRows(1), /not a live problem handle/);
+  rejects(() => p.downloadY(), /not a live problem handle/);
+  rejects(() => p.reference(null), /not a live problem handle/);
+  rejects(() => p.poison(), /not a live problem handle/);
+  rejects(() => p.free(), /problem is null/);
+  // and the library still works afterwards
+  const q = small();
+  q.run(plain, 0);
+  q.free();
+});
+
+test('loading a missing path lists it with the reason', () => {
+  try {
+    loadKpick({ lib: '/nonexistent/libkpick-x.so' });
+    assert.unreachable('loaded a missing library');
+  } catch (err) {
+    assert.instance(err, KpickLoadError);
+    assert.is((err as Error).message, 'no usable libkpick (tried /nonexistent/libkpick-x.so: no such file)');
+  }
+});
+
+test('the default order tries cuda, hip, then cpu, and lists every path tried', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kpick-ffi-'));
+  writeFileSync(join(dir, 'libkpick-cpu.so'), 'not a shared object');
+  const saved = { lib: process.env.KPICK_LIB, backend: process.env.KPICK_BACKEND };
+  delete process.env.KPICK_LIB;
+  delete process.env.KPICK_BACKEND;
+  try {
+    loadKpick({ buildDir: dir });
+    assert.unreachable('loaded from an empty build folder');
+  } catch (err) {
+    assert.instance(err, KpickLoadError);
+    const tried = (err as KpickLoadError).tried;
+    assert.equal(tried.map((t) => t.path), ['cuda', 'hip', 'cpu'].map((b) => join(dir, `libkpick-${b}.so`)));
+    assert.is(tried[0]?.why, 'no such file');
+    assert.match(tried[2]?.why ?? '', /^load failed: /);
+    assert.match((err as Error).message, /libkpick-cuda\.so: no such file; .*libkpick-hip\.so: no such file; .*libkpick-cpu\.so: load failed/);
+  } finally {
+    if (saved.lib !== undefined) process.env.KPICK_LIB = saved.lib;
+    if (saved.backend !== undefined) process.env.KPICK_BACKEND = saved.backend;
+  }
+});
+
+test('KPICK_LIB wins over KPICK_BACKEND; a bad backend name is refused', () => {
+  const saved = { lib: process.env.KPICK_LIB, backend: process.env.KPICK_BACKEND };
+  try {
+    process.env.KPICK_LIB = CPU_LIB;
+    process.env.KPICK_BACKEND = 'cuda';
+    assert.is(loadKpick().path, CPU_LIB);
+    delete process.env.KPICK_LIB;
+    process.env.KPICK_BACKEND = 'cpu';
+    assert.is(loadKpick().path, CPU_LIB);
+    assert.throws(() => loadKpick({ backend: 'metal' }), /backend must be one of cpu, cuda, hip, got 'metal'/);
+    const err = (() => {
+      try {
+        loadKpick({ backend: 'hip', buildDir: '/nonexistent' });
+      } catch (e) {
+        return e as Error;
+      }
+      return null;
+    })();
+    assert.is(err?.message, 'no usable libkpick (tried /nonexistent/libkpick-hip.so: no such file)');
+  } finally {
+    if (saved.lib === undefined) delete process.env.KPICK_LIB;
+    else process.env.KPICK_LIB = saved.lib;
+    if (saved.backend === undefined) delete process.env.KPICK_BACKEND;
+    else process.env.KPICK_BACKEND = saved.backend;
+  }
+});
+
+test.run();
