@@ -108,7 +108,10 @@ function syncDir(dir: string): void {
   }
 }
 
+/** Writes a table atomically; one that fails the schema is refused, not written. */
 export function writeTable(target: string, table: Table, hooks?: WriteHooks): { path: string } | { error: string } {
+  const checked = v.safeParse(Table, table);
+  if (!checked.success) return { error: `${target}: refusing to write an invalid table (${issuesLine(checked.issues)})` };
   return writeFileAtomic(target, tableText(table), hooks);
 }
 

@@ -114,6 +114,16 @@ test('atomic write: a target that is a folder fails with one line and leaves no 
   assert.ok(fs.statSync(target).isDirectory());
 });
 
+test('writeTable refuses a table that fails the schema and writes nothing', () => {
+  const dir = tempDir();
+  const file = path.join(dir, 'decode_gemm.json');
+  const table = built();
+  const broken = { ...table, entries: [{ ...table.entries[0]!, floor_us: Number.NaN }] };
+  const result = writeTable(file, broken);
+  assert.ok('error' in result && result.error.startsWith(`${file}: refusing to write an invalid table (entries.0.floor_us: `), JSON.stringify(result));
+  assert.equal(fs.readdirSync(dir), []);
+});
+
 test('deterministic: the same records in any order give the same text; only created differs', () => {
   const records = syntheticStore();
   const a = tableText(built(records));
