@@ -10,7 +10,8 @@
 //          needs no normality, and a shift smaller than the run-to-run spread of
 //          either side never passes, however many samples there are.
 //   nodes: graph nodes (measured, else declared) <= the default's; not for op
-//          'gated', whose default is two nodes and whose fused kernels are one.
+//          'gated', whose default is two nodes and whose fused kernels are one:
+//          a gated entry needs the gain (and the noise check) alone.
 // Among the candidates that pass, the fastest median wins (ties by name). Every
 // entry says in one line why it moved or why it kept the default.
 import { Identity, type CandidateResult, type StoreRecord, type TableEntry } from './schema.ts';
@@ -41,16 +42,13 @@ export function commonIdentity(records: readonly StoreRecord[]): { identity: Ide
   return { identity: { ...first.identity } };
 }
 
-/** A candidate's pooled result; samples kept sorted for the noise check. */
-export type Pooled = CandidateResult & { sorted_us: number[] };
-
 /**
  * Pools every record of one candidate on one problem (several stores, resumed
  * runs). Samples come from the 'ok' records only. The worst evidence wins: one
  * 'failed' run makes the candidate failed, one parity 'fail' makes it fail;
  * parity 'pass' needs at least one pass (a 'skipped' record is no evidence).
  */
-export function poolCandidate(records: readonly StoreRecord[]): Pooled {
+export function poolCandidate(records: readonly StoreRecord[]): CandidateResult {
   const ordered = [...records].sort((a, b) => byText(a.at, b.at) || a.seed - b.seed);
   const first = ordered[0];
   if (!first) throw new Error('poolCandidate needs at least one record');
@@ -58,13 +56,13 @@ export function poolCandidate(records: readonly StoreRecord[]): Pooled {
   const parity = ordered.some((r) => r.parity.status === 'fail') ? 'fail' : ordered.some((r) => r.parity.status === 'pass') ? 'pass' : 'skipped';
   const errs = ordered.map((r) => r.parity.rel_err).filter((e): e is number => e !== null);
   const measured = ordered.map((r) => r.nodes).filter((n): n is number => n !== null);
-  const sorted_us = ordered.filter((r) => r.status === 'ok').flatMap((r) => r.samples_us).sort((a, b) => a - b);
-  const timed = sorted_us.length > 0;
+  const samples = ordered.filter((r) => r.status === 'ok').flatMap((r) => r.samples_us);
+  const timed = samples.length > 0;
   return {
-    median_us: timed ? median(sorted_us) : null,
-    p25_us: timed ? quantile(sorted_us, 0.25) : null,
-    p75_us: timed ? quantile(sorted_us, 0.75) : null,
-    samples: sorted_us.length,
+    median_us: timed ? median(samples) : null,
+    p25_us: timed ? quantile(samples, 0.25) : null,
+    p75_us: timed ? quantile(samples, 0.75) : null,
+    samples: samples.length,
     // Disagreeing counts take the larger: the node rule must not be dodged.
     nodes: measured.length > 0 ? Math.max(...measured) : Math.max(...ordered.map((r) => r.nodes_declared)),
     params: Object.fromEntries(Object.entries(first.params).sort(([a], [b]) => byText(a, b))),
@@ -72,7 +70,6 @@ export function poolCandidate(records: readonly StoreRecord[]): Pooled {
     rel_err: errs.length > 0 ? Math.max(...errs) : null,
     stack_bound: ordered.some((r) => r.stack_bound),
     status,
-    sorted_us,
   };
 }
 
@@ -87,7 +84,7 @@ export function isEligible(c: CandidateResult): boolean {
 }
 
 /** Why `cand` may not replace `def`, or null when it may. Both are eligible. */
-function refusal(op: TableEntry['op'], name: string, cand: Pooled, def: Pooled, gain: number, gate: number): string | null {
+function refusal(op: TableEntry['op'], name: string, cand: CandidateResult, def: CandidateResult, gain: number, gate: number): string | null {
   const best = `best ${name} ${percent(gain)}`;
   if (gain < gate) {
     if (cand.median_us === def.median_us) return `kept: ${best}, a tie with the default`;
@@ -106,10 +103,10 @@ function fmtUs(us: number | null): string {
 }
 
 /** Why no candidate is eligible, with counts of each cause. */
-function noneEligible(others: readonly Pooled[]): string {
+function noneEligible(others: readonly CandidateResult[]): string {
   if (others.length === 0) return 'kept: no other candidate measured';
-  const count = (pred: (c: Pooled) => boolean) => others.filter(pred).length;
-  const ran = (c: Pooled) => c.status === 'ok' && c.samples > 0;
+  const count = (pred: (c: CandidateResult) => boolean) => others.filter(pred).length;
+  const ran = (c: CandidateResult) => c.status === 'ok' && c.samples > 0;
   const causes: [number, string][] = [
     [count((c) => ran(c) && c.parity === 'fail'), 'failed parity'],
     [count((c) => ran(c) && c.parity === 'skipped'), 'parity not checked'],
@@ -126,7 +123,7 @@ function noneEligible(others: readonly Pooled[]): string {
 export function decide(
   op: TableEntry['op'],
   defaultName: string,
-  candidates: ReadonlyMap<string, Pooled>,
+  candidates: ReadonlyMap<string, CandidateResult>,
   gate: number,
 ): { choice: string; reason: string } {
   const kept = (reason: string) => ({ choice: defaultName, reason });
@@ -208,10 +205,8 @@ export function promote(records: readonly StoreRecord[], gate: number): Promoted
       else byName.set(r.candidate, [...(byName.get(r.candidate) ?? []), r]);
     }
     const pooled = new Map([...byName].sort(([a], [b]) => byText(a, b)).map(([name, rs]) => [name, poolCandidate(rs)] as const));
-    const floorSamples = floors.filter((r) => r.status === 'ok').flatMap((r) => r.samples_us).sort((a, b) => a - b);
+    const floorSamples = floors.filter((r) => r.status === 'ok').flatMap((r) => r.samples_us);
     const { choice, reason } = decide(head.op, defaultName, pooled, gate);
-    const candidates: Record<string, CandidateResult> = {};
-    for (const [name, { sorted_us: _, ...result }] of pooled) candidates[name] = result;
     entries.push({
       op: head.op,
       dtype: head.dtype,
@@ -222,7 +217,7 @@ export function promote(records: readonly StoreRecord[], gate: number): Promoted
       choice,
       reason,
       floor_us: floorSamples.length > 0 ? median(floorSamples) : null,
-      candidates,
+      candidates: Object.fromEntries(pooled),
     });
   }
   entries.sort(compareEntries);
