@@ -1,0 +1,179 @@
+import { appendFileSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { Identity, StoreRecord } from '../lib/schema.ts';
+import { StoreWriter, formatWarning, measuredKeys, readStore, recordKey } from '../lib/store.ts';
+
+const identity: Identity = {
+  backend: 'cpu',
+  arch: 'x86_64',
+  device: 'Test CPU',
+  runtime: 'glibc 2.36',
+  blas: 'none',
+  compiler: 'cc 12 -O3',
+  space: 'abcdef0123456789',
+};
+
+function record(over: Partial<StoreRecord> = {}): StoreRecord {
+  return {
+    v: 1,
+    kind: 'candidate',
+    identity,
+    op: 'linear',
+    dtype: 'bf16',
+    n: 64,
+    k: 128,
+    rows: 1,
+    candidate: 'plain',
+    params: {},
+    nodes_declared: 1,
+    nodes: 1,
+    is_default: true,
+    stack_bound: false,
+    status: 'ok',
+    reason: '',
+    samples_us: [3.5, 3.25, 3.75],
+    copies: 2,
+    parity: { status: 'pass', rel_err: 0.001, bitwise: null, reason: '' },
+    seed: 42,
+    at: '2026-01-02T03:04:05.678Z',
+    ...over,
+  };
+}
+
+const tmp = () => mkdtempSync(join(tmpdir(), 'kpick-store-'));
+
+test('recordKey is the same whatever the key order of the identity, and differs per field', () => {
+  const shuffled = Object.fromEntries(Object.entries(identity).reverse()) as Identity;
+  assert.is(recordKey(record()), recordKey(record({ identity: shuffled })));
+  const base = recordKey(record());
+  for (const over of [{ rows: 2 }, { n: 65 }, { k: 129 }, { dtype: 'fp16' }, { op: 'gated' }, { candidate: 'rowblk.r2' }] as Partial<StoreRecord>[]) {
+    assert.is.not(recordKey(record(over)), base, JSON.stringify(over));
+  }
+  assert.is.not(recordKey(record({ identity: { ...identity, space: 'other' } })), base);
+});
+
+test('appended records read back equal, from a file named for the sweep process', () => {
+  const dir = tmp();
+  const writer = StoreWriter.open(dir, 'sweep');
+  writer.append(record());
+  writer.append(record({ rows: 2, samples_us: [1] }));
+  assert.is(writer.written, 2);
+  writer.close();
+  const names = readdirSync(dir);
+  assert.is(names.length, 1);
+  assert.match(names[0] ?? '', new RegExp(`^sweep-\\d{8}T\\d{6}Z-${process.pid}\\.jsonl$`));
+  const { records, warnings } = readStore(dir);
+  assert.equal(warnings, []);
+  assert.equal(records, [record(), record({ rows: 2, samples_us: [1] })]);
+  assert.is(readFileSync(join(dir, names[0] as string), 'utf8').split('\n').length, 3, 'one line per record');
+});
+
+test('each append is on disk when append returns (readable before close)', () => {
+  const dir = tmp();
+  const writer = StoreWriter.open(dir, 'sweep');
+  writer.append(record());
+  assert.is(readStore(dir).records.length, 1);
+  writer.close();
+});
+
+test('an invalid record is refused and nothing is written', () => {
+  const dir = tmp();
+  const writer = StoreWriter.open(dir, 'sweep');
+  assert.throws(() => writer.append(record({ rows: 3 as never })), /refusing to store an invalid record: rows: /);
+  assert.is(statSync(writer.file).size, 0);
+  writer.close();
+});
+
+test('two writers in one folder write two files, and reading pools both', () => {
+  const dir = tmp();
+  const a = StoreWriter.open(dir, 'sweep');
+  const b = StoreWriter.open(dir, 'sweep');
+  assert.is.not(a.file, b.file);
+  a.append(record());
+  b.append(record({ candidate: 'rowblk.r2', is_default: false }));
+  a.close();
+  b.close();
+  assert.is(readdirSync(dir).length, 2);
+  assert.equal(readStore(dir).records.map((r) => r.candidate).sort(), ['plain', 'rowblk.r2']);
+});
+
+test('existing files are never rewritten: a new writer leaves them byte for byte', () => {
+  const dir = tmp();
+  const old = join(dir, 'sweep-old.jsonl');
+  const text = `${JSON.stringify(record())}\n`;
+  writeFileSync(old, text);
+  const writer = StoreWriter.open(dir, 'sweep');
+  writer.append(record({ rows: 4 }));
+  writer.close();
+  assert.is(readFileSync(old, 'utf8'), text);
+  assert.is(readStore(dir).records.length, 2);
+});
+
+test('a writer that wrote nothing leaves no file behind', () => {
+  const dir = tmp();
+  StoreWriter.open(dir, 'sweep').close();
+  assert.equal(readdirSync(dir), []);
+});
+
+test('corrupt and schema-invalid lines are skipped with a warning naming file:line and the issue path', () => {
+  const dir = tmp();
+  const file = join(dir, 'sweep-mixed.jsonl');
+  const bad = { ...record(), rows: 3 };
+  const extra = { ...record(), surprise: 1 };
+  writeFileSync(file, [JSON.stringify(record()), '{not json', JSON.stringify(bad), '', JSON.stringify(extra), JSON.stringify(record({ rows: 8 }))].join('\n') + '\n');
+  const { records, warnings } = readStore(dir);
+  assert.equal(records.map((r) => r.rows), [1, 8]);
+  assert.is(warnings.length, 3);
+  assert.equal(warnings.map((w) => w.line), [2, 3, 5]);
+  assert.ok(warnings.every((w) => w.file === file));
+  assert.match(formatWarning(warnings[0]!), new RegExp(`^${file}:2: not JSON \\(`));
+  assert.match(formatWarning(warnings[1]!), new RegExp(`^${file}:3: rows: `));
+  assert.match(formatWarning(warnings[2]!), /:5: surprise: /);
+});
+
+test('a truncated last line (a crash mid-write) costs only that record', () => {
+  const dir = tmp();
+  const file = join(dir, 'sweep-crashed.jsonl');
+  const full = `${JSON.stringify(record())}\n${JSON.stringify(record({ rows: 2 }))}\n`;
+  writeFileSync(file, full.slice(0, full.length - 30));
+  const { records, warnings } = readStore(dir);
+  assert.equal(records.map((r) => r.rows), [1]);
+  assert.is(warnings.length, 1);
+  assert.is(warnings[0]?.line, 2);
+});
+
+test('files not ending in .jsonl are not read; a missing store reads as empty', () => {
+  const dir = tmp();
+  writeFileSync(join(dir, 'notes.txt'), 'hello\n');
+  appendFileSync(join(dir, 'x.jsonl'), `${JSON.stringify(record())}\n`);
+  assert.is(readStore(dir).records.length, 1);
+  assert.equal(readStore(join(dir, 'missing')), { records: [], warnings: [] });
+});
+
+test('measuredKeys holds the candidate and floor records of one identity only', () => {
+  const other = { ...identity, device: 'Other CPU' };
+  const records = [
+    record(),
+    record({ kind: 'floor', candidate: 'floor' }),
+    record({ candidate: 'rowblk.r2', identity: other }),
+    record({ kind: 'parity', candidate: 'splitk.s4', samples_us: [] }),
+  ];
+  const keys = measuredKeys(records, identity);
+  assert.is(keys.size, 2);
+  assert.ok(keys.has(recordKey(record())));
+  assert.ok(keys.has(recordKey(record({ candidate: 'floor' }))));
+  assert.not.ok(keys.has(recordKey(record({ candidate: 'splitk.s4' }))), 'a parity check alone is not a measurement');
+});
+
+test('an unwritable store is a clear error before anything else', () => {
+  const dir = tmp();
+  const file = join(dir, 'a-file');
+  writeFileSync(file, '');
+  assert.throws(() => StoreWriter.open(join(file, 'store'), 'sweep'), /store .*a-file\/store is not a writable folder: ENOTDIR/);
+  assert.throws(() => StoreWriter.open(file, 'sweep'), /is not a writable folder/);
+});
+
+test.run();

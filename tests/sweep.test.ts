@@ -1,0 +1,124 @@
+import { join } from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import * as v from 'valibot';
+import { DEFAULT_BUILD_DIR, loadKpick, type Candidate } from '../lib/ffi.ts';
+import { identityFromInfo } from '../lib/identity.ts';
+import type { Linear } from '../lib/models.ts';
+import { StoreRecord } from '../lib/schema.ts';
+import { measuredKeys, recordKey } from '../lib/store.ts';
+import { FLOOR, rotate, runSweep, selectCandidates, type SweepPlan } from '../lib/sweep.ts';
+
+const kpick = loadKpick({ lib: join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so') });
+const space = kpick.candidates();
+const identity = identityFromInfo(kpick.info());
+const linears: Linear[] = [
+  { name: 'a', op: 'linear', n: 48, k: 64 },
+  { name: 'g', op: 'gated', n: 24, k: 64 },
+];
+
+function plan(over: Partial<SweepPlan> = {}): SweepPlan {
+  return {
+    identity,
+    linears,
+    dtypes: ['bf16'],
+    rows: [1, 2],
+    candidates: space,
+    space,
+    samples: 2,
+    rounds: 2,
+    copies: 2,
+    seed: 99,
+    done: new Set(),
+    ...over,
+  };
+}
+
+function sweep(p: SweepPlan) {
+  const records: StoreRecord[] = [];
+  const progress: [number, number][] = [];
+  const summary = runSweep(kpick, p, { record: (r) => records.push(r), progress: (done, total) => progress.push([done, total]) });
+  return { records, summary, progress };
+}
+
+test('selectCandidates keeps names matching any glob, and refuses a glob that matches none', () => {
+  assert.equal(selectCandidates(space, ['rowblk.*']).map((c) => c.name), ['rowblk.r2', 'rowblk.r4', 'rowblk.r8']);
+  assert.equal(selectCandidates(space, ['plain', 'gated.pl?in']).map((c) => c.name), ['plain', 'gated.plain']);
+  assert.is(selectCandidates(space, undefined).length, space.length);
+  assert.throws(() => selectCandidates(space, ['plain', 'gemv.*']), /no candidate matches 'gemv\.\*'; this space has plain, rowblk\.r2/);
+});
+
+test('rotate starts each round at the next member', () => {
+  assert.equal(rotate([1, 2, 3], 0), [1, 2, 3]);
+  assert.equal(rotate([1, 2, 3], 1), [2, 3, 1]);
+  assert.equal(rotate([1, 2, 3], 4), [2, 3, 1]);
+  assert.equal(rotate([], 3), []);
+});
+
+test('a sweep writes one valid record per candidate of the op and one floor per shape and rows', () => {
+  const { records, summary, progress } = sweep(plan());
+  const linearCount = space.filter((c) => c.op === 'linear').length;
+  const gatedCount = space.filter((c) => c.op === 'gated').length;
+  const expected = 2 * (linearCount + 1 + gatedCount + 1);
+  assert.is(records.length, expected);
+  assert.equal(summary, { written: expected, skipped: 0, failed: 0, parityFailed: 0 });
+  for (const r of records) {
+    assert.ok(v.safeParse(StoreRecord, r).success, JSON.stringify(r));
+    assert.is(r.status, 'ok', `${r.candidate}: ${r.reason}`);
+    assert.is(r.samples_us.length, 4, 'samples x rounds');
+    assert.ok(r.samples_us.every((t) => t > 0));
+    assert.is(r.copies, 2);
+    assert.is(r.seed, 99);
+    assert.equal(r.identity, identity);
+  }
+  const cands = records.filter((r) => r.kind === 'candidate');
+  assert.ok(cands.every((r) => r.parity.status === 'pass' && r.nodes === r.nodes_declared), 'parity and node count for each');
+  assert.ok(cands.every((r) => (space.find((c) => c.name === r.candidate) as Candidate).op === r.op), 'each op takes its own candidates');
+  const floors = records.filter((r) => r.kind === 'floor');
+  assert.equal(floors.map((r) => `${r.op} ${r.rows}`), ['linear 1', 'linear 2', 'gated 1', 'gated 2']);
+  assert.ok(floors.every((r) => r.candidate === FLOOR && r.parity.status === 'skipped'));
+  assert.equal(cands.filter((r) => r.is_default).map((r) => `${r.candidate} ${r.rows}`), ['plain 1', 'plain 2', 'gated.plain 1', 'gated.plain 2']);
+  assert.equal(progress[progress.length - 1], [expected, expected]);
+});
+
+test('records already in the store are skipped without measuring; only the missing ones run', () => {
+  const first = sweep(plan({ rows: [1] }));
+  const done = measuredKeys(first.records, identity);
+  const again = sweep(plan({ rows: [1], done }));
+  assert.equal(again.records, []);
+  assert.is(again.summary.skipped, first.records.length);
+
+  const missing = first.records[3] as StoreRecord;
+  const partial = new Set([...done].filter((key) => key !== recordKey(missing)));
+  const resumed = sweep(plan({ rows: [1, 2], done: partial }));
+  assert.is(resumed.summary.skipped, first.records.length - 1);
+  const rowsOne = resumed.records.filter((r) => r.rows === 1);
+  assert.equal(rowsOne.map((r) => r.candidate), [missing.candidate]);
+  assert.is(resumed.records.filter((r) => r.rows === 2).length, first.records.length);
+});
+
+test('a candidate not built for the target is recorded unsupported with its reason', () => {
+  const plain = space.find((c) => c.name === 'plain') as Candidate;
+  const absent: Candidate = { ...plain, name: 'absent.kernel', available: false, isDefault: false };
+  const { records } = sweep(plan({ linears: [linears[0] as Linear], rows: [1], candidates: [plain, absent] }));
+  const r = records.find((x) => x.candidate === 'absent.kernel');
+  assert.equal([r?.status, r?.reason, r?.samples_us, r?.parity.status], ['unsupported', 'not built for this target', [], 'skipped']);
+  assert.is(records.find((x) => x.candidate === 'plain')?.status, 'ok');
+});
+
+test('a native failure of one candidate is recorded as failed with the library message, and the sweep goes on', () => {
+  const plain = space.find((c) => c.name === 'plain') as Candidate;
+  const broken: Candidate = { ...plain, id: 4242, name: 'broken.kernel', isDefault: false };
+  const { records, summary } = sweep(plan({ linears: [linears[0] as Linear], rows: [1, 2], candidates: [broken, plain] }));
+  const failed = records.filter((r) => r.candidate === 'broken.kernel');
+  assert.is(failed.length, 2);
+  for (const r of failed) {
+    assert.is(r.status, 'failed');
+    assert.match(r.reason, /unknown candidate id 4242/);
+    assert.equal(r.samples_us, []);
+  }
+  assert.ok(records.filter((r) => r.candidate === 'plain').every((r) => r.status === 'ok' && r.samples_us.length === 4));
+  assert.is(summary.failed, 2);
+});
+
+test.run();
