@@ -423,3 +423,61 @@ export function loadKpick(options: LoadOptions = {}): Kpick {
   }
   throw new KpickLoadError(tried);
 }
+
+// ---- the route entry points (kpick.h, hip-lib/src/common/route.c) ----
+// Added by the route's owner as one block; bound on the same library file,
+// so they share its process-wide route state.
+
+/** The C route of one loaded library: what an engine without Node calls. */
+export class NativeRoute {
+  private readonly fns: Record<string, NativeFn>;
+  constructor(private readonly kpick: Kpick) {
+    const lib = koffi.load(kpick.path);
+    const out32 = koffi.out(koffi.pointer('int32_t'));
+    const sig: Record<string, [string, unknown[]]> = {
+      kpick_last_error: ['const char *', []],
+      kpick_route_load: ['int', ['const char *', 'int32_t']],
+      kpick_route_verdict: ['int', ['char *', 'int32_t']],
+      kpick_route_status: ['int', [out32, out32, out32]],
+      kpick_route_lookup: ['int', ['int32_t', 'int32_t', 'int64_t', 'int64_t', 'int32_t', out32]],
+      kpick_linear: ['int', ['int32_t', 'int32_t', 'void *', 'void *', 'void *', 'int32_t', 'int64_t', 'int64_t', 'void *']],
+    };
+    this.fns = Object.fromEntries(
+      Object.entries(sig).map(([name, [result, args]]) => [name, lib.func(name, result, args as never[]) as NativeFn]),
+    );
+  }
+
+  private call(name: string, ...args: unknown[]): void {
+    const status = Number(this.fns[name]!(...args));
+    if (status !== Status.OK) throw new KpickError(name, status, String(this.fns.kpick_last_error!() ?? ''));
+  }
+
+  /** Loads the table at file (null: none); say prints the verdict on stderr. */
+  load(file: string | null, say = false): void {
+    this.call('kpick_route_load', file, say ? 1 : 0);
+  }
+
+  verdict(): string {
+    const buf = Buffer.alloc(16384);
+    this.call('kpick_route_verdict', buf, buf.length);
+    return buf.toString('utf8', 0, buf.indexOf(0));
+  }
+
+  status(): { used: boolean; kept: number; dropped: number } {
+    const used = [0], kept = [0], dropped = [0];
+    this.call('kpick_route_status', used, kept, dropped);
+    return { used: used[0] === 1, kept: kept[0] ?? 0, dropped: dropped[0] ?? 0 };
+  }
+
+  /** The candidate id the route picks for one call. */
+  lookup(op: Op, dtype: Dtype, n: number, k: number, m: number): number {
+    const id = [-1];
+    this.call('kpick_route_lookup', OP_CODES[op] ?? -1, DTYPE_CODES[dtype] ?? -1, n, k, m, id);
+    return id[0] ?? -1;
+  }
+
+  /** y = x . W^T (gated: silu(x.Wg^T) * (x.Wu^T)) through the route; CPU: host arrays. */
+  linear(op: Op, dtype: Dtype, x: Uint16Array, w: Uint16Array, y: Uint16Array, m: number, n: number, k: number): void {
+    this.call('kpick_linear', OP_CODES[op] ?? -1, DTYPE_CODES[dtype] ?? -1, x, w, y, m, n, k, null);
+  }
+}

@@ -1,0 +1,324 @@
+// The route: (op, dtype, N, K, M) -> the candidate to run. M goes to the
+// smallest rows bucket that holds it; an entry of a table the guard let in
+// gives its choice, anything else the class default. A route is built once
+// per table and process: lookups never read the file again.
+//
+// Also the compact form (decode_gemm.route), written beside the JSON table so
+// that a C/C++ engine needs neither Node nor a JSON parser: route.c reads it
+// with the same rules and messages as parseCompactRoute here (format in
+// hip-lib/src/common/route.h). It keeps, per entry, only what the guard and the
+// route need: the key, the choice, and the choice's status, parity and
+// stack_bound.
+import * as path from 'node:path';
+import {
+  duplicateEntry,
+  forcedCandidate,
+  formatRefusal,
+  guardTable,
+  judge,
+  missingVerdict,
+  readTableFile,
+  verdictOfReading,
+  type Build,
+  type Bucket,
+  type BuildCandidate,
+  type EntryView,
+  type Env,
+  type Reading,
+  type TableView,
+  type Verdict,
+} from './guard.ts';
+import type { Kpick } from './ffi.ts';
+import { identityFromInfo } from './identity.ts';
+import { BUCKETS, TABLE_FORMAT, type Identity, type Table } from './schema.ts';
+import { writeFileAtomic } from './table.ts';
+
+type Op = 'linear' | 'gated';
+type Dtype = 'bf16' | 'fp16';
+
+/** KPICK_ROUTE_VERSION of kpick.h */
+export const ROUTE_VERSION = 1;
+export const ROUTE_FILE = 'decode_gemm.route';
+/** KP_ROUTE_MAX_BYTES of route.h: larger than any real compact table */
+export const MAX_ROUTE_BYTES = 4 << 20;
+const MAX_ENTRIES = 1 << 20;
+const MAX_VALUE = 255;
+const MAX_NAME = 47;
+const MAX_DIM = 1 << 24;
+const HEADER_KEYS = ['backend', 'arch', 'device', 'runtime', 'blas', 'compiler', 'space'] as const;
+const OPS = ['linear', 'gated'] as const;
+const DTYPES = ['bf16', 'fp16'] as const;
+const STATUSES = ['ok', 'unsupported', 'failed', 'unmeasured'] as const;
+const PARITIES = ['pass', 'fail', 'skipped', 'none'] as const;
+
+/** The smallest rows bucket that holds m (1..128). */
+export function bucketOf(m: number): Bucket {
+  if (!Number.isInteger(m) || m < 1 || m > 128) throw new RangeError(`m must be an integer in 1..128, got ${m}`);
+  return BUCKETS.find((b) => b >= m)!;
+}
+
+/** decode_gemm.json -> decode_gemm.route, in the same folder. */
+export function routePathFor(tablePath: string): string {
+  return path.join(path.dirname(tablePath), ROUTE_FILE);
+}
+
+/** The build as the guard sees it: the loaded library's identity and space. */
+export function buildOf(kpick: Kpick): Build {
+  return { identity: identityFromInfo(kpick.info()), candidates: kpick.candidates() };
+}
+
+// ---- the compact form ---------------------------------------------------------
+
+const PRINTABLE = /^[\x20-\x7e]+$/;
+const NAME = /^[A-Za-z0-9._-]+$/;
+
+/** The compact text of a table; throws naming what the form cannot hold. */
+export function compactRouteText(table: Table): string {
+  const lines = [`kpick-route ${ROUTE_VERSION}`, `format ${table.format}`];
+  for (const key of HEADER_KEYS) {
+    const value = table.identity[key];
+    if (!PRINTABLE.test(value) || value.length > MAX_VALUE) {
+      throw new Error(`identity.${key} ${JSON.stringify(value)} cannot be written to a route: 1..${MAX_VALUE} printable ASCII characters`);
+    }
+    lines.push(`${key} ${value}`);
+  }
+  lines.push(`entries ${table.entries.length}`);
+  table.entries.forEach((e, i) => {
+    if (!NAME.test(e.choice) || e.choice.length > MAX_NAME) {
+      throw new Error(`entries[${i}].choice ${JSON.stringify(e.choice)} cannot be written to a route: not a candidate name`);
+    }
+    const c = Object.hasOwn(e.candidates, e.choice) ? e.candidates[e.choice] : undefined;
+    const result = c ? `${c.status} ${c.parity} ${c.stack_bound ? 1 : 0}` : 'unmeasured none 0';
+    lines.push(`${e.op} ${e.dtype} ${e.n} ${e.k} ${e.bucket} ${e.choice} ${result}`);
+  });
+  lines.push('end');
+  const text = `${lines.join('\n')}\n`;
+  if (text.length > MAX_ROUTE_BYTES) throw new Error(`the route would be ${text.length} bytes, over the ${MAX_ROUTE_BYTES} a reader accepts`);
+  return text;
+}
+
+/** Writes the compact form of `table` to `file` atomically (temp file + rename). */
+export function writeCompactRoute(table: Table, file: string): { path: string } | { error: string } {
+  let text: string;
+  try {
+    text = compactRouteText(table);
+  } catch (err) {
+    return { error: `${file}: ${(err as Error).message}` };
+  }
+  return writeFileAtomic(file, text);
+}
+
+type Invalid = { kind: 'invalid'; reason: string };
+const invalid = (why: string): Invalid => ({ kind: 'invalid', reason: `invalid: ${why}` });
+
+/** A decimal integer as the writer prints it ("0" or no leading zero, <= 9 digits). */
+function uint(text: string): number | null {
+  return /^(0|[1-9][0-9]{0,8})$/.test(text) ? Number(text) : null;
+}
+
+/** "key <integer>" -> the integer, or null */
+function keyedUint(line: string, key: string): number | null {
+  return line.startsWith(`${key} `) ? uint(line.slice(key.length + 1)) : null;
+}
+
+function parseEntry(line: string, at: number): EntryView | Invalid {
+  const f = line.split(' ');
+  if (f.length !== 9) return invalid(`line ${at}: expected 9 fields (op dtype n k bucket choice status parity stack), got ${f.length}`);
+  const [op, dtype, nText, kText, bucketText, choice, status, parity, stackText] = f as [string, ...string[]] as string[];
+  const n = uint(nText!);
+  const k = uint(kText!);
+  const bucket = uint(bucketText!);
+  const stack = uint(stackText!);
+  if (!(OPS as readonly string[]).includes(op!)) return invalid(`line ${at}: op must be linear or gated`);
+  if (!(DTYPES as readonly string[]).includes(dtype!)) return invalid(`line ${at}: dtype must be bf16 or fp16`);
+  if (n === null || n < 1 || n > MAX_DIM) return invalid(`line ${at}: n must be an integer in 1..${MAX_DIM}`);
+  if (k === null || k < 1 || k > MAX_DIM) return invalid(`line ${at}: k must be an integer in 1..${MAX_DIM}`);
+  if (bucket === null || !(BUCKETS as readonly number[]).includes(bucket)) return invalid(`line ${at}: bucket must be one of ${BUCKETS.join(',')}`);
+  if (!NAME.test(choice!) || choice!.length > MAX_NAME) return invalid(`line ${at}: choice must be a candidate name (1..${MAX_NAME} of A-Z a-z 0-9 . _ -)`);
+  if (!(STATUSES as readonly string[]).includes(status!)) return invalid(`line ${at}: status must be ok, unsupported, failed or unmeasured`);
+  if (!(PARITIES as readonly string[]).includes(parity!)) return invalid(`line ${at}: parity must be pass, fail, skipped or none`);
+  if (stack === null || stack > 1) return invalid(`line ${at}: stack must be 0 or 1`);
+  return {
+    where: `line ${at}`,
+    op: op as Op,
+    dtype: dtype as Dtype,
+    n,
+    k,
+    bucket: bucket as Bucket,
+    choice: choice!,
+    status: status as EntryView['status'],
+    parity: parity as EntryView['parity'],
+    stack: stack === 1,
+  };
+}
+
+/** Lines of printable ASCII, each ending in '\n'; the first bad byte is named. */
+function* lines(bytes: Uint8Array): Generator<{ text: string; at: number } | Invalid> {
+  let pos = 0;
+  let at = 0;
+  while (pos < bytes.length) {
+    at++;
+    let i = pos;
+    for (; i < bytes.length && bytes[i] !== 0x0a; i++) {
+      const b = bytes[i]!;
+      if (b < 0x20 || b > 0x7e) {
+        yield invalid(`line ${at}: byte 0x${b.toString(16).padStart(2, '0')} is not printable ASCII`);
+        return;
+      }
+    }
+    if (i >= bytes.length) {
+      yield invalid(`line ${at}: no newline at the end (truncated?)`);
+      return;
+    }
+    yield { text: Buffer.from(bytes.subarray(pos, i)).toString('latin1'), at };
+    pos = i + 1;
+  }
+}
+
+/** The compact form -> the table view, or why not (route.c's parse_route, same words). */
+export function parseCompactRoute(bytes: Uint8Array): Reading<TableView> {
+  const reader = lines(bytes);
+  let last = 0;
+  // next line, or an Invalid (bad byte, or truncated after `last`)
+  const next = (): { text: string; at: number } | Invalid | null => {
+    const r = reader.next();
+    if (r.done) return null;
+    if ('text' in r.value) last = r.value.at;
+    return r.value;
+  };
+  const truncated = () => invalid(`truncated after line ${last}`);
+
+  let line = next();
+  if (line === null) return invalid('empty file');
+  if ('kind' in line) return line;
+  const version = keyedUint(line.text, 'kpick-route');
+  if (version === null) return invalid('line 1: not a kpick route file');
+  if (version !== ROUTE_VERSION) return formatRefusal('route', version, ROUTE_VERSION);
+
+  line = next();
+  if (line === null) return truncated();
+  if ('kind' in line) return line;
+  const format = keyedUint(line.text, 'format');
+  if (format === null) return invalid(`line ${line.at}: expected 'format <number>'`);
+  if (format !== TABLE_FORMAT) return formatRefusal('format', format, TABLE_FORMAT);
+
+  const identity = {} as Identity;
+  for (const key of HEADER_KEYS) {
+    line = next();
+    if (line === null) return truncated();
+    if ('kind' in line) return line;
+    const value = line.text.slice(key.length + 1);
+    if (!line.text.startsWith(`${key} `) || value.length < 1 || value.length > MAX_VALUE) {
+      return invalid(`line ${line.at}: expected '${key} <value>' (1..${MAX_VALUE} characters)`);
+    }
+    identity[key] = value;
+  }
+
+  line = next();
+  if (line === null) return truncated();
+  if ('kind' in line) return line;
+  const count = keyedUint(line.text, 'entries');
+  if (count === null || count > MAX_ENTRIES) return invalid(`line ${line.at}: expected 'entries <count up to ${MAX_ENTRIES}>'`);
+
+  const entries: EntryView[] = [];
+  const short = () => invalid(`truncated after line ${last}: expected ${count} entries and 'end'`);
+  for (let i = 0; i < count; i++) {
+    line = next();
+    if (line === null) return short();
+    if ('kind' in line) return line;
+    const entry = parseEntry(line.text, line.at);
+    if ('kind' in entry) return entry;
+    entries.push(entry);
+  }
+  line = next();
+  if (line === null) return short();
+  if ('kind' in line) return line;
+  if (line.text !== 'end') return invalid(`line ${line.at}: expected 'end' after ${count} entries`);
+  const after = next();
+  if (after !== null) return invalid(`line ${line.at + 1}: text after 'end'`);
+  const again = duplicateEntry(entries);
+  if (again) return invalid(again);
+  return { value: { identity, entries } };
+}
+
+/** The verdict on the compact table at `file`, as route.c's kpick_route_load gives it. */
+export function guardCompactRoute(file: string, build: Build, env: Env = process.env): Verdict {
+  const read = readTableFile(file, MAX_ROUTE_BYTES);
+  if (!('value' in read)) return verdictOfReading(file, read, build, env);
+  const parsed = parseCompactRoute(read.value);
+  if (!('value' in parsed)) return verdictOfReading(file, parsed, build, env);
+  return judge(file, parsed.value, build, env);
+}
+
+// ---- the route ------------------------------------------------------------------
+
+/**
+ * The class default of op: what runs without a table. Under KPICK_NO_BLASLT a
+ * vendor-BLAS default gives way to the first available candidate of the op, in
+ * space order, that is neither BLAS nor stack-bound (route.c's class_default).
+ */
+export function classDefault(build: Build, op: Op, env: Env): BuildCandidate | null {
+  const ofOp = build.candidates.filter((c) => c.op === op && c.available);
+  const head = ofOp.find((c) => c.isDefault) ?? null;
+  const noBlaslt = (env.KPICK_NO_BLASLT ?? '') !== '';
+  if (!head || !noBlaslt || head.family !== 'blaslt') return head;
+  return ofOp.find((c) => c.family !== 'blaslt' && !c.stackBound) ?? head;
+}
+
+const keyOf = (op: string, dtype: string, n: number, k: number, bucket: number) => `${op}/${dtype}/${n}/${k}/${bucket}`;
+
+/** One table's route for one build and environment, fixed at construction. */
+export class Route {
+  readonly verdict: Verdict;
+  private readonly entries = new Map<string, string>();
+  private readonly defaults: Record<Op, string | null>;
+  private readonly forced: BuildCandidate | null;
+
+  constructor(verdict: Verdict, build: Build, env: Env) {
+    this.verdict = verdict;
+    if (verdict.kind === 'used') {
+      for (const e of verdict.kept) this.entries.set(keyOf(e.op, e.dtype, e.n, e.k, e.bucket), e.choice);
+    }
+    this.defaults = {
+      linear: classDefault(build, 'linear', env)?.name ?? null,
+      gated: classDefault(build, 'gated', env)?.name ?? null,
+    };
+    this.forced = forcedCandidate(build, env);
+  }
+
+  /** The candidate for one call; null only when the build has no default for op. */
+  lookup(op: Op, dtype: Dtype, n: number, k: number, m: number): string | null {
+    const bucket = bucketOf(m);
+    const f = this.forced;
+    if (f && f.op === op && f.rowsMin <= m && f.rowsMax >= m) return f.name;
+    return this.entries.get(keyOf(op, dtype, n, k, bucket)) ?? this.defaults[op];
+  }
+}
+
+/** The route through the table at `file` (.route: the compact form, else JSON); null: no table. */
+export function loadRoute(file: string | null, build: Build, env: Env = process.env): Route {
+  const verdict =
+    file === null
+      ? missingVerdict(null, build, env)
+      : file.endsWith('.route')
+        ? guardCompactRoute(file, build, env)
+        : guardTable(file, build, env);
+  return new Route(verdict, build, env);
+}
+
+const loaded = new Map<string, Route>();
+
+/**
+ * The process's route through `file`: built and its verdict said (one line on
+ * stderr) the first time, the same Route afterwards. Knobs are read then.
+ */
+export function routeOnce(file: string, build: Build, options: { say?: boolean; env?: Env } = {}): Route {
+  const key = path.resolve(file);
+  let route = loaded.get(key);
+  if (!route) {
+    route = loadRoute(file, build, options.env ?? process.env);
+    loaded.set(key, route);
+    if (options.say ?? true) process.stderr.write(`${route.verdict.line}\n`);
+  }
+  return route;
+}
