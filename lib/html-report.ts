@@ -229,6 +229,8 @@ const CEILING_COLOR = '#b8860b';
 /** Parity crosses only: no candidate colour comes close. */
 export const PARITY_COLOR = '#e00000';
 const PICK_COLOR = '#111111';
+/** Failure text: a darker red, so the cross colour marks the crosses alone. */
+const FAIL_TEXT_COLOR = '#a00018';
 
 function styleOf(index: number): { color: string; dash: string } {
   return { color: PALETTE[index % PALETTE.length]!, dash: DASHES[Math.floor(index / PALETTE.length) % DASHES.length]! };
@@ -239,11 +241,14 @@ const H = 360;
 const PAD = { left: 70, right: 20, top: 16, bottom: 44 };
 const PLOT_W = W - PAD.left - PAD.right;
 const PLOT_H = H - PAD.top - PAD.bottom;
-/** Half width of a reference line known at one bucket only. */
-const TICK = 24;
+/** Half width of a reference line known at one bucket only (< INSET: stays inside the plot). */
+const TICK = 22;
+
+/** Buckets sit this far inside the plot's edges, clear of the axis labels. */
+const INSET = 28;
 
 function xOf(bucket: number): number {
-  return PAD.left + (Math.log2(bucket) / Math.log2(BUCKETS[BUCKETS.length - 1]!)) * PLOT_W;
+  return PAD.left + INSET + (Math.log2(bucket) / Math.log2(BUCKETS[BUCKETS.length - 1]!)) * (PLOT_W - 2 * INSET);
 }
 
 interface Scale {
@@ -261,12 +266,20 @@ function linearScale(max: number): Scale {
   return { y: (value) => PAD.top + PLOT_H * (1 - value / top), ticks };
 }
 
-/** Log over whole decades: microseconds, which span orders of magnitude across buckets. */
+/** 1, 2, 5 times a power of ten, ascending, from the last at or below min to the first at or above max. */
+function niceLogSteps(min: number, max: number): number[] {
+  const steps: number[] = [];
+  for (let d = Math.floor(Math.log10(min)) - 1; d <= Math.ceil(Math.log10(max)) + 1; d++) for (const m of [1, 2, 5]) steps.push(m * 10 ** d);
+  const lo = steps.filter((s) => s <= min).pop() ?? steps[0]!;
+  const hi = steps.find((s) => s >= max && s > lo) ?? steps[steps.length - 1]!;
+  return steps.filter((s) => s >= lo && s <= hi);
+}
+
+/** Log scale between 1-2-5 steps: microseconds, which can span orders of magnitude across buckets. */
 function logScale(min: number, max: number): Scale {
-  const lo = Math.floor(Math.log10(min));
-  const hi = Math.max(lo + 1, Math.ceil(Math.log10(max)));
-  const ticks: number[] = [];
-  for (let d = lo; d <= hi; d++) for (const m of d === hi ? [1] : [1, 2, 5]) ticks.push(m * 10 ** d);
+  const ticks = niceLogSteps(min, max);
+  const lo = Math.log10(ticks[0]!);
+  const hi = Math.log10(ticks[ticks.length - 1]!);
   return { y: (value) => PAD.top + PLOT_H * (1 - (Math.log10(value) - lo) / (hi - lo)), ticks };
 }
 
@@ -466,7 +479,7 @@ table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:
 th{background:#f5f5f5}tr.total td{font-weight:bold}.identity td:first-child{color:#666}
 ul.legend{list-style:none;padding:0;display:flex;flex-wrap:wrap;gap:4px 16px;margin:4px 0}
 ul.legend li{display:flex;align-items:center;gap:4px}svg.chart{display:block;max-width:100%;height:auto}
-.fail,ul.parity-failures{color:${PARITY_COLOR}}small{color:#777}p.note{color:#555}
+.fail,ul.parity-failures{color:${FAIL_TEXT_COLOR}}small{color:#777}p.note{color:#555}
 `;
 
 /** The whole page: deterministic for a given table and options (no clock). */
