@@ -112,14 +112,15 @@ export class StoreWriter {
     return this.count;
   }
 
-  /** Validates the record, appends one line and fsyncs it. */
-  append(record: StoreRecord): void {
+  /** Validates the record, appends one line and fsyncs it; returns the record as stored. */
+  append(record: StoreRecord): StoreRecord {
     if (this.fd === null) throw new Error(`store file ${this.file} is closed`);
     const parsed = v.safeParse(StoreRecord, record);
     if (!parsed.success) throw new Error(`refusing to store an invalid record: ${issuesLine(parsed.issues)}`);
     writeSync(this.fd, `${JSON.stringify(parsed.output)}\n`);
     fsyncSync(this.fd);
     this.count++;
+    return parsed.output;
   }
 
   /** Closes the file; a file this writer created and never wrote is removed. */

@@ -136,8 +136,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       },
       {
         record(record) {
-          writer.append(record);
-          if (args.json) printJsonLine(record);
+          const stored = writer.append(record);
+          if (args.json) printJsonLine(stored);
         },
         progress: (done, total, label) => progress.update(done, total, label),
       },

@@ -1,0 +1,160 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import * as v from 'valibot';
+import { UsageError } from '../lib/cli.ts';
+import { StoreRecord } from '../lib/schema.ts';
+import { parseSweepArgs } from '../scripts/sweep.ts';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+// tiny: 4 linear shapes x (6 candidates + floor) + 1 gated x (4 + floor) per rows bucket
+const PER_BUCKET = 4 * 7 + 1 * 5;
+
+function sweep(args: string[], env: Record<string, string> = {}) {
+  const base = { ...process.env, NO_COLOR: '1' };
+  delete base.KPICK_LIB;
+  delete base.KPICK_BACKEND;
+  const run = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/sweep.ts', ...args], {
+    cwd: ROOT,
+    env: { ...base, ...env },
+    encoding: 'utf8',
+  });
+  return { code: run.status, stdout: run.stdout, stderr: run.stderr };
+}
+
+const fast = ['--model', 'tiny', '--copies', '2', '--samples', '2', '--rounds', '1'];
+const tmp = () => mkdtempSync(join(tmpdir(), 'kpick-sweep-'));
+const files = (dir: string) => readdirSync(dir).filter((f) => f.endsWith('.jsonl'));
+
+test('parseSweepArgs applies the defaults of the options table', () => {
+  const args = parseSweepArgs(['--model', 'Qwen3-0.6B', '--store', 's']);
+  assert.ok(args);
+  assert.equal(args.rows, [1, 2, 4, 8]);
+  assert.equal(args.dtypes, ['bf16']);
+  assert.equal([args.samples, args.rounds, args.copies, args.json, args.quiet], [5, 3, 0, false, false]);
+  assert.equal(args.linears.map((l) => l.name), ['qkv', 'o', 'gate_up', 'down', 'lm_head']);
+  assert.is(args.seed, undefined);
+});
+
+test('parseSweepArgs reads shapes, rows, dtypes, candidates and numbers', () => {
+  const args = parseSweepArgs(['--shapes', '64x32,64x32,16x8', '--rows', '8,1', '--dtype', 'bf16,fp16', '--store', 's', '--candidates', 'plain, rowblk.*', '--samples', '7', '--seed', '3', '--json']);
+  assert.ok(args);
+  assert.equal(args.linears.map((l) => `${l.op} ${l.n}x${l.k}`), ['linear 64x32', 'linear 16x8']);
+  assert.equal(args.rows, [1, 8]);
+  assert.equal(args.dtypes, ['bf16', 'fp16']);
+  assert.equal(args.candidates, ['plain', 'rowblk.*']);
+  assert.equal([args.samples, args.seed, args.json], [7, 3, true]);
+});
+
+test('parseSweepArgs refuses bad usage with a UsageError', () => {
+  const bad: [string[], RegExp][] = [
+    [['--store', 's'], /give --model <name> or --shapes/],
+    [['--model', 'tiny'], /--store <dir> is required/],
+    [['--model', 'nope', '--store', 's'], /unknown model 'nope'; known: .*tiny/],
+    [['--model', 'tiny', '--store', 's', '--rows', '1,3'], /rows '3' is not a bucket/],
+    [['--model', 'tiny', '--store', 's', '--samples', '0'], /--samples must be an integer in 1\.\.100000, got '0'/],
+    [['--model', 'tiny', '--store', 's', '--frobnicate'], /Unknown option `--frobnicate`/],
+    [['--model', 'tiny', '--store', 's', 'extra'], /Unused args/],
+    [['--model', 'tiny', '--store'], /--store/],
+  ];
+  for (const [argv, message] of bad) {
+    assert.throws(() => parseSweepArgs(argv), (e: Error) => e instanceof UsageError && message.test(e.message), argv.join(' '));
+  }
+});
+
+test('a sweep of the tiny model writes every record to the store and prints them as JSON lines', () => {
+  const store = tmp();
+  const run = sweep([...fast, '--rows', '1,2', '--store', store, '--json']);
+  assert.is(run.code, 0, run.stderr);
+  const lines = run.stdout.trim().split('\n');
+  assert.is(lines.length, 2 * PER_BUCKET);
+  for (const line of lines) assert.ok(v.safeParse(StoreRecord, JSON.parse(line)).success, line);
+  assert.is(files(store).length, 1);
+  const stored = readFileSync(join(store, files(store)[0] as string), 'utf8').trim().split('\n');
+  assert.equal(stored, lines, 'stdout carries exactly the stored records');
+  assert.match(run.stderr, new RegExp(`wrote ${2 * PER_BUCKET} records to .*; skipped 0 already in the store`));
+});
+
+test('running the same sweep again measures nothing and says how many it skipped', () => {
+  const store = tmp();
+  assert.is(sweep([...fast, '--rows', '1', '--store', store, '--quiet']).code, 0);
+  const again = sweep([...fast, '--rows', '1', '--store', store]);
+  assert.is(again.code, 0, again.stderr);
+  assert.match(again.stderr, new RegExp(`wrote 0 records; skipped ${PER_BUCKET} already in the store`));
+  assert.is(files(store).length, 1, 'no new file when nothing was measured');
+  const more = sweep([...fast, '--rows', '1,4', '--store', store, '--json']);
+  assert.is(more.stdout.trim().split('\n').length, PER_BUCKET, 'only the new rows bucket');
+  assert.ok(more.stdout.trim().split('\n').every((l) => JSON.parse(l).rows === 4));
+});
+
+test('an interrupted store (truncated last line) resumes: the lost record is measured again', () => {
+  const store = tmp();
+  assert.is(sweep([...fast, '--rows', '1', '--store', store, '--quiet']).code, 0);
+  const file = join(store, files(store)[0] as string);
+  const text = readFileSync(file, 'utf8');
+  truncateSync(file, text.length - 25);
+  const lost = JSON.parse(text.trim().split('\n').at(-1) as string) as StoreRecord;
+  const resumed = sweep([...fast, '--rows', '1', '--store', store, '--json']);
+  assert.is(resumed.code, 0, resumed.stderr);
+  assert.match(resumed.stderr, new RegExp(`warning: skipped store line ${file}:${PER_BUCKET}: not JSON`));
+  const lines = resumed.stdout.trim().split('\n').map((l) => JSON.parse(l) as StoreRecord);
+  assert.equal(lines.map((r) => [r.candidate, r.n, r.k, r.rows]), [[lost.candidate, lost.n, lost.k, lost.rows]]);
+  assert.is(readFileSync(file, 'utf8'), text.slice(0, text.length - 25), 'the old file is left as it was');
+});
+
+test('--candidates restricts the sweep; the floor is still measured', () => {
+  const store = tmp();
+  const run = sweep([...fast, '--rows', '1', '--store', store, '--candidates', 'plain', '--json']);
+  assert.is(run.code, 0, run.stderr);
+  const recs = run.stdout.trim().split('\n').map((l) => JSON.parse(l) as StoreRecord);
+  assert.equal([...new Set(recs.map((r) => r.candidate))].sort(), ['floor', 'plain']);
+  assert.is(recs.length, 4 + 5, 'plain on 4 linear shapes, a floor on all 5');
+});
+
+test('bad usage exits 2 with one line, before anything is measured', () => {
+  const store = tmp();
+  const cases: [string[], RegExp][] = [
+    [['--model', 'nope', '--store', store], /^sweep: unknown model 'nope'; known: Llama-3\.1-8B, .*tiny\n$/],
+    [['--model', 'tiny', '--rows', '1,5', '--store', store], /^sweep: rows '5' is not a bucket; buckets are 1, 2, 4, 8, 16, 32, 64, 128\n$/],
+    [['--model', 'tiny', '--store', store, '--candidates', 'gemv.*'], /^sweep: no candidate matches 'gemv\.\*'/],
+    [['--model', 'tiny', '--store', store, '--backend', 'metal'], /^sweep: --backend must be one of cpu, cuda, hip/],
+  ];
+  for (const [argv, message] of cases) {
+    const run = sweep(argv);
+    assert.is(run.code, 2, argv.join(' '));
+    assert.match(run.stderr, message);
+  }
+  assert.equal(files(store), []);
+});
+
+test('an unwritable store exits 2 with one line', () => {
+  const dir = tmp();
+  writeFileSync(join(dir, 'file'), '');
+  const run = sweep([...fast, '--store', join(dir, 'file', 'store')]);
+  assert.is(run.code, 2);
+  assert.match(run.stderr, /^sweep: store .*file\/store is not a writable folder: ENOTDIR/);
+  assert.is(run.stderr.trim().split('\n').length, 1);
+});
+
+test('a library that cannot load exits 1 naming the path tried; DEBUG adds the stack', () => {
+  const store = tmp();
+  const run = sweep([...fast, '--store', store], { KPICK_LIB: '/nonexistent/lib.so' });
+  assert.is(run.code, 1);
+  assert.is(run.stderr, 'sweep: no usable libkpick (tried /nonexistent/lib.so: no such file)\n');
+  const debug = sweep([...fast, '--store', store], { KPICK_LIB: '/nonexistent/lib.so', DEBUG: '1' });
+  assert.match(debug.stderr, /\n\s+at /);
+  assert.equal(files(store), []);
+});
+
+test('--help prints the options with their defaults and exits 0', () => {
+  const run = sweep(['--help']);
+  assert.is(run.code, 0);
+  assert.match(run.stdout, /--rows <list>\s+rows buckets M \(default: 1,2,4,8\)/);
+  assert.match(run.stdout, /--samples <n>\s+timings per candidate per round \(default: 5\)/);
+});
+
+test.run();
