@@ -38,7 +38,6 @@ type Dtype = 'bf16' | 'fp16';
 
 /** KPICK_ROUTE_VERSION of kpick.h */
 export const ROUTE_VERSION = 1;
-export const ROUTE_FILE = 'decode_gemm.route';
 /** KP_ROUTE_MAX_BYTES of route.h: larger than any real compact table */
 export const MAX_ROUTE_BYTES = 4 << 20;
 const MAX_ENTRIES = 1 << 20;
@@ -57,9 +56,9 @@ export function bucketOf(m: number): Bucket {
   return BUCKETS.find((b) => b >= m)!;
 }
 
-/** decode_gemm.json -> decode_gemm.route, in the same folder. */
+/** The compact form beside a JSON table: decode_gemm.json -> decode_gemm.route. */
 export function routePathFor(tablePath: string): string {
-  return path.join(path.dirname(tablePath), ROUTE_FILE);
+  return `${tablePath.endsWith('.json') ? tablePath.slice(0, -'.json'.length) : tablePath}.route`;
 }
 
 /** The build as the guard sees it: the loaded library's identity and space. */
