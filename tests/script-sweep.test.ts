@@ -15,7 +15,7 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const PER_BUCKET = 4 * 7 + 1 * 5;
 
 function sweep(args: string[], env: Record<string, string> = {}) {
-  const base = { ...process.env, NO_COLOR: '1' };
+  const base: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1' };
   delete base.KPICK_LIB;
   delete base.KPICK_BACKEND;
   const run = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/sweep.ts', ...args], {
