@@ -1,0 +1,158 @@
+// scripts/report.ts end to end: a hand-written table (tests/helpers/report-fixture.ts)
+// or a synthetic store, the script run with tsx as a child process, then the
+// page on disk, stdout, stderr and the exit code checked.
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { UsageError } from '../lib/cli.ts';
+import type { Table } from '../lib/schema.ts';
+import { writeTable } from '../lib/table.ts';
+import { parseArgs } from '../scripts/report.ts';
+import { fixtureTable } from './helpers/report-fixture.ts';
+import { evenSamples, problem, syntheticRecord, writeStoreFile } from './helpers/synthetic-records.ts';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
+
+function runReport(args: string[]): { code: number | null; stdout: string; stderr: string } {
+  const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1' };
+  delete env.FORCE_COLOR;
+  delete env.DEBUG;
+  const r = spawnSync(TSX, ['scripts/report.ts', ...args], { cwd: ROOT, encoding: 'utf8', env });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+const count = (html: string, re: RegExp) => (html.match(new RegExp(re.source, 'g')) ?? []).length;
+
+function withTempDir(body: (dir: string) => void): void {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kpick-script-report-'));
+  try {
+    body(dir);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function fixtureFile(dir: string, table: Table = fixtureTable()): string {
+  const file = path.join(dir, 'decode_gemm.json');
+  const written = writeTable(file, table);
+  assert.ok('path' in written, JSON.stringify(written));
+  return file;
+}
+
+test('parseArgs: --table or --store, the page beside the table by default, value checks', () => {
+  assert.equal(parseArgs(['--table', 't/decode_gemm.json']), {
+    source: { kind: 'table', file: 't/decode_gemm.json' },
+    out: 't/decode_gemm.html',
+    metric: 'gbps',
+    maxCharted: 12,
+    json: false,
+    quiet: false,
+  });
+  const stores = parseArgs(['--store', 'a', '--store', 'b', '--gate', '0.05', '--metric', 'us', '--max-charted', '5', '--json']);
+  assert.equal(stores, { source: { kind: 'store', dirs: ['a', 'b'], gate: 0.05 }, out: 'report.html', metric: 'us', maxCharted: 5, json: true, quiet: false });
+  const usage = (argv: string[], re: RegExp) => assert.throws(() => parseArgs(argv), (e: unknown) => e instanceof UsageError && re.test(e.message));
+  usage([], /either --table <file> or --store/);
+  usage(['--table', 'x.json', '--store', 'a'], /not both/);
+  usage(['--table', 'x.json', '--metric', 'fps'], /--metric must be one of gbps, us/);
+  usage(['--table', 'x.json', '--gate', '0.1'], /--gate applies to --store only/);
+  usage(['--store', 'a', '--gate', '2'], /--gate/);
+  usage(['--table', 'x.json', '--max-charted', '0'], /--max-charted must be an integer in 1..1000, got '0'/);
+  usage(['--table', 'x.json', '--bogus'], /bogus/);
+});
+
+test('--table writes the page beside it and says so in one line on stderr; stdout stays empty', () => {
+  withTempDir((dir) => {
+    const table = fixtureFile(dir);
+    const r = runReport(['--table', table]);
+    assert.is(r.code, 0, r.stderr);
+    assert.is(r.stdout, '');
+    const page = path.join(dir, 'decode_gemm.html');
+    assert.is(r.stderr, `wrote ${page}: 2 shapes, 6 entries, 2 parity failures, read ceiling 559.2 GB/s\n`);
+    const html = fs.readFileSync(page, 'utf8');
+    assert.is(count(html, /<svg class="chart"/), 2);
+    assert.is(count(html, /<circle class="pt"/), 21);
+    assert.ok(html.includes(`<td>source</td><td>${table}</td>`));
+  });
+});
+
+test('--json prints one line: the page, its counts and the per-bucket summary', () => {
+  withTempDir((dir) => {
+    const out = path.join(dir, 'page.html');
+    const r = runReport(['--table', fixtureFile(dir), '--out', out, '--json', '--quiet', '--metric', 'us']);
+    assert.is(r.code, 0, r.stderr);
+    assert.is(r.stderr, '');
+    const lines = r.stdout.trim().split('\n');
+    assert.is(lines.length, 1);
+    const j = JSON.parse(lines[0]!);
+    assert.is(j.out, out);
+    assert.is(j.metric, 'us');
+    assert.is(j.shapes, 2);
+    assert.is(j.parity_failures, 2);
+    assert.equal(
+      j.buckets.map((b: { bucket: unknown }) => b.bucket),
+      [1, 2, 4, 8, 'all'],
+    );
+    assert.ok(Math.abs(j.buckets[0].speedup - 1.25) < 1e-12);
+    assert.ok(fs.readFileSync(out, 'utf8').includes('µs per call'));
+  });
+});
+
+test('--store promotes in memory and writes the page only, no table', () => {
+  withTempDir((dir) => {
+    const store = path.join(dir, 'store');
+    writeStoreFile(store, 'sweep-1.jsonl', [
+      ...problem({ samples_us: evenSamples(100, 0.02) }, [{ candidate: 'rowblk.r2', samples_us: evenSamples(80, 0.02) }]),
+      ...problem({ samples_us: evenSamples(100, 0.02) }, [{ candidate: 'rowblk.r2', samples_us: evenSamples(100, 0.02) }], { rows: 2 }),
+      syntheticRecord({ kind: 'floor', candidate: 'floor', samples_us: evenSamples(60, 0.02) }),
+    ]);
+    const out = path.join(dir, 'report.html');
+    const r = runReport(['--store', store, '--out', out]);
+    assert.is(r.code, 0, r.stderr);
+    assert.equal(fs.readdirSync(dir).sort(), ['report.html', 'store']);
+    assert.equal(fs.readdirSync(store), ['sweep-1.jsonl']);
+    const html = fs.readFileSync(out, 'utf8');
+    assert.is(count(html, /<svg class="chart"/), 1);
+    assert.is(count(html, /<circle class="pt"/), 4); // plain and rowblk.r2 at M=1 and 2
+    assert.is(count(html, /<circle class="pick"/), 2);
+    assert.ok(html.includes('pick at M=1: rowblk.r2'));
+    assert.ok(html.includes('pick at M=2: plain'));
+    assert.ok(html.includes('promoted in memory, not written'));
+  });
+});
+
+test('bad input: one line on stderr and exit 2, nothing written', () => {
+  withTempDir((dir) => {
+    const oneLine = (r: { code: number | null; stderr: string }, re: RegExp) => {
+      assert.is(r.code, 2, r.stderr);
+      assert.is(r.stderr.trim().split('\n').length, 1, r.stderr);
+      assert.match(r.stderr, re);
+    };
+    oneLine(runReport(['--table', path.join(dir, 'none.json')]), /^report: .*none\.json: cannot read/);
+    const bad = path.join(dir, 'bad.json');
+    fs.writeFileSync(bad, JSON.stringify({ ...fixtureTable(), entries: [{ ...fixtureTable().entries[0], bucket: 3 }] }));
+    oneLine(runReport(['--table', bad]), /^report: .*bad\.json: entries\.0\.bucket/);
+    fs.mkdirSync(path.join(dir, 'empty'));
+    oneLine(runReport(['--store', path.join(dir, 'empty')]), /^report: store .*empty has no records/);
+    const table = fixtureFile(dir);
+    fs.writeFileSync(path.join(dir, 'file'), '');
+    oneLine(runReport(['--table', table, '--out', path.join(dir, 'file', 'page.html')]), /^report: .*page\.html: cannot write/);
+    assert.equal(fs.readdirSync(dir).sort(), ['bad.json', 'decode_gemm.json', 'empty', 'file']);
+  });
+});
+
+test('--help shows examples and --version the package version', () => {
+  const help = runReport(['--help']);
+  assert.is(help.code, 0);
+  assert.match(help.stdout, /Examples:[^]*--table tables\//);
+  const version = runReport(['--version']);
+  assert.is(version.code, 0);
+  const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
+  assert.match(version.stdout, new RegExp(`^report/${pkg.version.replace(/\./g, '\\.')} `));
+});
+
+test.run();
