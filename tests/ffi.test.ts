@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { DEFAULT_BUILD_DIR, KpickError, KpickLoadError, loadKpick, type Problem } from '../lib/ffi.ts';
+import { identityFromInfo } from '../lib/identity.ts';
 
 const CPU_LIB = join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so');
 const kpick = loadKpick({ lib: CPU_LIB });
@@ -227,6 +228,38 @@ test('a freed problem is refused by every call, and freeing twice is an error', 
   const q = small();
   q.run(plain, 0);
   q.free();
+});
+
+test('null output pointers given straight to the library are refused, not written through', () => {
+  rejects(() => kpick.call('kpick_get_info', null), /out is null/);
+  rejects(() => kpick.call('kpick_candidate_count', null), /out is null/);
+  rejects(() => kpick.call('kpick_candidate_describe', 0, null), /out is null/);
+  rejects(() => kpick.call('kpick_candidate_find', null, [0]), /null argument/);
+  rejects(() => kpick.call('kpick_problem_create', 0, 0, 8, 8, 1, 1, 1n, null), /out is null/);
+  rejects(() => kpick.call('kpick_supports', null, 0, [0]), /not a live problem handle/);
+  const p = small();
+  try {
+    rejects(() => kpick.call('kpick_time', (p as unknown as { handle: unknown }).handle, 0, 2, null), /us_out is null/);
+    rejects(() => kpick.call('kpick_download', (p as unknown as { handle: unknown }).handle, 0, null, 320), /dst is null/);
+    rejects(() => kpick.call('kpick_download', (p as unknown as { handle: unknown }).handle, 7, new Uint16Array(4), 8), /which must be 0 \(y\), 1 \(x\) or 2 \(w\), got 7/);
+  } finally {
+    p.free();
+  }
+});
+
+test('identityFromInfo takes the identity fields of the loaded library, and names an empty one', () => {
+  const info = kpick.info();
+  const identity = identityFromInfo(info);
+  assert.equal(identity, {
+    backend: 'cpu',
+    arch: info.arch,
+    device: info.device,
+    runtime: info.runtime,
+    blas: info.blas,
+    compiler: info.compiler,
+    space: info.space,
+  });
+  assert.throws(() => identityFromInfo({ ...info, runtime: '' }), /the library reports an invalid identity: runtime: /);
 });
 
 test('loading a missing path lists it with the reason', () => {
