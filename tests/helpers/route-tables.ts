@@ -1,0 +1,109 @@
+// Tables for the guard, route and refuse-check tests. The base table is real:
+// a sweep of this build on tiny shapes (lib/sweep.ts), promoted by the team's
+// rule (lib/table.ts), so its identity, space, timings and parity are what this
+// machine and build give, not numbers written here.
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { DEFAULT_BUILD_DIR, loadKpick, NativeRoute } from '../../lib/ffi.ts';
+import type { Build } from '../../lib/guard.ts';
+import type { Linear } from '../../lib/models.ts';
+import { buildOf } from '../../lib/route.ts';
+import type { CandidateResult, StoreRecord, Table, TableEntry } from '../../lib/schema.ts';
+import { runSweep } from '../../lib/sweep.ts';
+import { buildTable } from '../../lib/table.ts';
+
+/** The production CPU library: the space an engine gets. */
+export const kpick = loadKpick({ lib: path.join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so') });
+export const build: Build = buildOf(kpick);
+/** The C route of that library (process-wide state: every test loads what it needs). */
+export const native = new NativeRoute(kpick);
+
+/** Small enough that running every candidate on them costs microseconds. */
+export const SHAPES: readonly Linear[] = [
+  { name: '32x64', op: 'linear', n: 32, k: 64 },
+  { name: '48x80', op: 'linear', n: 48, k: 80 },
+  { name: '24x64', op: 'gated', n: 24, k: 64 },
+];
+
+let real: Table | null = null;
+
+/** A fresh copy of the real table of this build (swept once per process). */
+export function realTable(): Table {
+  if (!real) {
+    const records: StoreRecord[] = [];
+    const space = kpick.candidates();
+    runSweep(
+      kpick,
+      {
+        identity: build.identity,
+        linears: SHAPES,
+        dtypes: ['bf16', 'fp16'],
+        rows: [1, 2, 4, 8, 16, 32, 64, 128],
+        candidates: space,
+        space,
+        samples: 3,
+        rounds: 3,
+        copies: 2,
+        seed: 7,
+        done: new Set(),
+      },
+      { record: (r) => records.push(r) },
+    );
+    const built = buildTable(records, { gate: 0.02, created: new Date() });
+    if ('error' in built) throw new Error(`the real table could not be built: ${built.error}`);
+    real = built.table;
+  }
+  return structuredClone(real);
+}
+
+/** candidates[name] of an entry, with the given overrides (a hand edit). */
+export function candidateResult(over: Partial<CandidateResult> = {}): CandidateResult {
+  return {
+    median_us: 10,
+    p25_us: 9.9,
+    p75_us: 10.1,
+    samples: 9,
+    nodes: 1,
+    params: {},
+    parity: 'pass',
+    rel_err: 1e-3,
+    stack_bound: false,
+    status: 'ok',
+    ...over,
+  };
+}
+
+/** The entry of `table` for a key; throws when it has none. */
+export function entryOf(table: Table, op: TableEntry['op'], dtype: TableEntry['dtype'], n: number, k: number, bucket: number): TableEntry {
+  const e = table.entries.find((x) => x.op === op && x.dtype === dtype && x.n === n && x.k === k && x.bucket === bucket);
+  if (!e) throw new Error(`no entry ${op} ${dtype} ${n}x${k} bucket ${bucket}`);
+  return e;
+}
+
+export function tempDir(prefix = 'kpick-route-'): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+/** Runs fn with the environment variables set (undefined: unset), then restores them. */
+export function withEnv<T>(vars: Record<string, string | undefined>, fn: () => T): T {
+  const saved = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
+  const apply = (values: Record<string, string | undefined>) => {
+    for (const [k, v] of Object.entries(values)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  };
+  apply(vars);
+  try {
+    return fn();
+  } finally {
+    apply(saved);
+  }
+}
+
+/** The C route's verdict line on file (loaded with the current environment). */
+export function nativeVerdict(file: string | null): string {
+  native.load(file);
+  return native.verdict();
+}
