@@ -25,6 +25,15 @@ export class UsageError extends Error {
   }
 }
 
+/** Runs a parse or check of user input: any error it throws becomes a UsageError (exit 2). */
+export function asUsage<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch (err) {
+    throw err instanceof UsageError ? err : new UsageError((err as Error).message);
+  }
+}
+
 /** Colours for one stream: only on a TTY, never under NO_COLOR. */
 export function colorsFor(stream: NodeJS.WriteStream): ReturnType<typeof pc.createColors> {
   const enabled = Boolean(stream.isTTY) && !('NO_COLOR' in process.env);

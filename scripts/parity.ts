@@ -5,6 +5,7 @@
 import { randomInt } from 'node:crypto';
 import {
   EXIT,
+  asUsage,
   Progress,
   UsageError,
   colorsFor,
@@ -59,20 +60,12 @@ export interface ParityArgs {
   quiet: boolean;
 }
 
-function usage<T>(parse: () => T): T {
-  try {
-    return parse();
-  } catch (err) {
-    throw err instanceof UsageError ? err : new UsageError((err as Error).message);
-  }
-}
-
 /** Parses argv (without node and the script); null when --help was printed. Throws UsageError. */
 export function parseParityArgs(argv: readonly string[]): ParityArgs | null {
   const cli = scriptCli('parity', '--model <name> [options]\n\nChecks every runnable candidate against the fp64 reference and its bitwise class.', OPTIONS);
   const o = parseWithCac(cli, argv);
   if (o === null) return null;
-  return usage(() => {
+  return asUsage(() => {
     const model = optionText(o, 'model');
     const shapes = optionText(o, 'shapes');
     if (model === undefined && shapes === undefined) throw new Error('give --model <name> or --shapes NxK,...');
@@ -158,7 +151,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   const args = parseParityArgs(argv);
   if (args === null) return EXIT.ok;
   const human = !args.quiet;
-  const writer = args.store === undefined ? null : usage(() => StoreWriter.open(args.store as string, 'parity'));
+  const writer = args.store === undefined ? null : asUsage(() => StoreWriter.open(args.store as string, 'parity'));
   try {
     const kpick = loadKpick({ backend: args.backend });
     const info = kpick.info();
@@ -167,7 +160,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
     const identity = identityFromInfo(info);
     const space = kpick.candidates();
-    const candidates = usage(() => selectCandidates(space, args.candidates));
+    const candidates = asUsage(() => selectCandidates(space, args.candidates));
     if (human) say(`parity: ${describeIdentity(identity)} from ${kpick.path}`);
 
     const checks: Check[] = [];

@@ -4,6 +4,7 @@
 //   tsx scripts/sweep.ts --model Qwen3-0.6B --rows 1,2,4,8 --store stores/x
 import {
   EXIT,
+  asUsage,
   Progress,
   UsageError,
   isMainModule,
@@ -55,20 +56,12 @@ export interface SweepArgs {
   quiet: boolean;
 }
 
-function usage<T>(parse: () => T): T {
-  try {
-    return parse();
-  } catch (err) {
-    throw err instanceof UsageError ? err : new UsageError((err as Error).message);
-  }
-}
-
 /** Parses argv (without node and the script); null when --help was printed. Throws UsageError. */
 export function parseSweepArgs(argv: readonly string[]): SweepArgs | null {
   const cli = scriptCli('sweep', '--model <name> --store <dir> [options]\n\nTimes every candidate on every decode linear and rows bucket into a store; resumes.', OPTIONS);
   const o = parseWithCac(cli, argv);
   if (o === null) return null;
-  return usage(() => {
+  return asUsage(() => {
     const model = optionText(o, 'model') ?? null;
     const shapes = optionText(o, 'shapes');
     if (model === null && shapes === undefined) throw new Error('give --model <name> or --shapes NxK,...');
@@ -78,6 +71,10 @@ export function parseSweepArgs(argv: readonly string[]): SweepArgs | null {
     if (store === undefined) throw new Error('--store <dir> is required');
     const candidates = optionText(o, 'candidates')?.split(',').map((s) => s.trim()).filter((s) => s !== '');
     const seedText = optionText(o, 'seed');
+    const backend = optionText(o, 'backend');
+    if (backend !== undefined && !(BACKENDS as readonly string[]).includes(backend)) {
+      throw new Error(`--backend must be one of ${BACKENDS.join(', ')}, got '${backend}'`);
+    }
     return {
       model,
       linears: uniqueShapes(linears),
@@ -89,7 +86,7 @@ export function parseSweepArgs(argv: readonly string[]): SweepArgs | null {
       rounds: optionInt(o, 'rounds', OPTIONS.rounds.default, 1, 1000),
       copies: optionInt(o, 'copies', OPTIONS.copies.default, 0, 4096),
       seed: seedText === undefined ? undefined : optionInt(o, 'seed', 0, 0, Number.MAX_SAFE_INTEGER),
-      backend: optionText(o, 'backend'),
+      backend,
       json: o.json === true,
       quiet: o.quiet === true,
     };
@@ -99,11 +96,8 @@ export function parseSweepArgs(argv: readonly string[]): SweepArgs | null {
 export async function main(argv: readonly string[]): Promise<number> {
   const args = parseSweepArgs(argv);
   if (args === null) return EXIT.ok;
-  if (args.backend !== undefined && !(BACKENDS as readonly string[]).includes(args.backend)) {
-    throw new UsageError(`--backend must be one of ${BACKENDS.join(', ')}, got '${args.backend}'`);
-  }
   const human = !args.quiet;
-  const writer = usage(() => StoreWriter.open(args.store, 'sweep'));
+  const writer = asUsage(() => StoreWriter.open(args.store, 'sweep'));
   try {
     const kpick = loadKpick({ backend: args.backend });
     const info = kpick.info();
@@ -112,7 +106,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
     const identity = identityFromInfo(info);
     const space = kpick.candidates();
-    const candidates = usage(() => selectCandidates(space, args.candidates));
+    const candidates = asUsage(() => selectCandidates(space, args.candidates));
 
     const existing = readStore(args.store);
     for (const w of existing.warnings) warn(`skipped store line ${formatWarning(w)}`);
