@@ -1,0 +1,301 @@
+// lib/route.ts and its C twin: the compact form, the lookup, the knobs, the
+// load-once rule, and kpick_linear. The agreement tests walk every entry of a
+// real table (and of hand-edited copies) at every M, and misses, through both.
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { KpickError } from '../lib/ffi.ts';
+import type { Build } from '../lib/guard.ts';
+import { bucketOf, classDefault, compactRouteText, loadRoute, parseCompactRoute, Route, routeOnce, routePathFor, writeCompactRoute } from '../lib/route.ts';
+import type { Table } from '../lib/schema.ts';
+import { writeTable } from '../lib/table.ts';
+import { build, candidateResult, entryOf, kpick, native, nativeVerdict, realTable, SHAPES, tempDir, withEnv } from './helpers/route-tables.ts';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const NO_KNOBS = { KPICK_FORCE: undefined, KPICK_NO_BLASLT: undefined };
+const DTYPES = ['bf16', 'fp16'] as const;
+const nameOf = (id: number) => kpick.candidates()[id]!.name;
+
+/** Writes the table as JSON and compact form into a fresh folder. */
+function writeBoth(table: Table): { json: string; route: string } {
+  const dir = tempDir();
+  const json = path.join(dir, 'decode_gemm.json');
+  const route = routePathFor(json);
+  assert.equal(writeTable(json, table), { path: json });
+  assert.equal(writeCompactRoute(table, route), { path: route });
+  return { json, route };
+}
+
+/** Every (op, dtype, n, k) to probe: the table's shapes, and misses (a shape and a dtype it lacks). */
+function probes(table: Table): { op: 'linear' | 'gated'; dtype: 'bf16' | 'fp16'; n: number; k: number }[] {
+  const seen = new Map<string, { op: 'linear' | 'gated'; dtype: 'bf16' | 'fp16'; n: number; k: number }>();
+  for (const e of table.entries) seen.set(`${e.op}/${e.dtype}/${e.n}/${e.k}`, { op: e.op, dtype: e.dtype, n: e.n, k: e.k });
+  for (const op of ['linear', 'gated'] as const) for (const dtype of DTYPES) seen.set(`${op}/${dtype}/miss`, { op, dtype, n: 4096, k: 4096 });
+  for (const e of table.entries) seen.set(`${e.op}/${e.dtype}/${e.k}/${e.n}`, { op: e.op, dtype: e.dtype, n: e.k, k: e.n }); // transposed: a miss
+  return [...seen.values()];
+}
+
+/**
+ * Loads the table through the TS route (JSON and compact) and the C route and
+ * asserts one answer for every probe at every M in 1..128. Returns how many
+ * lookups were answered by a table entry (not the default).
+ */
+function assertAgree(table: Table, env: Record<string, string | undefined> = {}): number {
+  return withEnv({ ...NO_KNOBS, ...env }, () => {
+    const files = writeBoth(table);
+    const fromJson = loadRoute(files.json, build);
+    const fromRoute = loadRoute(files.route, build);
+    native.load(files.route);
+    assert.is(native.verdict(), fromRoute.verdict.line);
+    const defaults = new Route({ kind: 'missing', used: false, line: '' }, build, process.env);
+    let routed = 0;
+    for (const p of probes(table)) {
+      for (let m = 1; m <= 128; m++) {
+        const ts = fromJson.lookup(p.op, p.dtype, p.n, p.k, m);
+        assert.is(fromRoute.lookup(p.op, p.dtype, p.n, p.k, m), ts, `compact vs JSON at ${p.op} ${p.dtype} ${p.n}x${p.k} m=${m}`);
+        assert.is(nameOf(native.lookup(p.op, p.dtype, p.n, p.k, m)), ts, `C vs TS at ${p.op} ${p.dtype} ${p.n}x${p.k} m=${m}`);
+        if (ts !== defaults.lookup(p.op, p.dtype, p.n, p.k, m)) routed++;
+      }
+    }
+    return routed;
+  });
+}
+
+test('bucketOf: the smallest bucket that holds M', () => {
+  const want: [number, number][] = [[1, 1], [2, 2], [3, 4], [4, 4], [5, 8], [9, 16], [17, 32], [33, 64], [65, 128], [100, 128], [128, 128]];
+  for (const [m, b] of want) assert.is(bucketOf(m), b, `m=${m}`);
+  for (const bad of [0, 129, 1.5, -1, Number.NaN]) assert.throws(() => bucketOf(bad), RangeError);
+  assert.throws(() => native.lookup('linear', 'bf16', 8, 8, 0), (e: unknown) => e instanceof KpickError && /m must be in 1\.\.128, got 0/.test(e.message));
+  assert.throws(() => native.lookup('linear', 'bf16', 8, 8, 129), (e: unknown) => e instanceof KpickError && /m must be in 1\.\.128/.test(e.message));
+});
+
+test('the compact form: versioned header, identity, one line per entry, end; read back the same', () => {
+  const table = realTable();
+  const text = compactRouteText(table);
+  const lines = text.split('\n');
+  assert.equal(lines.slice(0, 2), ['kpick-route 1', 'format 1']);
+  assert.equal(lines.slice(2, 9), (['backend', 'arch', 'device', 'runtime', 'blas', 'compiler', 'space'] as const).map((k) => `${k} ${table.identity[k]}`));
+  assert.is(lines[9], `entries ${table.entries.length}`);
+  assert.equal(lines.slice(-2), ['end', '']);
+  const e = table.entries[0]!;
+  const c = e.candidates[e.choice]!;
+  assert.is(lines[10], `${e.op} ${e.dtype} ${e.n} ${e.k} ${e.bucket} ${e.choice} ${c.status} ${c.parity} ${c.stack_bound ? 1 : 0}`);
+  const back = parseCompactRoute(Buffer.from(text));
+  assert.ok('value' in back);
+  if (!('value' in back)) return;
+  assert.equal(back.value.identity, table.identity);
+  assert.equal(
+    back.value.entries.map((x) => [x.op, x.dtype, x.n, x.k, x.bucket, x.choice, x.status, x.parity, x.stack]),
+    table.entries.map((x) => [x.op, x.dtype, x.n, x.k, x.bucket, x.choice, x.candidates[x.choice]!.status, x.candidates[x.choice]!.parity, x.candidates[x.choice]!.stack_bound]),
+  );
+  // a choice with no measurement is written as such, not invented
+  delete table.entries[0]!.candidates[table.entries[0]!.choice];
+  assert.match(compactRouteText(table), new RegExp(`\\n${e.op} ${e.dtype} ${e.n} ${e.k} ${e.bucket} ${e.choice} unmeasured none 0\\n`));
+});
+
+test('writeCompactRoute: atomic, beside the JSON, and refuses what the form cannot hold', () => {
+  const table = realTable();
+  const dir = tempDir();
+  const file = path.join(dir, 'decode_gemm.route');
+  assert.is(routePathFor(path.join(dir, 'decode_gemm.json')), file);
+  fs.writeFileSync(file, 'old');
+  assert.equal(writeCompactRoute(table, file), { path: file });
+  assert.is(fs.readFileSync(file, 'utf8'), compactRouteText(table));
+  assert.equal(fs.readdirSync(dir), ['decode_gemm.route'], 'no temp file left behind');
+
+  const odd = realTable();
+  odd.identity.device = 'Gerät\nzwei';
+  const r = writeCompactRoute(odd, file);
+  assert.ok('error' in r && /identity\.device "Gerät\\nzwei" cannot be written to a route/.test(r.error), JSON.stringify(r));
+  assert.is(fs.readFileSync(file, 'utf8'), compactRouteText(table), 'a failed write leaves the old file');
+  const spaced = realTable();
+  spaced.entries[2]!.choice = 'two words';
+  const s = writeCompactRoute(spaced, file);
+  assert.ok('error' in s && /entries\[2\]\.choice "two words" cannot be written/.test(s.error));
+});
+
+test('TS and C agree on every entry of the real table, at every M, and on misses', () => {
+  const table = realTable();
+  const routed = assertAgree(table);
+  const nonDefault = table.entries.filter((e) => e.choice !== e.default).length;
+  assert.ok(nonDefault === 0 || routed > 0, 'the real table routes somewhere');
+});
+
+test('TS and C agree on hand-edited copies: choices rotated over every candidate, foreign names and broken evidence', () => {
+  const names = [...build.candidates.map((c) => c.name), 'gemv.rpb4.u4', 'blaslt.algo3', 'test.nan'];
+  for (let shift = 0; shift < names.length; shift++) {
+    const table = realTable();
+    table.entries.forEach((e, i) => {
+      const choice = names[(i + shift) % names.length]!;
+      e.choice = choice;
+      if (i % 5 === 1) e.candidates[choice] = candidateResult({ parity: 'fail' });
+      else if (i % 5 === 2) delete e.candidates[choice];
+      else if (!e.candidates[choice]) e.candidates[choice] = candidateResult();
+    });
+    assertAgree(table);
+  }
+  // and a table whose every entry leaves the default routes every probe of its shapes
+  const table = realTable();
+  for (const e of table.entries) {
+    e.choice = e.op === 'linear' ? 'splitk.s4' : 'gated.splitk.s4';
+    e.candidates[e.choice] = candidateResult();
+  }
+  const routed = assertAgree(table);
+  assert.is(routed, SHAPES.length * DTYPES.length * 128);
+});
+
+test('knobs reroute every lookup alike in TS and C: KPICK_FORCE for its op, the defaults otherwise', () => {
+  const table = realTable();
+  withEnv({ ...NO_KNOBS, KPICK_FORCE: 'rowblk.r2' }, () => {
+    const files = writeBoth(table);
+    const ts = loadRoute(files.route, build);
+    native.load(files.route);
+    assert.is(ts.verdict.kind, 'knob');
+    for (const m of [1, 3, 64, 128]) {
+      assert.is(ts.lookup('linear', 'bf16', 32, 64, m), 'rowblk.r2');
+      assert.is(nameOf(native.lookup('linear', 'bf16', 32, 64, m)), 'rowblk.r2');
+      assert.is(ts.lookup('gated', 'fp16', 24, 64, m), 'gated.plain');
+      assert.is(nameOf(native.lookup('gated', 'fp16', 24, 64, m)), 'gated.plain');
+    }
+  });
+  assertAgree(table, { KPICK_FORCE: 'gated.threads.t2' });
+  assertAgree(table, { KPICK_FORCE: 'no.such.kernel' });
+  assertAgree(table, { KPICK_NO_BLASLT: '1' });
+});
+
+test('classDefault: the build\'s default; under KPICK_NO_BLASLT a BLAS default gives way to the first non-BLAS, unbound candidate', () => {
+  assert.is(classDefault(build, 'linear', {})!.name, 'plain');
+  assert.is(classDefault(build, 'gated', { KPICK_NO_BLASLT: '1' })!.name, 'gated.plain');
+  const c = (name: string, family: string, over: Partial<Build['candidates'][number]> = {}) => ({ name, op: 'linear' as const, family, isDefault: false, stackBound: false, rowsMin: 1, rowsMax: 128, available: true, ...over });
+  const gpu: Build = {
+    identity: build.identity,
+    candidates: [c('blaslt', 'blaslt', { isDefault: true }), c('blaslt.algo2', 'blaslt', { stackBound: true }), c('gemv.rpb1.u1', 'gemv', { available: false }), c('gemv.rpb4.u2', 'gemv'), c('mma.w4.u2', 'mma')],
+  };
+  assert.is(classDefault(gpu, 'linear', {})!.name, 'blaslt');
+  assert.is(classDefault(gpu, 'linear', { KPICK_NO_BLASLT: '1' })!.name, 'gemv.rpb4.u2');
+  assert.is(classDefault(gpu, 'gated', {}), null);
+});
+
+test('the route loads once: lookups never read the file again, in TS and in C', () => {
+  const table = realTable();
+  const e = entryOf(table, 'linear', 'bf16', 48, 80, 8);
+  e.choice = 'splitk.s4';
+  e.candidates['splitk.s4'] = candidateResult();
+  const files = writeBoth(table);
+  withEnv(NO_KNOBS, () => {
+    const first = routeOnce(files.route, build, { say: false });
+    native.load(files.route);
+    assert.is(first.lookup('linear', 'bf16', 48, 80, 7), 'splitk.s4');
+    // the file changes under a running engine: nothing moves until it loads again
+    e.choice = 'rowblk.r2';
+    e.candidates['rowblk.r2'] = candidateResult();
+    assert.equal(writeCompactRoute(table, files.route), { path: files.route });
+    assert.is(routeOnce(files.route, build, { say: false }), first);
+    assert.is(first.lookup('linear', 'bf16', 48, 80, 7), 'splitk.s4');
+    assert.is(nameOf(native.lookup('linear', 'bf16', 48, 80, 7)), 'splitk.s4');
+    fs.rmSync(files.route);
+    assert.is(nameOf(native.lookup('linear', 'bf16', 48, 80, 7)), 'splitk.s4');
+    native.load(null);
+    assert.is(nameOf(native.lookup('linear', 'bf16', 48, 80, 7)), 'plain');
+  });
+});
+
+test('routeOnce says its verdict once on stderr', () => {
+  const files = writeBoth(realTable());
+  const said: string[] = [];
+  const write = process.stderr.write.bind(process.stderr);
+  process.stderr.write = ((chunk: string) => (said.push(String(chunk)), true)) as typeof process.stderr.write;
+  try {
+    withEnv(NO_KNOBS, () => {
+      routeOnce(files.json, build);
+      routeOnce(files.json, build);
+    });
+  } finally {
+    process.stderr.write = write;
+  }
+  assert.equal(said, [`kpick: table ${files.json}: loaded ${realTable().entries.length} entries, dropped 0\n`]);
+});
+
+test('kpick_route_load with say = 1 prints the one verdict line on stderr', () => {
+  const files = writeBoth(realTable());
+  const code = `
+    import { loadKpick, NativeRoute } from './lib/ffi.ts';
+    const r = new NativeRoute(loadKpick({ lib: 'build/libkpick-cpu.so' }));
+    r.load(${JSON.stringify(files.route)}, true);`;
+  const env = { ...process.env };
+  delete env.KPICK_FORCE;
+  delete env.KPICK_NO_BLASLT;
+  const r = spawnSync(path.join(ROOT, 'node_modules', '.bin', 'tsx'), ['-e', code], { cwd: ROOT, encoding: 'utf8', env });
+  assert.is(r.status, 0, r.stderr);
+  assert.is(r.stderr, `kpick: table ${files.route}: loaded ${realTable().entries.length} entries, dropped 0\n`);
+});
+
+test('the C route ABI validates every argument', () => {
+  const isArg = (re: RegExp) => (e: unknown) => e instanceof KpickError && e.status === 1 && re.test(e.message);
+  assert.throws(() => native.lookup('conv' as 'linear', 'bf16', 8, 8, 1), isArg(/op must be 0 \(linear\) or 1 \(gated\)/));
+  assert.throws(() => native.lookup('linear', 'fp8' as 'bf16', 8, 8, 1), isArg(/dtype must be 0 \(bf16\) or 1 \(fp16\)/));
+  assert.throws(() => native.lookup('linear', 'bf16', 0, 8, 1), isArg(/n must be in 1\.\.16777216, got 0/));
+  assert.throws(() => native.lookup('linear', 'bf16', 8, (1 << 24) + 1, 1), isArg(/k must be in 1\.\.16777216/));
+  const raw = native as unknown as { call(name: string, ...args: unknown[]): void };
+  assert.throws(() => raw.call('kpick_route_load', 'x.route', 2), isArg(/say must be 0 or 1, got 2/));
+  assert.throws(() => raw.call('kpick_route_load', '', 0), isArg(/path must be NULL or 1\.\.4095 bytes/));
+  assert.throws(() => raw.call('kpick_route_load', 'a'.repeat(5000), 0), isArg(/path must be NULL or 1\.\.4095 bytes/));
+  assert.throws(() => raw.call('kpick_route_verdict', Buffer.alloc(4), 4), isArg(/buffer of 4 bytes is too small: the verdict needs \d+/));
+  assert.throws(() => raw.call('kpick_route_verdict', null, 100), isArg(/buf is null/));
+  assert.throws(() => raw.call('kpick_route_status', null, [0], [0]), isArg(/null argument/));
+  assert.throws(() => raw.call('kpick_route_lookup', 0, 0, 8, 8, 1, null), isArg(/cand_out is null/));
+  const x = new Uint16Array(8 * 8), w = new Uint16Array(8 * 8), y = new Uint16Array(8 * 8);
+  assert.throws(() => raw.call('kpick_linear', 0, 0, null, w, y, 1, 8, 8, null), isArg(/x, w and y must not be null/));
+  assert.throws(() => native.linear('linear', 'bf16', x, w, x, 1, 8, 8), isArg(/y must not overlap x or w/));
+  assert.throws(() => native.linear('linear', 'bf16', x, w, y, 129, 8, 8), isArg(/m must be in 1\.\.128/));
+});
+
+/** y of one candidate through kpick_run on the problem's own inputs. */
+function runBytes(problem: ReturnType<typeof kpick.createProblem>, name: string, m: number): Uint16Array {
+  problem.setRows(m);
+  problem.poison();
+  problem.run(kpick.candidate(name).id);
+  return problem.downloadY();
+}
+
+test('kpick_linear computes y through the route: byte for byte what the routed candidate gives', () => {
+  const table = realTable();
+  // splitk.s4 is not bitwise with plain: a wrong dispatch would show in the bytes
+  for (const e of table.entries.filter((x) => x.dtype === 'bf16')) {
+    e.choice = e.op === 'linear' ? 'splitk.s4' : 'gated.splitk.s4';
+    e.candidates[e.choice] = candidateResult();
+  }
+  const files = writeBoth(table);
+  const ts = withEnv(NO_KNOBS, () => (native.load(files.route), loadRoute(files.route, build)));
+  assert.match(native.verdict(), /dropped 0$/);
+  let differed = 0;
+  for (const shape of SHAPES) {
+    for (const dtype of DTYPES) {
+      const problem = kpick.createProblem({ op: shape.op, dtype, n: shape.n, k: shape.k, mMax: 128, copies: 1, seed: 11 });
+      try {
+        const wAll = problem.downloadW();
+        for (const m of [1, 2, 3, 7, 8, 33, 128]) {
+          problem.setRows(m);
+          const x = problem.downloadX();
+          const y = new Uint16Array(m * shape.n).fill(0xffff);
+          native.linear(shape.op, dtype, x, wAll, y, m, shape.n, shape.k);
+          const chosen = nameOf(native.lookup(shape.op, dtype, shape.n, shape.k, m));
+          assert.is(chosen, ts.lookup(shape.op, dtype, shape.n, shape.k, m));
+          if (dtype === 'bf16') assert.is(chosen, shape.op === 'linear' ? 'splitk.s4' : 'gated.splitk.s4');
+          assert.equal(y, runBytes(problem, chosen, m), `${shape.op} ${dtype} m=${m}`);
+          const head = shape.op === 'linear' ? 'plain' : 'gated.plain';
+          if (!Buffer.from(y.buffer).equals(Buffer.from(runBytes(problem, head, m).buffer))) differed++;
+        }
+      } finally {
+        problem.free();
+      }
+    }
+  }
+  assert.ok(differed > 0, 'split-K output differs from the default somewhere, so the comparison can see a wrong dispatch');
+  native.load(null);
+});
+
+test.run();
