@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
@@ -8,6 +8,8 @@ import { identityFromInfo } from '../lib/identity.ts';
 
 const CPU_LIB = join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so');
 const kpick = loadKpick({ lib: CPU_LIB });
+const scratch = mkdtempSync(join(tmpdir(), 'kpick-ffi-'));
+test.after(() => rmSync(scratch, { recursive: true, force: true }));
 
 /** Asserts fn throws a KpickError of status 1 (bad argument) whose message matches. */
 function rejects(fn: () => unknown, message: RegExp): void {
@@ -273,7 +275,7 @@ test('loading a missing path lists it with the reason', () => {
 });
 
 test('the default order tries cuda, hip, then cpu, and lists every path tried', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'kpick-ffi-'));
+  const dir = mkdtempSync(join(scratch, 'build-'));
   writeFileSync(join(dir, 'libkpick-cpu.so'), 'not a shared object');
   const saved = { lib: process.env.KPICK_LIB, backend: process.env.KPICK_BACKEND };
   delete process.env.KPICK_LIB;

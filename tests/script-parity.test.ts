@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,6 +24,9 @@ function parity(args: string[], env: Record<string, string> = {}) {
   });
   return { code: run.status, stdout: run.stdout, stderr: run.stderr };
 }
+
+const scratch = mkdtempSync(join(tmpdir(), 'kpick-parity-'));
+test.after(() => rmSync(scratch, { recursive: true, force: true }));
 
 const failLines = (stderr: string) => stderr.split('\n').filter((l) => l.startsWith('FAIL '));
 
@@ -66,7 +69,7 @@ test('under the test build each wrong candidate is caught and named with its sha
 });
 
 test('--json prints one line per check; --store keeps each as a parity record', () => {
-  const store = mkdtempSync(join(tmpdir(), 'kpick-parity-'));
+  const store = join(scratch, 'store');
   const run = parity(['--model', 'tiny', '--rows', '1', '--dtype', 'bf16', '--candidates', 'plain,test.*', '--json', '--store', store], { KPICK_LIB: TEST_LIB });
   assert.is(run.code, 1);
   const checks = run.stdout.trim().split('\n').map((l) => JSON.parse(l) as { candidate: string; status: string; reason: string; n: number; k: number });

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,7 +27,9 @@ function sweep(args: string[], env: Record<string, string> = {}) {
 }
 
 const fast = ['--model', 'tiny', '--copies', '2', '--samples', '2', '--rounds', '1'];
-const tmp = () => mkdtempSync(join(tmpdir(), 'kpick-sweep-'));
+const scratch = mkdtempSync(join(tmpdir(), 'kpick-sweep-'));
+test.after(() => rmSync(scratch, { recursive: true, force: true }));
+const tmp = () => mkdtempSync(join(scratch, 'store-'));
 const files = (dir: string) => readdirSync(dir).filter((f) => f.endsWith('.jsonl'));
 
 test('parseSweepArgs applies the defaults of the options table', () => {

@@ -1,4 +1,4 @@
-import { appendFileSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
@@ -43,7 +43,9 @@ function record(over: Partial<StoreRecord> = {}): StoreRecord {
   };
 }
 
-const tmp = () => mkdtempSync(join(tmpdir(), 'kpick-store-'));
+const scratch = mkdtempSync(join(tmpdir(), 'kpick-store-'));
+test.after(() => rmSync(scratch, { recursive: true, force: true }));
+const tmp = () => mkdtempSync(join(scratch, 'store-'));
 
 test('recordKey is the same whatever the key order of the identity, and differs per field', () => {
   const shuffled = Object.fromEntries(Object.entries(identity).reverse()) as Identity;
