@@ -157,6 +157,7 @@ test('the page is self-contained: no scripts, links, sources or URLs', () => {
     assert.not.ok(html.includes(banned), `page contains ${banned}`);
   }
   assert.ok(html.startsWith('<!doctype html>'));
+  assert.not.ok(/NaN|Infinity|undefined/.test(html));
   assert.is(renderReport(fixtureTable()), html); // no clock inside: same table, same page
 });
 
@@ -180,6 +181,25 @@ test('writeReport writes the page atomically beside the table and never throws',
     assert.is(fs.readFileSync(target, 'utf8'), renderReport(fixtureTable())); // old page kept
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('edge tables render: no entries, and an entry with nothing timed (its failure crossed on the axis)', () => {
+  const empty = renderReport({ ...fixtureTable(), entries: [] });
+  assert.is(count(empty, /<svg class="chart"/), 0);
+  assert.ok(empty.includes('No entry has a read floor'));
+  assert.equal(bucketSummaries({ ...fixtureTable(), entries: [] }), [{ bucket: 0, entries: 0, moved: 0, timed: 0, speedup: null, floored: 0, overFloor: null }]);
+
+  const base = fixtureTable().entries[0]!;
+  const untimed = { ...base.candidates.plain!, median_us: null, p25_us: null, p75_us: null, samples: 0, status: 'failed' as const };
+  const entry = { ...base, choice: 'plain', floor_us: null, candidates: { plain: untimed, 'splitk.s4': { ...untimed, parity: 'fail' as const } } };
+  for (const metric of ['gbps', 'us'] as const) {
+    const html = renderReport({ ...fixtureTable(), entries: [entry] }, { metric });
+    assert.is(count(html, /<svg class="chart"/), 1);
+    assert.is(count(html, /<circle class="pt"/), 0);
+    assert.is(count(html, /<circle class="pick"/), 0);
+    assert.is(count(html, /<path class="parity-fail"/), 1);
+    assert.not.ok(/NaN|Infinity/.test(html), `${metric} page has NaN or Infinity`);
   }
 });
 
