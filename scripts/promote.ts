@@ -7,7 +7,9 @@ import * as fs from 'node:fs';
 import { cac } from 'cac';
 import { colorsFor, declareOptions, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, warn, type OptionSpec } from '../lib/cli.ts';
 import { DEFAULT_GATE } from '../lib/promote.ts';
+import { reportPathFor, writeReport } from '../lib/html-report.ts';
 import { entryJson, summaryLines } from '../lib/report.ts';
+import { routePathFor, writeCompactRoute } from '../lib/route.ts';
 import type { StoreRecord } from '../lib/schema.ts';
 import { formatWarning, readStore } from '../lib/store.ts';
 import { buildTable, defaultTablePath, writeTable } from '../lib/table.ts';
@@ -91,6 +93,12 @@ export function main(argv: readonly string[]): number {
   const out = args.out ?? defaultTablePath(args.tablesDir, built.table.identity);
   const written = writeTable(out, built.table);
   if ('error' in written) throw new UsageError(written.error);
+  // The compact route (what the C router reads) and the report sit beside the
+  // table; the table is already written, so a failure here only warns.
+  for (const extra of [writeCompactRoute(built.table, routePathFor(out)), writeReport(built.table, reportPathFor(out))]) {
+    if ('error' in extra) warn(extra.error);
+    else if (!args.quiet) say(`wrote ${extra.path}`);
+  }
   if (!args.quiet) for (const line of summaryLines(built.table, { path: out, colors: colorsFor(process.stderr) })) say(line);
   if (args.json) for (const entry of built.table.entries) printJsonLine(entryJson(entry));
   return EXIT.ok;
