@@ -76,7 +76,9 @@ test('writes the table at tables/<arch>/<device>/decode_gemm.json, summary on st
   assert.is(lines[0].reason, 'picked rowblk.r2: +25.0 % over plain');
   assert.match(r.stderr, `${file}: 2 entries, 1 moved off the default`);
   assert.not.match(r.stderr, '\u001b[', 'no colour under NO_COLOR');
-  assert.equal(fs.readdirSync(path.dirname(file)), ['decode_gemm.json']);
+  // the table, the compact route the C router reads, and the HTML report; no temp files
+  assert.equal(fs.readdirSync(path.dirname(file)).sort(), ['decode_gemm.html', 'decode_gemm.json', 'decode_gemm.route']);
+  assert.match(fs.readFileSync(path.join(path.dirname(file), 'decode_gemm.route'), 'utf8'), 'rowblk.r2');
 });
 
 test('pools two stores (each too small alone), warns on a corrupt line, --quiet leaves only the warning', () => {
