@@ -11,7 +11,7 @@ import { KpickError } from '../lib/ffi.ts';
 import type { Build } from '../lib/guard.ts';
 import { bucketOf, classDefault, compactRouteText, loadRoute, parseCompactRoute, Route, routeOnce, routePathFor, writeCompactRoute } from '../lib/route.ts';
 import type { Table } from '../lib/schema.ts';
-import { writeTable } from '../lib/table.ts';
+import { readTable, writeTable } from '../lib/table.ts';
 import { build, candidateResult, entryOf, kpick, native, nativeVerdict, realTable, SHAPES, tempDir, withEnv } from './helpers/route-tables.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -122,6 +122,18 @@ test('TS and C agree on every entry of the real table, at every M, and on misses
   const routed = assertAgree(table);
   const nonDefault = table.entries.filter((e) => e.choice !== e.default).length;
   assert.ok(nonDefault === 0 || routed > 0, 'the real table routes somewhere');
+});
+
+test('TS and C agree on every committed table of this backend, re-stamped with this build\'s identity', () => {
+  const root = path.join(ROOT, 'tables');
+  const files = fs.existsSync(root) ? (fs.readdirSync(root, { recursive: true }) as string[]).filter((f) => f.endsWith('decode_gemm.json')) : [];
+  // every committed table must read; those of this backend (if any) go through both routes
+  for (const rel of files) {
+    const read = readTable(path.join(root, rel));
+    assert.ok('table' in read, `${rel}: ${'error' in read ? read.error : ''}`);
+    if (!('table' in read) || read.table.identity.backend !== build.identity.backend) continue;
+    assertAgree({ ...read.table, identity: build.identity });
+  }
 });
 
 test('TS and C agree on hand-edited copies: choices rotated over every candidate, foreign names and broken evidence', () => {

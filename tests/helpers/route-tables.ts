@@ -81,8 +81,16 @@ export function entryOf(table: Table, op: TableEntry['op'], dtype: TableEntry['d
   return e;
 }
 
+const made: string[] = [];
+process.on('exit', () => {
+  for (const dir of made) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/** A fresh folder under the system's temp folder, removed when the process exits. */
 export function tempDir(prefix = 'kpick-route-'): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  made.push(dir);
+  return dir;
 }
 
 /** Runs fn with the environment variables set (undefined: unset), then restores them. */
