@@ -1,0 +1,35 @@
+/* blaslt.h: the vendor BLAS behind one small interface (blaslt.cpp):
+ * cuBLASLt on NVIDIA, hipBLASLt on AMD. It computes y[m, n] = x[m, k] W[n, k]^T
+ * (row-major, fp32 accumulation) with the I-th algo of the library's own
+ * heuristic for that shape; I = 0 is the heuristic's top-1, what an engine
+ * that calls the BLAS plainly gets. */
+#ifndef KPICK_GPU_BLASLT_H
+#define KPICK_GPU_BLASLT_H
+
+#include <stddef.h>
+
+#include "compat.h"
+
+#define KP_BLAS_MAX_ALGOS 8
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* create the library handle; idempotent */
+int kp_blas_init(void);
+/* "cublasLt 13.1.0" from the library actually loaded */
+int kp_blas_version(char *out, size_t cap);
+/* workspace each call may use: the caller provides this many bytes */
+size_t kp_blas_workspace_bytes(void);
+/* how many heuristic algos (0..KP_BLAS_MAX_ALGOS) the library offers for this
+ * problem; answers are cached per (dtype, m, n, k) */
+int kp_blas_algo_count(int32_t dtype, int32_t m, int64_t n, int64_t k, int *count);
+/* enqueue y = x W^T with heuristic algo `algo` on stream */
+int kp_blas_matmul(int algo, int32_t dtype, const void *x, const void *w, void *y, int32_t m, int64_t n, int64_t k,
+                   void *workspace, hipStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,164 @@
+/* compat.h: the HIP names that the GPU sources use, mapped to CUDA when nvcc
+ * builds them, so every kernel and hook is written once, in HIP style.
+ *
+ * The build defines exactly one of KPICK_GPU_CUDA (nvcc) or KPICK_GPU_HIP (hipcc).
+ * The nvcc path never includes HIP headers: it maps each name to its CUDA twin.
+ * Device helpers whose spelling differs between the vendors beyond a rename
+ * (shuffles, 16-byte loads, PDL) are small kp_* inline functions here. */
+#ifndef KPICK_GPU_COMPAT_H
+#define KPICK_GPU_COMPAT_H
+
+#include <stdint.h>
+
+#if defined(KPICK_GPU_CUDA) == defined(KPICK_GPU_HIP)
+#error "define exactly one of KPICK_GPU_CUDA or KPICK_GPU_HIP"
+#endif
+
+#if defined(KPICK_GPU_CUDA)
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#define hipError_t cudaError_t
+#define hipSuccess cudaSuccess
+#define hipErrorNotSupported cudaErrorNotSupported
+#define hipGetErrorString cudaGetErrorString
+#define hipGetLastError cudaGetLastError
+#define hipGetDeviceCount cudaGetDeviceCount
+#define hipSetDevice cudaSetDevice
+#define hipDeviceProp_t cudaDeviceProp
+#define hipGetDeviceProperties cudaGetDeviceProperties
+#define hipRuntimeGetVersion cudaRuntimeGetVersion
+#define hipDriverGetVersion cudaDriverGetVersion
+#define hipMemGetInfo cudaMemGetInfo
+#define hipMalloc cudaMalloc
+#define hipFree cudaFree
+#define hipMemcpy cudaMemcpy
+#define hipMemcpyHostToDevice cudaMemcpyHostToDevice
+#define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define hipMemset cudaMemset
+#define hipMemsetAsync cudaMemsetAsync
+#define hipDeviceSynchronize cudaDeviceSynchronize
+#define hipStream_t cudaStream_t
+#define hipStreamCreateWithFlags cudaStreamCreateWithFlags
+#define hipStreamNonBlocking cudaStreamNonBlocking
+#define hipStreamSynchronize cudaStreamSynchronize
+#define hipEvent_t cudaEvent_t
+#define hipEventCreate cudaEventCreate
+#define hipEventRecord cudaEventRecord
+#define hipEventSynchronize cudaEventSynchronize
+#define hipEventElapsedTime cudaEventElapsedTime
+#define hipGraph_t cudaGraph_t
+#define hipGraphExec_t cudaGraphExec_t
+#define hipGraphNode_t cudaGraphNode_t
+#define hipStreamBeginCapture cudaStreamBeginCapture
+#define hipStreamEndCapture cudaStreamEndCapture
+#define hipStreamCaptureModeThreadLocal cudaStreamCaptureModeThreadLocal
+#define hipStreamCaptureStatus cudaStreamCaptureStatus
+#define hipStreamCaptureStatusNone cudaStreamCaptureStatusNone
+#define hipStreamIsCapturing cudaStreamIsCapturing
+#define hipGraphInstantiateWithFlags cudaGraphInstantiateWithFlags
+#define hipGraphLaunch cudaGraphLaunch
+#define hipGraphDestroy cudaGraphDestroy
+#define hipGraphExecDestroy cudaGraphExecDestroy
+#define hipGraphGetNodes cudaGraphGetNodes
+#else
+#include <hip/hip_fp16.h>
+#include <hip/hip_runtime.h>
+#endif
+
+/* One 16-byte piece: 8 bf16/fp16 values, two per word, low half first. */
+struct __attribute__((aligned(16))) kp_v16 {
+  uint32_t x, y, z, w;
+};
+
+/* Launch k on stream s; pdl asks for programmatic dependent launch, which only
+ * CUDA has (the caller checks availability first; HIP answers NotSupported). */
+template <class... P, class... A>
+static inline hipError_t kp_launch(void (*k)(P...), dim3 grid, dim3 block, hipStream_t s, bool pdl,
+                                   A... args) {
+#if defined(KPICK_GPU_CUDA)
+  if (pdl) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = s;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, k, args...);
+  }
+#else
+  if (pdl) return hipErrorNotSupported;
+#endif
+  k<<<grid, block, 0, s>>>(args...);
+  return hipGetLastError();
+}
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+/* ---- device helpers ---- */
+
+__device__ __forceinline__ float kp_shfl_xor(float v, int lane_mask) {
+#if defined(KPICK_GPU_CUDA)
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask);
+#else
+  return __shfl_xor(v, lane_mask);
+#endif
+}
+
+/* Weights are read once per call: keep them out of L1. */
+__device__ __forceinline__ kp_v16 kp_ld_stream(const void *p) {
+  kp_v16 r;
+#if defined(KPICK_GPU_CUDA)
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+#else
+  r = *reinterpret_cast<const kp_v16 *>(p);
+#endif
+  return r;
+}
+
+/* Activations are re-read by every warp: let them stay in L1. */
+__device__ __forceinline__ kp_v16 kp_ld_cached(const void *p) {
+#if defined(KPICK_GPU_CUDA)
+  const uint4 v = __ldg(reinterpret_cast<const uint4 *>(p));
+  kp_v16 r = {v.x, v.y, v.z, v.w};
+  return r;
+#else
+  return *reinterpret_cast<const kp_v16 *>(p);
+#endif
+}
+
+/* A float written by another block of the same launch: read it past L1. */
+__device__ __forceinline__ float kp_ld_coherent(const float *p) {
+#if defined(KPICK_GPU_CUDA)
+  return __ldcg(p);
+#else
+  return __uint_as_float(__atomic_load_n(reinterpret_cast<const uint32_t *>(p), __ATOMIC_RELAXED));
+#endif
+}
+
+/* Programmatic dependent launch (CUDA sm_90): trigger lets the next kernel of
+ * the stream start; wait blocks until the previous kernel's memory is visible.
+ * No PDL kernel is ever instantiated for HIP: reaching one there traps. */
+__device__ __forceinline__ void kp_pdl_trigger() {
+#if defined(KPICK_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#else
+  __builtin_trap();
+#endif
+}
+__device__ __forceinline__ void kp_pdl_wait() {
+#if defined(KPICK_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#else
+  __builtin_trap();
+#endif
+}
+#endif /* device compiler */
+
+#endif

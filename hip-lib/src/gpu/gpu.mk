@@ -1,0 +1,98 @@
+# gpu.mk: the GPU backend's rules, included by the top Makefile.
+#   make GPU=cuda [ARCH=sm_90]   build/libkpick-cuda.so: nvcc (.hip as CUDA), cuBLASLt
+#   make GPU=hip ARCH=gfx942     build/libkpick-hip.so: hipcc, hipBLASLt (ARCH may list several)
+#   make cuda-check              nvcc compiles every kernel and the hooks for sm_90, no BLAS
+#   make hip-check               Debian's hipcc compiles them for gfx90a (wave64) and gfx1030
+#                                (wave32), no BLAS
+# common/*.c is C, built by $(CC) with -DKPICK_BACKEND_GPU; the runtime and the BLAS are
+# linked dynamically, so be_info reports the versions actually loaded.
+
+GPU_DIR := $(SRC)/gpu
+GPU_KERNELS := $(sort $(wildcard $(GPU_DIR)/*.hip))
+GPU_HOOKS := $(GPU_DIR)/hooks.cpp
+GPU_BLAS := $(GPU_DIR)/blaslt.cpp
+GPU_HDRS := $(sort $(wildcard $(GPU_DIR)/*.h))
+GPU_DEPS := $(GPU_HDRS) $(COMMON_HDRS) $(GPU_DIR)/gpu.mk
+
+# Any change to space.def, the common layer or a GPU source makes old tables stale.
+GPU_TOKEN = $(call token,$(sort $(COMMON_SRCS) $(COMMON_HDRS) $(GPU_KERNELS) $(GPU_HOOKS) $(GPU_BLAS) $(GPU_HDRS)))
+GPU_CFLAGS := -O2 -std=gnu11 -fPIC -pthread -Wall -Wextra -Wno-unused-parameter
+GPU_COMMON_IDENT = -DKPICK_BACKEND_GPU -DKPICK_SPACE_TOKEN='"$(GPU_TOKEN)"' \
+  -DKPICK_COMPILER='"$(GPU_COMPILER); $(CC) $(CC_VERSION) $(GPU_CFLAGS)"'
+
+# ---- CUDA ----
+NVCC ?= nvcc
+CUDA_ARCH := $(if $(ARCH),$(ARCH),sm_90)
+NVCC_FLAGS := -O3 -std=c++17 -arch=$(CUDA_ARCH) -Xcompiler -fPIC
+NVCC_VERSION = $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*, V\([0-9.]*\).*/\1/p')
+CUDA_DEFS := -DKPICK_GPU_CUDA -DKPICK_BACKEND_GPU -DKPICK_GPU_ARCHS='"$(CUDA_ARCH)"'
+CUDA_OBJ := $(BUILD)/cuda
+CUDA_OBJS := $(patsubst $(GPU_DIR)/%.hip,$(CUDA_OBJ)/%.o,$(GPU_KERNELS)) $(CUDA_OBJ)/hooks.o $(CUDA_OBJ)/blaslt.o \
+  $(patsubst $(SRC)/common/%.c,$(CUDA_OBJ)/common_%.o,$(COMMON_SRCS))
+
+.PHONY: cuda hip
+cuda: $(BUILD)/libkpick-cuda.so
+
+$(CUDA_OBJ)/%.o: $(GPU_DIR)/%.hip $(GPU_DEPS)
+	@mkdir -p $(CUDA_OBJ)
+	$(NVCC) $(NVCC_FLAGS) $(CUDA_DEFS) -x cu -c $< -o $@
+
+$(CUDA_OBJ)/%.o: $(GPU_DIR)/%.cpp $(GPU_DEPS)
+	@mkdir -p $(CUDA_OBJ)
+	$(NVCC) $(NVCC_FLAGS) $(CUDA_DEFS) -x cu -c $< -o $@
+
+$(CUDA_OBJ)/common_%.o: $(SRC)/common/%.c $(COMMON_HDRS) $(GPU_KERNELS) $(GPU_HOOKS) $(GPU_BLAS) $(GPU_HDRS)
+	@mkdir -p $(CUDA_OBJ)
+	$(CC) $(GPU_CFLAGS) $(GPU_COMMON_IDENT) -c $< -o $@
+
+$(BUILD)/libkpick-cuda.so: GPU_COMPILER = nvcc $(NVCC_VERSION) $(NVCC_FLAGS)
+$(BUILD)/libkpick-cuda.so: $(CUDA_OBJS)
+	$(NVCC) -shared -o $@.tmp.so $(CUDA_OBJS) -cudart shared -lcublasLt && mv $@.tmp.so $@
+
+# compile-only: every kernel and the hooks, no BLAS headers needed
+cuda-check:
+	@mkdir -p $(BUILD)/check/cuda
+	@set -e; for f in $(GPU_KERNELS) $(GPU_HOOKS); do \
+	  echo "nvcc sm_90: $$f"; \
+	  $(NVCC) -O3 -std=c++17 -arch=sm_90 -Xcompiler -fPIC -DKPICK_GPU_CUDA -DKPICK_BACKEND_GPU \
+	    -DKPICK_GPU_ARCHS='"sm_90"' -x cu -c $$f -o $(BUILD)/check/cuda/$$(basename $$f).o; \
+	done
+
+# ---- HIP ----
+HIPCC ?= hipcc
+HIP_ARCH := $(if $(ARCH),$(ARCH),gfx942)
+HIP_FLAGS := -O3 -std=c++17 -fPIC $(foreach a,$(HIP_ARCH),--offload-arch=$(a))
+HIP_DEFS := -DKPICK_GPU_HIP -DKPICK_BACKEND_GPU -DKPICK_GPU_ARCHS='"$(HIP_ARCH)"'
+HIP_VERSION = $(shell HIP_PLATFORM=amd $(HIPCC) --version 2>/dev/null | sed -n 's/^HIP version: *//p')
+HIP_OBJ := $(BUILD)/hip
+HIP_OBJS := $(patsubst $(GPU_DIR)/%.hip,$(HIP_OBJ)/%.o,$(GPU_KERNELS)) $(HIP_OBJ)/hooks.o $(HIP_OBJ)/blaslt.o \
+  $(patsubst $(SRC)/common/%.c,$(HIP_OBJ)/common_%.o,$(COMMON_SRCS))
+
+hip: $(BUILD)/libkpick-hip.so
+
+$(HIP_OBJ)/%.o: $(GPU_DIR)/%.hip $(GPU_DEPS)
+	@mkdir -p $(HIP_OBJ)
+	HIP_PLATFORM=amd $(HIPCC) $(HIP_FLAGS) $(HIP_DEFS) -x hip -c $< -o $@
+
+$(HIP_OBJ)/%.o: $(GPU_DIR)/%.cpp $(GPU_DEPS)
+	@mkdir -p $(HIP_OBJ)
+	HIP_PLATFORM=amd $(HIPCC) $(HIP_FLAGS) $(HIP_DEFS) -x hip -c $< -o $@
+
+$(HIP_OBJ)/common_%.o: $(SRC)/common/%.c $(COMMON_HDRS) $(GPU_KERNELS) $(GPU_HOOKS) $(GPU_BLAS) $(GPU_HDRS)
+	@mkdir -p $(HIP_OBJ)
+	$(CC) $(GPU_CFLAGS) $(GPU_COMMON_IDENT) -c $< -o $@
+
+$(BUILD)/libkpick-hip.so: GPU_COMPILER = hipcc $(HIP_VERSION) $(HIP_FLAGS)
+$(BUILD)/libkpick-hip.so: $(HIP_OBJS)
+	HIP_PLATFORM=amd $(HIPCC) $(HIP_FLAGS) -shared -o $@.tmp.so $(HIP_OBJS) -lhipblaslt && mv $@.tmp.so $@
+
+# compile-only for a wave64 (gfx90a, MFMA) and a wave32 (gfx1030, no matrix unit) target
+hip-check:
+	@command -v $(HIPCC) >/dev/null || { echo "hip-check: hipcc not found (apt-get install -y hipcc)"; exit 2; }
+	@mkdir -p $(BUILD)/check/hip
+	@set -e; for f in $(GPU_KERNELS) $(GPU_HOOKS); do \
+	  echo "hipcc gfx90a+gfx1030: $$f"; \
+	  HIP_PLATFORM=amd $(HIPCC) -O3 -std=c++17 -fPIC --offload-arch=gfx90a --offload-arch=gfx1030 \
+	    -DKPICK_GPU_HIP -DKPICK_BACKEND_GPU -DKPICK_GPU_ARCHS='"gfx90a gfx1030"' \
+	    -x hip -c $$f -o $(BUILD)/check/hip/$$(basename $$f).o; \
+	done

@@ -1,0 +1,499 @@
+/* hooks.cpp: the GPU backend's be_* hooks (common/backend.h), for HIP and,
+ * through compat.h, CUDA.
+ *
+ * Ownership:
+ *   - device 0, one non-blocking stream and two timing events: backend-global,
+ *     made by be_init, kept for the process's life;
+ *   - a problem's x, y, weight copies, float sink and cached graphs: owned by
+ *     p->be, released by be_problem_free (which copes with a half-built state);
+ *   - the scratch (BLAS workspace, gated.blaslt's product, splitk's partials and
+ *     arrival counters): backend-global, grown on demand and never shrunk.
+ *     A grown-out buffer is retired, not freed, so a graph captured earlier
+ *     (by the tuner or by an engine) never points at freed memory; doubling
+ *     bounds the retired total by the live size. One stream at a time may use
+ *     the scratch: two streams running splitk or gated.blaslt concurrently
+ *     would share it. Growth is refused during stream capture; be_problem_init
+ *     grows it up front for everything that problem can run. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/backend.h"
+#include "../common/error.h"
+#include "../common/space.h"
+#include "arch.h"
+#include "blaslt.h"
+#include "launch.h"
+
+#ifndef KPICK_GPU_ARCHS
+#error "the build names the target archs in KPICK_GPU_ARCHS"
+#endif
+
+/* One runtime call, checked: records the call, file and line on failure. */
+#define KP_GPU(call)                                                                                      \
+  do {                                                                                                    \
+    hipError_t kp_e_ = (call);                                                                            \
+    if (kp_e_ != hipSuccess)                                                                              \
+      return kp_fail(KPICK_E_DEVICE, #call, "%s at %s:%d", hipGetErrorString(kp_e_), __FILE__, __LINE__); \
+  } while (0)
+
+#define KP_ROWS_SLOTS (128 + 1) /* graph cache index: rows 1..128 */
+static const size_t kp_splitk_cap = 256u << 20; /* largest splitk partial scratch */
+static const int64_t kp_batch_bytes = 2LL << 30; /* a timing batch streams at least this much... */
+static const int kp_batch_calls = 20;            /* ...or has this many calls, whichever is fewer */
+
+static struct {
+  int ready;
+  hipDeviceProp_t prop;
+  char arch[32];
+  int has_mma, has_pdl;
+  hipStream_t stream;
+  hipEvent_t e0, e1;
+} g;
+
+static struct {
+  pthread_mutex_t lock;
+  void *blas;
+  void *temp;
+  size_t temp_bytes;
+  uint32_t *counters;
+  size_t counters_len;
+  void *retired[128];
+  int nretired;
+} scratch = {PTHREAD_MUTEX_INITIALIZER, NULL, NULL, 0, NULL, 0, {NULL}, 0};
+
+struct gpu_problem {
+  void *x, *y;
+  void **w;             /* p->copies weight copies */
+  float *sink;          /* the read floor's never-written output */
+  hipGraphExec_t *graphs; /* [KP_NCAND][KP_ROWS_SLOTS] timing batches */
+  hipGraphExec_t floor;
+  int calls;            /* calls per timing batch */
+};
+
+/* ---- scratch ---- */
+
+static int capturing(hipStream_t s, int *out) {
+  hipStreamCaptureStatus st = hipStreamCaptureStatusNone;
+  KP_GPU(hipStreamIsCapturing(s, &st));
+  *out = st != hipStreamCaptureStatusNone;
+  return KPICK_OK;
+}
+
+static int retire(void *ptr) {
+  if (!ptr) return KPICK_OK;
+  if (scratch.nretired == (int)(sizeof scratch.retired / sizeof scratch.retired[0]))
+    return kp_fail(KPICK_E_NOMEM, "scratch", "scratch regrown too often (%d times)", scratch.nretired);
+  scratch.retired[scratch.nretired++] = ptr;
+  return KPICK_OK;
+}
+
+static int grow_locked(size_t temp_bytes, size_t counters_len, hipStream_t s) {
+  const int need_blas = scratch.blas == NULL;
+  const int need_temp = temp_bytes > scratch.temp_bytes, need_counters = counters_len > scratch.counters_len;
+  if (!need_blas && !need_temp && !need_counters) return KPICK_OK;
+  int cap = 0;
+  KP_TRY(capturing(s, &cap));
+  if (cap)
+    return kp_fail(KPICK_E_STATE, "scratch",
+                   "a launch under stream capture needs %.1f MiB of scratch that does not exist yet: "
+                   "run it once outside capture first",
+                   temp_bytes / 1048576.0);
+  if (need_blas) KP_GPU(hipMalloc(&scratch.blas, kp_blas_workspace_bytes()));
+  if (need_temp) {
+    size_t bytes = scratch.temp_bytes * 2 > temp_bytes ? scratch.temp_bytes * 2 : temp_bytes;
+    void *fresh = NULL;
+    KP_GPU(hipMalloc(&fresh, bytes));
+    int st = retire(scratch.temp);
+    if (st != KPICK_OK) {
+      (void)hipFree(fresh);
+      return st;
+    }
+    scratch.temp = fresh;
+    scratch.temp_bytes = bytes;
+  }
+  if (need_counters) {
+    size_t len = scratch.counters_len * 2 > counters_len ? scratch.counters_len * 2 : counters_len;
+    uint32_t *fresh = NULL;
+    KP_GPU(hipMalloc((void **)&fresh, len * sizeof *fresh));
+    KP_GPU(hipMemset(fresh, 0, len * sizeof *fresh));
+    KP_GPU(hipDeviceSynchronize()); /* zero before any stream's kernel reads them */
+    int st = retire(scratch.counters);
+    if (st != KPICK_OK) {
+      (void)hipFree(fresh);
+      return st;
+    }
+    scratch.counters = fresh;
+    scratch.counters_len = len;
+  }
+  return KPICK_OK;
+}
+
+static int scratch_get(size_t temp_bytes, size_t counters_len, hipStream_t s, kp_scratch *out) {
+  pthread_mutex_lock(&scratch.lock);
+  int st = grow_locked(temp_bytes, counters_len, s);
+  if (st == KPICK_OK) {
+    out->blas = scratch.blas;
+    out->blas_bytes = kp_blas_workspace_bytes();
+    out->temp = scratch.temp;
+    out->temp_bytes = scratch.temp_bytes;
+    out->counters = scratch.counters;
+    out->counters_len = scratch.counters_len;
+  }
+  pthread_mutex_unlock(&scratch.lock);
+  return st;
+}
+
+/* ---- launchers, one per family of space.def ---- */
+
+typedef int (*kp_family_fn)(const kp_row *r, const kp_call *c);
+
+static int launch_blaslt(const kp_row *r, const kp_call *c) {
+  kp_scratch ws;
+  if (c->op == KPICK_OP_LINEAR) {
+    KP_TRY(scratch_get(0, 0, c->stream, &ws));
+    return kp_blas_matmul(r->params[0], c->dtype, c->x, c->w, c->y, c->m, c->n, c->k, ws.blas, c->stream);
+  }
+  /* gated: the 2n-wide product into the scratch, then silu-mul: two nodes */
+  KP_TRY(scratch_get((size_t)c->m * (size_t)c->n * 2 * 2, 0, c->stream, &ws));
+  KP_TRY(kp_blas_matmul(r->params[0], c->dtype, c->x, c->w, ws.temp, c->m, 2 * c->n, c->k, ws.blas, c->stream));
+  return kp_silu_mul_launch(c->dtype, ws.temp, c->y, c->m, c->n, c->stream);
+}
+
+static int launch_gemv(const kp_row *r, const kp_call *c) {
+  return c->op == KPICK_OP_LINEAR ? kp_gemv_launch(c, r->params[0], r->params[1])
+                                  : kp_gated_gemv_launch(c, r->params[0], r->params[1]);
+}
+
+static int launch_mma(const kp_row *r, const kp_call *c) {
+  return c->op == KPICK_OP_LINEAR ? kp_mma_launch(c, r->params[0], r->params[1])
+                                  : kp_gated_mma_launch(c, r->params[0], r->params[1]);
+}
+
+static int launch_splitk(const kp_row *r, const kp_call *c) {
+  if (c->op != KPICK_OP_LINEAR) return kp_fail(KPICK_E_UNSUPPORTED, "splitk", "linear op only");
+  const size_t temp = kp_splitk_temp_bytes(r->params[0], c->m, c->n);
+  if (temp > kp_splitk_cap)
+    return kp_fail(KPICK_E_UNSUPPORTED, "splitk", "%.0f MiB of partials is past the %.0f MiB cap", temp / 1048576.0,
+                   kp_splitk_cap / 1048576.0);
+  kp_scratch ws;
+  KP_TRY(scratch_get(temp, kp_splitk_counters(c->n), c->stream, &ws));
+  return kp_splitk_launch(c, r->params[0], &ws);
+}
+
+/* in space.def order: the GPU rows are exactly the ids 0..KP_NCAND-1 */
+static const kp_family_fn launchers[] = {
+#define CPU(...)
+#define GPU(id, name, family, ...) launch_##family,
+#include "../space.def"
+#undef CPU
+#undef GPU
+};
+static_assert(sizeof launchers / sizeof launchers[0] == KP_NCAND, "one launcher per candidate");
+
+/* ---- init and info ---- */
+
+static int arch_built(const char *arch) {
+  char list[256];
+  snprintf(list, sizeof list, " %s ", KPICK_GPU_ARCHS);
+  char want[40];
+  snprintf(want, sizeof want, " %s ", arch);
+  return strstr(list, want) != NULL;
+}
+
+int be_init(void) {
+  int n = 0;
+  hipError_t e = hipGetDeviceCount(&n);
+  if (e != hipSuccess) return kp_fail(KPICK_E_STATE, "be_init", "no usable GPU runtime: %s", hipGetErrorString(e));
+  if (n < 1) return kp_fail(KPICK_E_STATE, "be_init", "no GPU device found");
+  KP_GPU(hipSetDevice(0));
+  KP_GPU(hipGetDeviceProperties(&g.prop, 0));
+#if defined(KPICK_GPU_CUDA)
+  snprintf(g.arch, sizeof g.arch, "sm_%d%d", g.prop.major, g.prop.minor);
+#else
+  snprintf(g.arch, sizeof g.arch, "%s", g.prop.gcnArchName);
+  g.arch[strcspn(g.arch, ":")] = '\0'; /* "gfx942:sramecc+:xnack-" -> "gfx942" */
+#endif
+  if (!arch_built(g.arch))
+    return kp_fail(KPICK_E_STATE, "be_init", "this library holds kernels for %s, but device 0 (%s) is %s: rebuild with ARCH=%s",
+                   KPICK_GPU_ARCHS, g.prop.name, g.arch, g.arch);
+  int device_warp = 0;
+  KP_TRY(kp_warp_probe(&device_warp));
+  if (device_warp != g.prop.warpSize)
+    return kp_fail(KPICK_E_STATE, "be_init", "kernels were built for a warp of %d, the device runs %d", device_warp,
+                   g.prop.warpSize);
+  if (!g.stream) KP_GPU(hipStreamCreateWithFlags(&g.stream, hipStreamNonBlocking));
+  if (!g.e0) KP_GPU(hipEventCreate(&g.e0));
+  if (!g.e1) KP_GPU(hipEventCreate(&g.e1));
+  KP_TRY(kp_blas_init());
+  g.has_mma = kp_host_has_mma(g.arch);
+  g.has_pdl = kp_host_has_pdl(g.arch);
+  g.ready = 1;
+  return KPICK_OK;
+}
+
+static void version_str(char *out, size_t cap, const char *what, int v) {
+#if defined(KPICK_GPU_CUDA)
+  snprintf(out, cap, "%s %d.%d", what, v / 1000, (v % 1000) / 10);
+#else
+  snprintf(out, cap, "%s %d", what, v);
+#endif
+}
+
+int be_info(kpick_info *out) {
+  int rt = 0, drv = 0;
+  KP_GPU(hipRuntimeGetVersion(&rt));
+  KP_GPU(hipDriverGetVersion(&drv));
+  char a[32], b[32];
+#if defined(KPICK_GPU_CUDA)
+  snprintf(out->backend, sizeof out->backend, "cuda");
+  version_str(a, sizeof a, "cudart", rt);
+  version_str(b, sizeof b, "driver", drv);
+#else
+  snprintf(out->backend, sizeof out->backend, "hip");
+  version_str(a, sizeof a, "hip", rt);
+  version_str(b, sizeof b, "driver", drv);
+#endif
+  snprintf(out->runtime, sizeof out->runtime, "%s, %s", a, b);
+  snprintf(out->arch, sizeof out->arch, "%s", g.arch);
+  snprintf(out->device, sizeof out->device, "%s", g.prop.name);
+  KP_TRY(kp_blas_version(out->blas, sizeof out->blas));
+  out->warp = g.prop.warpSize;
+  out->units = g.prop.multiProcessorCount;
+  out->pdl = g.has_pdl;
+  out->llc_bytes = g.prop.l2CacheSize;
+  return be_mem(&out->mem_free, &out->mem_total);
+}
+
+int be_mem(int64_t *free_bytes, int64_t *total_bytes) {
+  size_t f = 0, t = 0;
+  KP_GPU(hipMemGetInfo(&f, &t));
+  *free_bytes = (int64_t)f;
+  *total_bytes = (int64_t)t;
+  return KPICK_OK;
+}
+
+/* ---- candidates ---- */
+
+static int family_is(const kp_row *r, const char *f) { return strcmp(r->family, f) == 0; }
+
+int be_available(int32_t cand) {
+  if (!g.ready) return 0;
+  const kp_row *r = &kp_space[cand];
+  const int pdl = (r->flags & KF_PDL) != 0, gated = r->op == KPICK_OP_GATED;
+  if (pdl && !g.has_pdl) return 0;
+  if (family_is(r, "blaslt")) return 1;
+  if (family_is(r, "gemv")) return gated ? kp_gated_gemv_has(r->params[1], pdl) : kp_gemv_has(r->params[1], pdl);
+  if (family_is(r, "mma"))
+    return g.has_mma && (gated ? kp_gated_mma_has(r->params[1], pdl) : kp_mma_has(r->params[1], pdl));
+  if (family_is(r, "splitk")) return g.has_mma && !gated && kp_splitk_has(r->params[0], pdl);
+  return 0;
+}
+
+int be_supports(const struct kpick_problem *p, int32_t cand) {
+  const kp_row *r = &kp_space[cand];
+  if (family_is(r, "blaslt")) {
+    int count = 0;
+    if (kp_blas_algo_count(p->dtype, p->m, p->op == KPICK_OP_GATED ? 2 * p->n : p->n, p->k, &count) != KPICK_OK)
+      return 0;
+    return r->params[0] < count;
+  }
+  if (p->k % 8 != 0) return 0; /* the kernels read rows in 16-byte pieces */
+  if (family_is(r, "splitk")) return kp_splitk_temp_bytes(r->params[0], p->m, p->n) <= kp_splitk_cap;
+  return 1;
+}
+
+/* ---- problems ---- */
+
+/* the most scratch any candidate of this problem may want */
+static void scratch_need(const struct kpick_problem *p, size_t *temp, size_t *counters) {
+  *temp = 0;
+  *counters = 0;
+  if (p->op == KPICK_OP_GATED) *temp = (size_t)p->m_max * (size_t)p->n * 2 * 2;
+  for (int32_t i = 0; i < KP_NCAND; i++) {
+    const kp_row *r = &kp_space[i];
+    if (r->op != p->op || !family_is(r, "splitk")) continue;
+    const int32_t m = p->m_max < r->rows_max ? p->m_max : r->rows_max;
+    const size_t bytes = kp_splitk_temp_bytes(r->params[0], m, p->n);
+    if (bytes <= kp_splitk_cap && bytes > *temp) *temp = bytes;
+    *counters = kp_splitk_counters(p->n);
+  }
+}
+
+int be_problem_init(struct kpick_problem *p) {
+  struct gpu_problem *gp = (struct gpu_problem *)calloc(1, sizeof *gp);
+  if (!gp) return kp_fail(KPICK_E_NOMEM, "problem_init", "host allocation failed");
+  p->be = gp;
+  gp->w = (void **)calloc((size_t)p->copies, sizeof *gp->w);
+  gp->graphs = (hipGraphExec_t *)calloc((size_t)KP_NCAND * KP_ROWS_SLOTS, sizeof *gp->graphs);
+  if (!gp->w || !gp->graphs) return kp_fail(KPICK_E_NOMEM, "problem_init", "host allocation failed");
+
+  size_t temp = 0, counters = 0;
+  scratch_need(p, &temp, &counters);
+  const size_t x_bytes = (size_t)p->m_max * (size_t)p->k * 2, y_bytes = (size_t)p->m_max * (size_t)p->n * 2;
+  const size_t grow = (temp > scratch.temp_bytes ? temp : 0) + (scratch.blas ? 0 : kp_blas_workspace_bytes());
+  const double need = (double)p->copies * (double)p->w_bytes + (double)x_bytes + (double)y_bytes + (double)grow;
+  int64_t free_b = 0, total_b = 0;
+  KP_TRY(be_mem(&free_b, &total_b));
+  if (need + (64 << 20) > (double)free_b)
+    return kp_fail(KPICK_E_NOMEM, "problem_init", "needs %.1f MiB of device memory (%d weight copies of %.1f MiB), %.1f MiB free",
+                   need / 1048576.0, (int)p->copies, p->w_bytes / 1048576.0, free_b / 1048576.0);
+
+  KP_GPU(hipMalloc(&gp->x, x_bytes));
+  KP_GPU(hipMalloc(&gp->y, y_bytes));
+  KP_GPU(hipMalloc((void **)&gp->sink, sizeof(float)));
+  for (int32_t i = 0; i < p->copies; i++) KP_GPU(hipMalloc(&gp->w[i], p->w_bytes));
+  KP_GPU(hipMemcpy(gp->x, p->x_host, x_bytes, hipMemcpyHostToDevice));
+  KP_GPU(hipMemcpy(gp->w[0], p->w_host, p->w_bytes, hipMemcpyHostToDevice));
+  for (int32_t i = 1; i < p->copies; i++) KP_GPU(hipMemcpy(gp->w[i], gp->w[0], p->w_bytes, hipMemcpyDeviceToDevice));
+  KP_GPU(hipDeviceSynchronize());
+
+  kp_scratch ws;
+  KP_TRY(scratch_get(temp, counters, g.stream, &ws));
+
+  /* a batch rotates over every copy, repeated until it is long enough */
+  int64_t want = (kp_batch_bytes + (int64_t)p->w_bytes - 1) / (int64_t)p->w_bytes;
+  if (want > kp_batch_calls) want = kp_batch_calls;
+  if (want < 2) want = 2;
+  gp->calls = p->copies * (int)((want + p->copies - 1) / p->copies);
+  return KPICK_OK;
+}
+
+void be_problem_free(struct kpick_problem *p) {
+  struct gpu_problem *gp = (struct gpu_problem *)p->be;
+  if (!gp) return;
+  if (gp->graphs)
+    for (size_t i = 0; i < (size_t)KP_NCAND * KP_ROWS_SLOTS; i++)
+      if (gp->graphs[i]) (void)hipGraphExecDestroy(gp->graphs[i]);
+  if (gp->floor) (void)hipGraphExecDestroy(gp->floor);
+  if (gp->w)
+    for (int32_t i = 0; i < p->copies; i++)
+      if (gp->w[i]) (void)hipFree(gp->w[i]);
+  if (gp->x) (void)hipFree(gp->x);
+  if (gp->y) (void)hipFree(gp->y);
+  if (gp->sink) (void)hipFree(gp->sink);
+  free(gp->w);
+  free(gp->graphs);
+  free(gp);
+  p->be = NULL;
+}
+
+int be_poison(struct kpick_problem *p) {
+  struct gpu_problem *gp = (struct gpu_problem *)p->be;
+  KP_GPU(hipMemsetAsync(gp->y, 0xFF, (size_t)p->m_max * (size_t)p->n * 2, g.stream));
+  KP_GPU(hipStreamSynchronize(g.stream));
+  return KPICK_OK;
+}
+
+/* ---- launching ---- */
+
+int be_launch(int32_t cand, int32_t op, int32_t dtype, const void *x, const void *w, void *y, int32_t m, int64_t n,
+              int64_t k, void *stream) {
+  if (!g.ready) return kp_fail(KPICK_E_STATE, "launch", "the GPU backend is not initialised");
+  const kp_row *r = &kp_space[cand];
+  if (r->op != op) return kp_fail(KPICK_E_ARG, "launch", "%s is a candidate of op %d, not %d", r->name, (int)r->op, (int)op);
+  /* what the route cannot know: rows range, and the kernels' 16-byte pieces */
+  if (m < r->rows_min || m > r->rows_max)
+    return kp_fail(KPICK_E_UNSUPPORTED, "launch", "%s takes %d..%d rows, not %d", r->name, (int)r->rows_min,
+                   (int)r->rows_max, (int)m);
+  if (!family_is(r, "blaslt") && (k % 8 != 0 || (((uintptr_t)x | (uintptr_t)w) & 15) != 0))
+    return kp_fail(KPICK_E_UNSUPPORTED, "launch", "%s needs K %% 8 == 0 and 16-byte aligned x and w", r->name);
+  kp_call c = {op, dtype, x, w, y, m, n, k, (hipStream_t)stream, (r->flags & KF_PDL) != 0};
+  return launchers[cand](r, &c);
+}
+
+static int launch_copy(struct kpick_problem *p, int32_t cand, int32_t copy) {
+  struct gpu_problem *gp = (struct gpu_problem *)p->be;
+  return be_launch(cand, p->op, p->dtype, gp->x, gp->w[copy], gp->y, p->m, p->n, p->k, g.stream);
+}
+
+int be_run(struct kpick_problem *p, int32_t cand, int32_t copy) {
+  KP_TRY(launch_copy(p, cand, copy));
+  KP_GPU(hipStreamSynchronize(g.stream));
+  KP_GPU(hipGetLastError());
+  return KPICK_OK;
+}
+
+/* Capture calls enqueued by body(i), i = 0..calls-1, and instantiate them. */
+template <class F>
+static int capture(int calls, hipGraphExec_t *out, F body) {
+  hipGraph_t graph = NULL;
+  KP_GPU(hipStreamBeginCapture(g.stream, hipStreamCaptureModeThreadLocal));
+  int st = KPICK_OK;
+  for (int i = 0; i < calls && st == KPICK_OK; i++) st = body(i);
+  const hipError_t e = hipStreamEndCapture(g.stream, &graph);
+  if (st != KPICK_OK) {
+    if (graph) (void)hipGraphDestroy(graph);
+    return st;
+  }
+  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "hipStreamEndCapture", "%s at %s:%d", hipGetErrorString(e), __FILE__, __LINE__);
+  const hipError_t ei = hipGraphInstantiateWithFlags(out, graph, 0);
+  (void)hipGraphDestroy(graph);
+  if (ei != hipSuccess)
+    return kp_fail(KPICK_E_DEVICE, "hipGraphInstantiateWithFlags", "%s at %s:%d", hipGetErrorString(ei), __FILE__, __LINE__);
+  return KPICK_OK;
+}
+
+/* one warm-up replay, then nsamples timed replays: us[i] = replay time / calls */
+static int replay(hipGraphExec_t ge, int calls, int32_t nsamples, double *us) {
+  KP_GPU(hipGraphLaunch(ge, g.stream));
+  KP_GPU(hipStreamSynchronize(g.stream));
+  for (int32_t i = 0; i < nsamples; i++) {
+    float ms = 0.0f;
+    KP_GPU(hipEventRecord(g.e0, g.stream));
+    KP_GPU(hipGraphLaunch(ge, g.stream));
+    KP_GPU(hipEventRecord(g.e1, g.stream));
+    KP_GPU(hipEventSynchronize(g.e1));
+    KP_GPU(hipEventElapsedTime(&ms, g.e0, g.e1));
+    us[i] = (double)ms * 1000.0 / calls;
+  }
+  KP_GPU(hipGetLastError());
+  return KPICK_OK;
+}
+
+int be_time(struct kpick_problem *p, int32_t cand, int32_t nsamples, double *us) {
+  struct gpu_problem *gp = (struct gpu_problem *)p->be;
+  hipGraphExec_t *slot = &gp->graphs[(size_t)cand * KP_ROWS_SLOTS + (size_t)p->m];
+  if (!*slot) {
+    KP_TRY(capture(gp->calls, slot, [&](int i) { return launch_copy(p, cand, i % p->copies); }));
+    KP_GPU(hipGraphLaunch(*slot, g.stream)); /* a first replay loads modules and warms clocks */
+  }
+  return replay(*slot, gp->calls, nsamples, us);
+}
+
+int be_time_floor(struct kpick_problem *p, int32_t nsamples, double *us) {
+  struct gpu_problem *gp = (struct gpu_problem *)p->be;
+  if (!gp->floor) {
+    KP_TRY(capture(gp->calls, &gp->floor,
+                   [&](int i) { return kp_floor_launch(gp->w[i % p->copies], p->w_bytes, gp->sink, g.stream); }));
+    KP_GPU(hipGraphLaunch(gp->floor, g.stream));
+  }
+  return replay(gp->floor, gp->calls, nsamples, us);
+}
+
+int be_count_nodes(struct kpick_problem *p, int32_t cand, int32_t *out) {
+  hipGraph_t graph = NULL;
+  KP_GPU(hipStreamBeginCapture(g.stream, hipStreamCaptureModeThreadLocal));
+  const int st = launch_copy(p, cand, 0);
+  const hipError_t e = hipStreamEndCapture(g.stream, &graph);
+  if (st != KPICK_OK) {
+    if (graph) (void)hipGraphDestroy(graph);
+    return st;
+  }
+  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "hipStreamEndCapture", "%s at %s:%d", hipGetErrorString(e), __FILE__, __LINE__);
+  size_t nodes = 0;
+  const hipError_t en = hipGraphGetNodes(graph, NULL, &nodes);
+  (void)hipGraphDestroy(graph);
+  if (en != hipSuccess) return kp_fail(KPICK_E_DEVICE, "hipGraphGetNodes", "%s at %s:%d", hipGetErrorString(en), __FILE__, __LINE__);
+  *out = (int32_t)nodes;
+  return KPICK_OK;
+}
+
+int be_download_y(const struct kpick_problem *p, void *dst) {
+  const struct gpu_problem *gp = (const struct gpu_problem *)p->be;
+  KP_GPU(hipStreamSynchronize(g.stream));
+  KP_GPU(hipMemcpy(dst, gp->y, p->y_bytes, hipMemcpyDeviceToHost));
+  return KPICK_OK;
+}

@@ -1,0 +1,54 @@
+/* launch.h: one call's arguments and the launcher of each kernel family.
+ * A launcher enqueues on c->stream and returns a kpick_status; on failure it
+ * has recorded why (kp_fail). Missing instantiations answer UNSUPPORTED, and
+ * the matching *_has() lets be_available say so before anyone launches. */
+#ifndef KPICK_GPU_LAUNCH_H
+#define KPICK_GPU_LAUNCH_H
+
+#include <stddef.h>
+
+#include "compat.h"
+
+struct kp_call {
+  int32_t op, dtype;   /* enum kpick_op, enum kpick_dtype */
+  const void *x;       /* [m, k] */
+  const void *w;       /* [n, k], or [2n, k] for the gated op */
+  void *y;             /* [m, n] */
+  int32_t m;
+  int64_t n, k;
+  hipStream_t stream;
+  int pdl;             /* launch with programmatic dependent launch */
+};
+
+/* scratch a launch may use: backend-owned, stable while any graph uses it */
+struct kp_scratch {
+  void *blas;          /* BLAS workspace */
+  size_t blas_bytes;
+  void *temp;          /* gated.blaslt's [m, 2n] product, splitk's fp32 partials */
+  size_t temp_bytes;
+  uint32_t *counters;  /* splitk arrival counters, zero between launches */
+  size_t counters_len;
+};
+
+/* gemv.hip: one warp per output row */
+int kp_gemv_has(int u, int pdl);
+int kp_gemv_launch(const struct kp_call *c, int rows_per_block, int u);
+/* mma.hip: tensor-core skinny GEMM, one 16-row tile of W per block */
+int kp_mma_has(int u, int pdl);
+int kp_mma_launch(const struct kp_call *c, int warps, int u);
+/* splitk.hip: the mma tile with K split over S blocks, last block reduces */
+int kp_splitk_has(int s, int pdl);
+size_t kp_splitk_temp_bytes(int s, int32_t m, int64_t n);
+size_t kp_splitk_counters(int64_t n);
+int kp_splitk_launch(const struct kp_call *c, int s, const struct kp_scratch *ws);
+/* gated.hip: fused gate/up + silu-mul in the gemv and mma families */
+int kp_gated_gemv_has(int u, int pdl);
+int kp_gated_gemv_launch(const struct kp_call *c, int rows_per_block, int u);
+int kp_gated_mma_has(int u, int pdl);
+int kp_gated_mma_launch(const struct kp_call *c, int warps, int u);
+/* util.hip: the read floor, the silu-mul node, the warp probe */
+int kp_floor_launch(const void *w, size_t bytes, float *sink, hipStream_t stream);
+int kp_silu_mul_launch(int32_t dtype, const void *gu, void *y, int32_t m, int64_t n, hipStream_t stream);
+int kp_warp_probe(int *device_warp);
+
+#endif
