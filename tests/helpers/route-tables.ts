@@ -13,8 +13,8 @@ import type { CandidateResult, StoreRecord, Table, TableEntry } from '../../lib/
 import { runSweep } from '../../lib/sweep.ts';
 import { buildTable } from '../../lib/table.ts';
 
-/** The production CPU library: the space an engine gets. */
-export const kpick = loadKpick({ lib: path.join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so') });
+/** The production CPU library (the space an engine gets), or $KPICK_LIB: say, a sanitizer build. */
+export const kpick = loadKpick({ lib: process.env.KPICK_LIB || path.join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so') });
 export const build: Build = buildOf(kpick);
 /** The C route of that library (process-wide state: every test loads what it needs). */
 export const native = new NativeRoute(kpick);
