@@ -5,6 +5,7 @@
 import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import * as v from 'valibot';
+import { UsageError } from './cli.ts';
 import { identityKey } from './identity.ts';
 import { StoreRecord, issuesLine, type Identity } from './schema.ts';
 
@@ -63,6 +64,28 @@ export function readStore(dir: string): StoreContents {
 }
 
 /** Keys of the measured records (candidate and floor; parity checks alone do not count) of one identity, for resuming. */
+/**
+ * Every record of every store folder, pooled; skipped lines go to onWarning.
+ * A missing, non-folder or empty store is a usage error (exit 2).
+ */
+export function readStoreFolders(dirs: readonly string[], onWarning: (line: string) => void): StoreRecord[] {
+  const records: StoreRecord[] = [];
+  for (const dir of dirs) {
+    let isDir = false;
+    try {
+      isDir = statSync(dir).isDirectory();
+    } catch {
+      throw new UsageError(`store ${dir} does not exist`);
+    }
+    if (!isDir) throw new UsageError(`store ${dir} is not a folder`);
+    const contents = readStore(dir);
+    for (const w of contents.warnings) onWarning(`skipped ${formatWarning(w)}`);
+    if (contents.records.length === 0) throw new UsageError(`store ${dir} has no records`);
+    records.push(...contents.records);
+  }
+  return records;
+}
+
 export function measuredKeys(records: readonly StoreRecord[], identity: Identity): Set<string> {
   const id = identityKey(identity);
   return new Set(records.filter((r) => r.kind !== 'parity' && identityKey(r.identity) === id).map(recordKey));

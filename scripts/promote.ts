@@ -3,15 +3,13 @@
 //   tsx scripts/promote.ts --store stores/a [--store stores/b] [--gate 0.02] [--out file] [--json] [--quiet]
 // Exit 0 when written; 2 on bad usage, a missing or empty store, mixed
 // identities or an unwritable output (nothing is written then).
-import * as fs from 'node:fs';
 import { cac } from 'cac';
 import { colorsFor, declareOptions, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, warn, type OptionSpec } from '../lib/cli.ts';
 import { DEFAULT_GATE } from '../lib/promote.ts';
 import { reportPathFor, writeReport } from '../lib/html-report.ts';
 import { entryJson, summaryLines } from '../lib/report.ts';
 import { routePathFor, writeCompactRoute } from '../lib/route.ts';
-import type { StoreRecord } from '../lib/schema.ts';
-import { formatWarning, readStore } from '../lib/store.ts';
+import { readStoreFolders } from '../lib/store.ts';
 import { buildTable, defaultTablePath, writeTable } from '../lib/table.ts';
 
 const OPTIONS = {
@@ -65,29 +63,11 @@ export function parseArgs(argv: readonly string[]): PromoteArgs | null {
   };
 }
 
-/** Every record of every store; a missing, non-folder or empty store is a usage error. */
-function readStores(stores: readonly string[]): StoreRecord[] {
-  const records: StoreRecord[] = [];
-  for (const dir of stores) {
-    let isDir = false;
-    try {
-      isDir = fs.statSync(dir).isDirectory();
-    } catch {
-      throw new UsageError(`store ${dir} does not exist`);
-    }
-    if (!isDir) throw new UsageError(`store ${dir} is not a folder`);
-    const contents = readStore(dir);
-    for (const w of contents.warnings) warn(`skipped ${formatWarning(w)}`);
-    if (contents.records.length === 0) throw new UsageError(`store ${dir} has no records`);
-    records.push(...contents.records);
-  }
-  return records;
-}
 
 export function main(argv: readonly string[]): number {
   const args = parseArgs(argv);
   if (args === null) return EXIT.ok;
-  const built = buildTable(readStores(args.stores), { gate: args.gate, created: new Date() });
+  const built = buildTable(readStoreFolders(args.stores, warn), { gate: args.gate, created: new Date() });
   if ('error' in built) throw new UsageError(built.error);
   for (const w of built.warnings) warn(w);
   const out = args.out ?? defaultTablePath(args.tablesDir, built.table.identity);

@@ -12,8 +12,8 @@ import { cac } from 'cac';
 import { declareOptions, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, warn, type OptionSpec } from '../lib/cli.ts';
 import { bucketSummaries, MAX_CHARTED, METRICS, parityFailures, readCeiling, reportPathFor, shapeGroups, writeReport, type Metric } from '../lib/html-report.ts';
 import { DEFAULT_GATE } from '../lib/promote.ts';
-import type { StoreRecord, Table } from '../lib/schema.ts';
-import { formatWarning, readStore } from '../lib/store.ts';
+import type { Table } from '../lib/schema.ts';
+import { readStoreFolders } from '../lib/store.ts';
 import { buildTable, readTable } from '../lib/table.ts';
 
 const OPTIONS = {
@@ -99,23 +99,6 @@ function maxCharted(options: Record<string, unknown>): number {
   return value;
 }
 
-function readStores(dirs: readonly string[]): StoreRecord[] {
-  const records: StoreRecord[] = [];
-  for (const dir of dirs) {
-    let isDir = false;
-    try {
-      isDir = fs.statSync(dir).isDirectory();
-    } catch {
-      throw new UsageError(`store ${dir} does not exist`);
-    }
-    if (!isDir) throw new UsageError(`store ${dir} is not a folder`);
-    const contents = readStore(dir);
-    for (const w of contents.warnings) warn(`skipped ${formatWarning(w)}`);
-    if (contents.records.length === 0) throw new UsageError(`store ${dir} has no records`);
-    records.push(...contents.records);
-  }
-  return records;
-}
 
 /** The table to report and a line saying where it came from. */
 function loadSource(source: ReportSource): { table: Table; label: string } {
@@ -124,7 +107,7 @@ function loadSource(source: ReportSource): { table: Table; label: string } {
     if ('error' in read) throw new UsageError(read.error);
     return { table: read.table, label: source.file };
   }
-  const built = buildTable(readStores(source.dirs), { gate: source.gate, created: new Date() });
+  const built = buildTable(readStoreFolders(source.dirs, warn), { gate: source.gate, created: new Date() });
   if ('error' in built) throw new UsageError(built.error);
   for (const w of built.warnings) warn(w);
   return { table: built.table, label: `store ${source.dirs.join(', ')} (promoted in memory, not written)` };
