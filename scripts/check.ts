@@ -5,9 +5,11 @@
 //   tsx scripts/check.ts [--model Qwen3-0.6B] [--rows 1,2,4,8] [--store dir] [--quiet]
 // Each step is the script of the same name, run in this process.
 import * as path from 'node:path';
-import { EXIT, isMainModule, optionInt, optionText, parseWithCac, runMain, say, scriptCli, type OptionSpec } from '../lib/cli.ts';
+import { asUsage, EXIT, isMainModule, optionInt, optionText, parseWithCac, runMain, say, scriptCli, type OptionSpec } from '../lib/cli.ts';
+import { findModel, parseDtypes, parseRows } from '../lib/models.ts';
 import { main as parityMain } from './parity.ts';
 import { main as promoteMain } from './promote.ts';
+import { main as refuseCheckMain } from './refuse-check.ts';
 import { main as sweepMain } from './sweep.ts';
 
 export const OPTIONS = {
@@ -17,6 +19,7 @@ export const OPTIONS = {
   store: { flag: '--store <dir>', help: 'store folder (default: a new stores/check-<time>; name an old one to resume it)' },
   samples: { flag: '--samples <n>', help: 'timings per candidate per round', default: 3 },
   rounds: { flag: '--rounds <n>', help: 'rounds, candidates interleaved in each', default: 3 },
+  copies: { flag: '--copies <n>', help: 'rotating weight copies; 0: the library picks > 8x the LLC', default: 0 },
   tablesDir: { flag: '--tables-dir <dir>', help: 'root of the per-device tables', default: 'tables' },
   backend: { flag: '--backend <name>', help: 'cpu | cuda | hip (default: $KPICK_BACKEND, else the best build)' },
   quiet: { flag: '--quiet', help: 'only errors and the final summary', default: false },
@@ -29,6 +32,7 @@ export interface CheckArgs {
   store: string;
   samples: number;
   rounds: number;
+  copies: number;
   tablesDir: string;
   backend: string | undefined;
   quiet: boolean;
@@ -40,6 +44,12 @@ export function parseCheckArgs(argv: readonly string[], now = new Date()): Check
   const o = parseWithCac(cli, argv);
   if (o === null) return null;
   const stamp = now.toISOString().replace(/[:.]/g, '-');
+  // validate here, so bad input stops the job before any step runs
+  asUsage(() => {
+    findModel(optionText(o, 'model', OPTIONS.model.default)!);
+    parseRows(optionText(o, 'rows', OPTIONS.rows.default)!);
+    parseDtypes(optionText(o, 'dtype', OPTIONS.dtype.default)!);
+  });
   return {
     model: optionText(o, 'model', OPTIONS.model.default)!,
     rows: optionText(o, 'rows', OPTIONS.rows.default)!,
@@ -47,6 +57,7 @@ export function parseCheckArgs(argv: readonly string[], now = new Date()): Check
     store: optionText(o, 'store') ?? path.join('stores', `check-${stamp}`),
     samples: optionInt(o, 'samples', OPTIONS.samples.default, 1, 1000),
     rounds: optionInt(o, 'rounds', OPTIONS.rounds.default, 1, 1000),
+    copies: optionInt(o, 'copies', OPTIONS.copies.default, 0, 4096),
     tablesDir: optionText(o, 'tablesDir', OPTIONS.tablesDir.default)!,
     backend: optionText(o, 'backend'),
     quiet: o.quiet === true,
@@ -60,9 +71,11 @@ export async function main(argv: readonly string[]): Promise<number> {
   const quiet = args.quiet ? ['--quiet'] : [];
   const steps: [string, () => Promise<number> | number][] = [
     ['sweep', () => sweepMain(['--model', args.model, '--rows', args.rows, '--dtype', args.dtype, '--store', args.store,
-      '--samples', String(args.samples), '--rounds', String(args.rounds), ...backend, ...quiet])],
+      '--samples', String(args.samples), '--rounds', String(args.rounds), '--copies', String(args.copies), ...backend, ...quiet])],
     ['parity', () => parityMain(['--model', args.model, '--rows', args.rows, '--dtype', args.dtype, '--seeds', '1', ...backend, ...quiet])],
-    ['promote', () => promoteMain(['--store', args.store, '--tables-dir', args.tablesDir, ...quiet])],
+    // promote's summary is the job's answer: printed even under --quiet
+    ['promote', () => promoteMain(['--store', args.store, '--tables-dir', args.tablesDir])],
+    ['refuse-check', () => refuseCheckMain(['--tables-dir', args.tablesDir, ...backend])],
   ];
   const started = Date.now();
   for (const [name, step] of steps) {
