@@ -1,7 +1,7 @@
 // What every script shares: named exit codes, one red error line (stack only
 // under DEBUG), JSON lines on stdout, human text and progress on stderr, and
 // cac option tables declared once with their defaults and help.
-import { realpathSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { cac, type CAC, type Command } from 'cac';
 import pc from 'picocolors';
@@ -100,15 +100,33 @@ export function declareOptions(command: Command | CAC, options: Record<string, O
   }
 }
 
+/** What a script's --help says besides its options. */
+export interface ScriptDoc {
+  summary: string;
+  usage: string;
+  /** full command lines, shown under Examples */
+  examples: readonly string[];
+}
+
+/** The version of package.json, for --version. */
+export function packageVersion(): string {
+  const file = fileURLToPath(new URL('../package.json', import.meta.url));
+  return String((JSON.parse(readFileSync(file, 'utf8')) as { version?: unknown }).version ?? 'unknown');
+}
+
 /**
- * A cac for a script of one job: the options of the table, --help, and the
- * usage line. Parse it with parseWithCac.
+ * A cac for a script of one job: the options of the table, --help with the
+ * usage and examples, and --version. Parse it with parseWithCac. (A plain
+ * usage string is accepted too, for a script with nothing more to say.)
  */
-export function scriptCli(name: string, usage: string, options: Record<string, OptionSpec>): CAC {
+export function scriptCli(name: string, doc: ScriptDoc | string, options: Record<string, OptionSpec>): CAC {
+  const { summary, usage, examples } = typeof doc === 'string' ? { summary: '', usage: doc, examples: [] } : doc;
   const cli = cac(name);
-  cli.usage(usage);
-  declareOptions(cli, options);
+  const command = cli.command('', summary).usage(usage);
+  for (const example of examples) command.example(`  ${example}`);
+  declareOptions(command, options);
   cli.help();
+  cli.version(packageVersion());
   return cli;
 }
 
@@ -122,7 +140,7 @@ export function parseWithCac(cli: CAC, argv: readonly string[]): Record<string, 
   try {
     const parsed = cli.parse(['node', cli.name || 'script', ...argv], { run: false });
     options = parsed.options;
-    if (options.help) return null;
+    if (options.help || options.version) return null;
     const command = cli.matchedCommand ?? cli.globalCommand;
     command.checkUnknownOptions();
     command.checkOptionValue();

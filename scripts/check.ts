@@ -22,6 +22,7 @@ export const OPTIONS = {
   copies: { flag: '--copies <n>', help: 'rotating weight copies; 0: the library picks > 8x the LLC', default: 0 },
   tablesDir: { flag: '--tables-dir <dir>', help: 'root of the per-device tables', default: 'tables' },
   backend: { flag: '--backend <name>', help: 'cpu | cuda | hip (default: $KPICK_BACKEND, else the best build)' },
+  json: { flag: '--json', help: 'the promoted entries as JSON lines on stdout', default: false },
   quiet: { flag: '--quiet', help: 'only errors and the final summary', default: false },
 } satisfies Record<string, OptionSpec>;
 
@@ -35,12 +36,17 @@ export interface CheckArgs {
   copies: number;
   tablesDir: string;
   backend: string | undefined;
+  json: boolean;
   quiet: boolean;
 }
 
 /** Parses argv (without node and the script); null when --help was printed. */
 export function parseCheckArgs(argv: readonly string[], now = new Date()): CheckArgs | null {
-  const cli = scriptCli('check', '[--model Qwen3-0.6B] [--rows 1,2,4,8] [--store dir]\n\nSweep, parity and promote one model on this machine, then summarise.', OPTIONS);
+  const cli = scriptCli('check', {
+    summary: 'the main job: sweep, parity and promote one model on this machine, then summarise',
+    usage: '[--model Qwen3-0.6B] [--rows 1,2,4,8] [--store dir]',
+    examples: ['npm start', 'npm start -- --model Qwen3-1.7B --rows 1,4,16'],
+  }, OPTIONS);
   const o = parseWithCac(cli, argv);
   if (o === null) return null;
   const stamp = now.toISOString().replace(/[:.]/g, '-');
@@ -60,6 +66,7 @@ export function parseCheckArgs(argv: readonly string[], now = new Date()): Check
     copies: optionInt(o, 'copies', OPTIONS.copies.default, 0, 4096),
     tablesDir: optionText(o, 'tablesDir', OPTIONS.tablesDir.default)!,
     backend: optionText(o, 'backend'),
+    json: o.json === true,
     quiet: o.quiet === true,
   };
 }
@@ -74,7 +81,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       '--samples', String(args.samples), '--rounds', String(args.rounds), '--copies', String(args.copies), ...backend, ...quiet])],
     ['parity', () => parityMain(['--model', args.model, '--rows', args.rows, '--dtype', args.dtype, '--seeds', '1', ...backend, ...quiet])],
     // promote's summary is the job's answer: printed even under --quiet
-    ['promote', () => promoteMain(['--store', args.store, '--tables-dir', args.tablesDir])],
+    ['promote', () => promoteMain(['--store', args.store, '--tables-dir', args.tablesDir, ...(args.json ? ['--json'] : [])])],
     ['refuse-check', () => refuseCheckMain(['--tables-dir', args.tablesDir, ...backend])],
   ];
   const started = Date.now();

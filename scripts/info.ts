@@ -7,9 +7,7 @@
 // gate); 1 when none could be (what was tried is printed); 2 on bad usage.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { cac } from 'cac';
-import { colorsFor, declareOptions, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, type OptionSpec } from '../lib/cli.ts';
+import { colorsFor, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, scriptCli, type OptionSpec } from '../lib/cli.ts';
 import { BACKENDS, DEFAULT_BUILD_DIR, KpickLoadError, loadKpick, type Info, type Kpick } from '../lib/ffi.ts';
 import { DISPATCH_KNOBS, guardTable, type Verdict } from '../lib/guard.ts';
 import { buildOf, routePathFor } from '../lib/route.ts';
@@ -20,6 +18,7 @@ const OPTIONS = {
   backend: { flag: '--backend <name>', help: `library to load: ${BACKENDS.join(', ')} (default: $KPICK_BACKEND, else the first GPU build that loads, else cpu; $KPICK_LIB wins)` },
   tablesDir: { flag: '--tables-dir <dir>', help: 'root of the per-device tables', default: 'tables' },
   json: { flag: '--json', help: 'everything as one JSON object on stdout' },
+  quiet: { flag: '--quiet', help: "one line: the library and the table's verdict" },
 } satisfies Record<string, OptionSpec>;
 
 /** Variables that choose the library or reroute dispatch: shown when set. */
@@ -29,26 +28,15 @@ export interface InfoArgs {
   backend: string | null;
   tablesDir: string;
   json: boolean;
-}
-
-/** The version of package.json, for --version. */
-export function packageVersion(): string {
-  const file = fileURLToPath(new URL('../package.json', import.meta.url));
-  return String((JSON.parse(fs.readFileSync(file, 'utf8')) as { version?: unknown }).version ?? 'unknown');
+  quiet: boolean;
 }
 
 function makeCli() {
-  const cli = cac('info');
-  const command = cli
-    .command('', 'what kpick would do on this machine: library, identity, builds, the table and its verdict, memory')
-    .usage('[--backend cpu|cuda|hip] [--tables-dir tables] [--json]')
-    .example('  tsx scripts/info.ts')
-    .example('  tsx scripts/info.ts --backend cpu --json | jq .verdict')
-    .example('  KPICK_LIB=/opt/kpick/libkpick-hip.so tsx scripts/info.ts --tables-dir /srv/tables');
-  declareOptions(command, OPTIONS);
-  cli.help();
-  cli.version(packageVersion());
-  return cli;
+  return scriptCli('info', {
+    summary: 'what kpick would do on this machine: library, identity, builds, the table and its verdict, memory',
+    usage: '[--backend cpu|cuda|hip] [--tables-dir tables] [--json]',
+    examples: ['tsx scripts/info.ts', 'tsx scripts/info.ts --backend cpu --json | jq .verdict', 'KPICK_LIB=/opt/kpick/libkpick-hip.so tsx scripts/info.ts --tables-dir /srv/tables'],
+  }, OPTIONS);
 }
 
 /** Parses argv (without node and the script); null when --help or --version was printed; throws UsageError. */
@@ -61,7 +49,7 @@ export function parseArgs(argv: readonly string[]): InfoArgs | null {
   }
   const tablesDir = optionText(options, 'tablesDir', OPTIONS.tablesDir.default) as string;
   if (tablesDir === '') throw new UsageError('--tables-dir needs a folder');
-  return { backend, tablesDir, json: options.json === true };
+  return { backend, tablesDir, json: options.json === true, quiet: options.quiet === true };
 }
 
 export interface BuiltLibrary {
@@ -190,6 +178,10 @@ export function main(argv: readonly string[]): number {
   if (args === null) return EXIT.ok;
   const report = gatherInfo(args);
   if (args.json) printJsonLine(report);
+  else if (args.quiet) {
+    const library = report.library ? `${report.library.backend} ${report.library.path}` : `no library: ${report.load_error}`;
+    say(report.verdict ? `${library}: ${report.verdict.line}` : library);
+  }
   else for (const line of infoLines(report, colorsFor(process.stderr))) say(line);
   return report.library === null ? EXIT.failed : EXIT.ok;
 }

@@ -62,7 +62,11 @@ export interface ParityArgs {
 
 /** Parses argv (without node and the script); null when --help was printed. Throws UsageError. */
 export function parseParityArgs(argv: readonly string[]): ParityArgs | null {
-  const cli = scriptCli('parity', '--model <name> [options]\n\nChecks every runnable candidate against the fp64 reference and its bitwise class.', OPTIONS);
+  const cli = scriptCli('parity', {
+    summary: 'check every runnable candidate against the fp64 reference and its bitwise class',
+    usage: '--model <name> [options]',
+    examples: ['tsx scripts/parity.ts --model Qwen3-0.6B --rows 1,4 --dtype bf16,fp16', 'KPICK_LIB=build/libkpick-cpu-test.so tsx scripts/parity.ts --model tiny --rows 1'],
+  }, OPTIONS);
   const o = parseWithCac(cli, argv);
   if (o === null) return null;
   return asUsage(() => {

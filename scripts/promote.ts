@@ -3,8 +3,7 @@
 //   tsx scripts/promote.ts --store stores/a [--store stores/b] [--gate 0.02] [--out file] [--json] [--quiet]
 // Exit 0 when written; 2 on bad usage, a missing or empty store, mixed
 // identities or an unwritable output (nothing is written then).
-import { cac } from 'cac';
-import { colorsFor, declareOptions, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, warn, type OptionSpec } from '../lib/cli.ts';
+import { colorsFor, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, warn, scriptCli, type OptionSpec } from '../lib/cli.ts';
 import { DEFAULT_GATE } from '../lib/promote.ts';
 import { reportPathFor, writeReport } from '../lib/html-report.ts';
 import { entryJson, summaryLines } from '../lib/report.ts';
@@ -31,13 +30,11 @@ export interface PromoteArgs {
 }
 
 function makeCli() {
-  const cli = cac('promote');
-  const command = cli
-    .command('', 'pool stores of one machine and build into its per-device table')
-    .usage('--store <dir> [--store <dir>] [--gate 0.02] [--out file] [--json] [--quiet]');
-  declareOptions(command, OPTIONS);
-  cli.help();
-  return cli;
+  return scriptCli('promote', {
+    summary: 'pool stores of one machine and build into its per-device table (+ compact route and HTML report beside it)',
+    usage: '--store <dir> [--store <dir>] [--gate 0.02] [--out file] [--json] [--quiet]',
+    examples: ['tsx scripts/promote.ts --store stores/h200', 'tsx scripts/promote.ts --store stores/a --store stores/b --gate 0.03 --json | jq .choice'],
+  }, OPTIONS);
 }
 
 /** Parses argv (without node and the script); null when --help was printed; throws UsageError. */

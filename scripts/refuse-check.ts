@@ -8,8 +8,7 @@
 // Exit 0 when the table would be used; 3 when it would not (refused, or no
 // table: the defaults); 2 on bad usage or no loadable library.
 import * as fs from 'node:fs';
-import { cac } from 'cac';
-import { declareOptions, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, type OptionSpec } from '../lib/cli.ts';
+import { EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, scriptCli, type OptionSpec } from '../lib/cli.ts';
 import { BACKENDS, KpickLoadError, loadKpick, NativeRoute, type Kpick } from '../lib/ffi.ts';
 import type { Build, Verdict } from '../lib/guard.ts';
 import { buildOf, loadRoute, routePathFor } from '../lib/route.ts';
@@ -20,6 +19,7 @@ const OPTIONS = {
   tablesDir: { flag: '--tables-dir <dir>', help: 'root of the per-device tables, for the default --table', default: 'tables' },
   backend: { flag: '--backend <name>', help: `library to check against: ${BACKENDS.join(', ')} (default: $KPICK_BACKEND, else the first GPU build that loads, else cpu)` },
   json: { flag: '--json', help: 'the verdict as one JSON line on stdout' },
+  quiet: { flag: '--quiet', help: 'say nothing when the table is used (refusals still print their line)' },
 } satisfies Record<string, OptionSpec>;
 
 export interface RefuseCheckArgs {
@@ -27,14 +27,15 @@ export interface RefuseCheckArgs {
   tablesDir: string;
   backend: string | null;
   json: boolean;
+  quiet: boolean;
 }
 
 function makeCli() {
-  const cli = cac('refuse-check');
-  const command = cli.command('', 'would this table be used here? exit 0, or one line why not (exit 3)').usage('[--table file] [--backend cpu|cuda|hip] [--json]');
-  declareOptions(command, OPTIONS);
-  cli.help();
-  return cli;
+  return scriptCli('refuse-check', {
+    summary: 'would this table be used here? exit 0, or one line why not (exit 3)',
+    usage: '[--table file] [--backend cpu|cuda|hip] [--json] [--quiet]',
+    examples: ['tsx scripts/refuse-check.ts', 'tsx scripts/refuse-check.ts --table tables/sm_90/nvidia-h200/decode_gemm.json --backend cuda --json'],
+  }, OPTIONS);
 }
 
 /** Parses argv (without node and the script); null when --help was printed; throws UsageError. */
@@ -52,6 +53,7 @@ export function parseArgs(argv: readonly string[]): RefuseCheckArgs | null {
     tablesDir: optionText(options, 'tablesDir', OPTIONS.tablesDir.default) ?? OPTIONS.tablesDir.default,
     backend,
     json: options.json === true,
+    quiet: options.quiet === true,
   };
 }
 
@@ -101,7 +103,7 @@ export function main(argv: readonly string[]): number {
   const build = buildOf(kpick);
   const file = args.table ?? defaultTablePath(args.tablesDir, build.identity);
   const verdict = loadRoute(file, build, process.env).verdict;
-  say(verdict.line);
+  if (!verdict.used || !args.quiet) say(verdict.line);
   let exit: number = verdict.used ? EXIT.ok : EXIT.refused;
 
   // What an engine loads: the compact file itself, or the one beside a JSON table.
@@ -115,7 +117,7 @@ export function main(argv: readonly string[]): number {
       say(differs);
       exit = EXIT.refused;
     }
-  } else if (verdict.used) {
+  } else if (verdict.used && !args.quiet) {
     say(`kpick: no compact table at ${routeFile}: an engine on the C route would use the defaults; run promote again`);
   }
   if (args.json) printJsonLine(jsonOf(file, verdict, route, build));

@@ -6,10 +6,7 @@
 // With --store nothing but the page is written: the table is built in memory.
 // Exit 0 when written; 2 on bad usage, an unreadable or invalid table, a
 // missing or empty store, mixed identities or an unwritable output.
-import * as fs from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { cac } from 'cac';
-import { declareOptions, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, warn, type OptionSpec } from '../lib/cli.ts';
+import { EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, warn, scriptCli, type OptionSpec } from '../lib/cli.ts';
 import { bucketSummaries, MAX_CHARTED, METRICS, parityFailures, readCeiling, reportPathFor, shapeGroups, writeReport, type Metric } from '../lib/html-report.ts';
 import { DEFAULT_GATE } from '../lib/promote.ts';
 import type { Table } from '../lib/schema.ts';
@@ -39,22 +36,11 @@ export interface ReportArgs {
 }
 
 function makeCli() {
-  const cli = cac('report');
-  const command = cli
-    .command('', 'write a table as one self-contained HTML page (inline SVG charts, no network)')
-    .usage('--table <file> | --store <dir> [--store <dir>] [--out page.html] [--metric gbps|us] [--json]')
-    .example('  tsx scripts/report.ts --table tables/x86_64/my-cpu/decode_gemm.json')
-    .example('  tsx scripts/report.ts --store stores/a --store stores/b --out report.html --metric us');
-  declareOptions(command, OPTIONS);
-  cli.help();
-  cli.version(packageVersion());
-  return cli;
-}
-
-/** The version of package.json, for --version. */
-export function packageVersion(): string {
-  const file = fileURLToPath(new URL('../package.json', import.meta.url));
-  return String((JSON.parse(fs.readFileSync(file, 'utf8')) as { version?: unknown }).version ?? 'unknown');
+  return scriptCli('report', {
+    summary: 'write a table as one self-contained HTML page (inline SVG charts, no network)',
+    usage: '--table <file> | --store <dir> [--store <dir>] [--out page.html] [--metric gbps|us] [--json]',
+    examples: ['tsx scripts/report.ts --table tables/x86_64/my-cpu/decode_gemm.json', 'tsx scripts/report.ts --store stores/a --store stores/b --out report.html --metric us'],
+  }, OPTIONS);
 }
 
 function listOption(options: Record<string, unknown>, name: string): string[] {

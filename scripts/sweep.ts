@@ -58,7 +58,11 @@ export interface SweepArgs {
 
 /** Parses argv (without node and the script); null when --help was printed. Throws UsageError. */
 export function parseSweepArgs(argv: readonly string[]): SweepArgs | null {
-  const cli = scriptCli('sweep', '--model <name> --store <dir> [options]\n\nTimes every candidate on every decode linear and rows bucket into a store; resumes.', OPTIONS);
+  const cli = scriptCli('sweep', {
+    summary: 'time every candidate on every decode linear and rows bucket into a store; resumes',
+    usage: '--model <name> --store <dir> [options]',
+    examples: ['tsx scripts/sweep.ts --model Qwen3-0.6B --rows 1,2,4,8 --store stores/cpu', 'tsx scripts/sweep.ts --shapes 4096x4096,1024x3072 --rows 1,16 --dtype bf16,fp16 --store stores/x --json | jq -c .candidate'],
+  }, OPTIONS);
   const o = parseWithCac(cli, argv);
   if (o === null) return null;
   return asUsage(() => {

@@ -56,8 +56,8 @@ function tableFor(identity: Identity, choice: string): Table {
 const quietEnv = { KPICK_FORCE: undefined, KPICK_NO_BLASLT: undefined };
 
 test('parseArgs: defaults, --backend values, --tables-dir', () => {
-  assert.equal(parseArgs([]), { backend: null, tablesDir: 'tables', json: false });
-  assert.equal(parseArgs(['--backend', 'cpu', '--tables-dir', 't', '--json']), { backend: 'cpu', tablesDir: 't', json: true });
+  assert.equal(parseArgs([]), { backend: null, tablesDir: 'tables', json: false, quiet: false });
+  assert.equal(parseArgs(['--backend', 'cpu', '--tables-dir', 't', '--json']), { backend: 'cpu', tablesDir: 't', json: true, quiet: false });
   assert.throws(() => parseArgs(['--backend', 'tpu']), (e: unknown) => e instanceof UsageError && /--backend must be one of cpu, cuda, hip, got 'tpu'/.test(e.message));
   assert.throws(() => parseArgs(['--bogus']), (e: unknown) => e instanceof UsageError && /bogus/.test(e.message));
 });
@@ -113,7 +113,7 @@ test("the verdict is the guard's: a table that loads (one entry dropped), one re
     const identity = cpuIdentity();
     const file = path.join(tables, archDir(identity.arch), deviceSlug(identity.device), 'decode_gemm.json');
     assert.ok('path' in writeTable(file, tableFor(identity, 'no.such.kernel')));
-    const used = gatherInfo({ backend: 'cpu', tablesDir: tables, json: true }, quietEnv);
+    const used = gatherInfo({ backend: 'cpu', tablesDir: tables, json: true, quiet: false }, quietEnv);
     assert.is(used.table?.exists, true);
     assert.equal(used.verdict, {
       kind: 'used',
@@ -123,7 +123,7 @@ test("the verdict is the guard's: a table that loads (one entry dropped), one re
       dropped: 1,
     });
     assert.ok('path' in writeTable(file, tableFor({ ...identity, space: 'stale-space' }, 'plain')));
-    const refused = gatherInfo({ backend: 'cpu', tablesDir: tables, json: true }, quietEnv);
+    const refused = gatherInfo({ backend: 'cpu', tablesDir: tables, json: true, quiet: false }, quietEnv);
     assert.is(refused.verdict?.kind, 'space');
     assert.is(refused.verdict?.used, false);
     assert.match(refused.verdict!.line, /refused: other space \(table stale-space, here [0-9a-f]+\); the kernels changed: run the tuner again/);
