@@ -34,7 +34,7 @@ function writeTables(table: Table, withRoute = true): string {
 
 test('parseArgs: defaults, values and bad usage', () => {
   assert.equal(parseArgs([]), { table: null, tablesDir: 'tables', backend: null, json: false, quiet: false });
-  assert.equal(parseArgs(['--table', 't.json', '--backend', 'cpu', '--json', '--tables-dir', 'x']), { table: 't.json', tablesDir: 'x', backend: 'cpu', json: true });
+  assert.equal(parseArgs(['--table', 't.json', '--backend', 'cpu', '--json', '--tables-dir', 'x']), { table: 't.json', tablesDir: 'x', backend: 'cpu', json: true, quiet: false });
   assert.throws(() => parseArgs(['--backend', 'tpu']), (e: unknown) => e instanceof UsageError && /--backend must be one of cpu, cuda, hip, got 'tpu'/.test(e.message));
   assert.throws(() => parseArgs(['--table']), (e: unknown) => e instanceof UsageError && /--table/.test(e.message));
   assert.throws(() => parseArgs(['--bogus']), (e: unknown) => e instanceof UsageError && /bogus/.test(e.message));
