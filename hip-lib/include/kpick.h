@@ -142,6 +142,84 @@ int kpick_route_lookup(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_t 
 int kpick_linear(int32_t op, int32_t dtype, const void *x, const void *w, void *y,
                  int32_t m, int64_t n, int64_t k, void *stream);
 
+/* ---- decode model: serve-bench's step (src/common/model.c) ----
+ * One decode step of a transformer with a real model's shapes and random
+ * weights (every layer its own), one row per sequence: per layer rmsnorm, qkv,
+ * rotary embedding, single-query grouped-query attention over a KV cache, o and
+ * residual, rmsnorm, gate_up (the gated op), down and residual; then the final
+ * norm, lm_head, argmax, and the embedding of the picked token as the next
+ * input. Every linear runs the candidate the caller names for its kind, so two
+ * routes run on the same weights. The residual stream is fp32, every other
+ * activation the model's dtype. On a GPU the step is captured into a graph once
+ * per (candidates, batch) and replayed; the CPU runs it call by call.
+ * The library owns the model (free with kpick_model_free). */
+typedef struct kpick_model kpick_model;
+
+/* the linears of a step, in the order of the cands[] arrays below */
+enum kpick_linear_kind {
+  KPICK_LIN_QKV = 0,     /* linear, N = (heads + 2 kv_heads) head_dim, K = hidden */
+  KPICK_LIN_O = 1,       /* linear, N = hidden, K = heads head_dim */
+  KPICK_LIN_GATE_UP = 2, /* gated, N = intermediate, K = hidden */
+  KPICK_LIN_DOWN = 3,    /* linear, N = hidden, K = intermediate */
+  KPICK_LIN_LM_HEAD = 4, /* linear, N = vocab, K = hidden */
+  KPICK_LIN_COUNT = 5
+};
+
+typedef struct kpick_model_dims {
+  int32_t dtype;        /* enum kpick_dtype */
+  int32_t hidden, intermediate;
+  int32_t heads, kv_heads, head_dim; /* heads % kv_heads == 0; head_dim % 8 == 0 */
+  int32_t vocab;
+  int32_t layers;
+  int32_t tied;         /* 1: lm_head is the embedding table */
+  int32_t max_batch;    /* rows of a step: 1..128 */
+  int32_t context;      /* KV positions a reset fills (the prompt), >= 0 */
+  int32_t max_new;      /* steps a reset leaves room for, >= 1; context + max_new <= 8192 */
+  float rms_eps;        /* > 0 */
+  float rope_theta;     /* > 1 */
+} kpick_model_dims;
+
+/* Bytes of (device) memory kpick_model_create would allocate for d: weights,
+ * KV cache, activations, and a reserve for the backend's scratch and graphs. */
+int kpick_model_bytes(const kpick_model_dims *d, int64_t *bytes_out);
+/* Validates d, checks kpick_model_bytes against free memory (KPICK_E_NOMEM with
+ * what would fit when it does not), allocates, fills the weights from seed
+ * (never zeros; U(-1,1)/sqrt(K) for a linear's W) and resets with seed. */
+int kpick_model_create(const kpick_model_dims *d, uint64_t seed, kpick_model **out);
+int kpick_model_free(kpick_model *model);
+/* The prompt state from seed, for every batch row: KV positions 0..context-1
+ * filled, one random input token per row, the position back at context. Two
+ * resets with one seed give identical states. */
+int kpick_model_reset(kpick_model *model, uint64_t seed);
+/* One decode step of the first batch rows: cands[KPICK_LIN_COUNT] name the
+ * candidate of each linear kind; tokens_out[batch] gets the picked tokens,
+ * which are also the next step's input. At most max_new steps per reset. */
+int kpick_model_step(kpick_model *model, const int32_t *cands, int32_t batch, int32_t *tokens_out);
+/* steps timed decode steps (step_us_out[steps], microseconds), each from the
+ * position reset leaves (context onwards); the first call for a (cands, batch)
+ * also warms up (GPU: runs once, then captures the graph). Tokens and KV
+ * contents advance: reset before a kpick_model_step sequence you compare. */
+int kpick_model_time(kpick_model *model, const int32_t *cands, int32_t batch, int32_t steps,
+                     double *step_us_out);
+
+/* the non-linear ops of a step, each checked by kpick_decode_selfcheck */
+enum kpick_decode_op {
+  KPICK_DEC_ADD_RMSNORM = 0, /* residual += y (fp32), out = rmsnorm(residual) * gamma */
+  KPICK_DEC_ROPE_APPEND = 1, /* rotary embedding of q and k in place, k and v into the cache */
+  KPICK_DEC_ATTENTION = 2,   /* one query per row, grouped-query, softmax over 0..position */
+  KPICK_DEC_ARGMAX = 3,      /* greedy token (lowest index on ties), position + 1 */
+  KPICK_DEC_EMBED = 4,       /* residual = embedding row of the token */
+  KPICK_DEC_COUNT = 5
+};
+/* Runs one op of this backend on random data from seed and compares it with
+ * an fp64 reference computed here: *rel_err_out = max |out - ref| / max |ref|
+ * over its outputs (argmax, embed: the fraction of wrong elements), *tol_out
+ * the bound it must stay within (KPICK_OK either way: the caller judges).
+ * corrupt = 1 perturbs the op's input after the reference was taken, so a
+ * caller can see the comparison fail. */
+int kpick_decode_selfcheck(int32_t op, int32_t dtype, uint64_t seed, int32_t corrupt,
+                           double *rel_err_out, double *tol_out);
+
 #ifdef __cplusplus
 }
 #endif

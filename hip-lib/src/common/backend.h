@@ -35,6 +35,54 @@ int be_download_y(const struct kpick_problem *p, void *dst);
 int be_launch(int32_t cand, int32_t op, int32_t dtype, const void *x, const void *w, void *y,
               int32_t m, int64_t n, int64_t k, void *stream);
 
+/* ---- the decode step (common/model.c): device memory, the non-linear ops and
+ * graphs. Pointers are device pointers (host pointers on the CPU); each op is
+ * enqueued on stream (the CPU ignores it and returns when done). model.c
+ * validates every size before calling; the ops assume rows 0..m-1 are live.
+ * Tensors: residual fp32 [m, hidden]; every other activation the dtype;
+ * qkv [m, (heads + 2 kv_heads) head_dim] (q heads, then k heads, then v heads);
+ * a layer's k and v caches [max_batch][kv_heads][cap][head_dim]; pos[m] int32,
+ * the position the step's token takes. ---- */
+int be_dev_alloc(void **out, size_t bytes);
+void be_dev_free(void *ptr);
+/* synchronous copies between host and device (after the stream's work) */
+int be_dev_upload(void *dst, const void *src, size_t bytes);
+int be_dev_download(void *dst, const void *src, size_t bytes);
+int be_stream_create(void **out); /* the CPU gives NULL */
+void be_stream_destroy(void *stream);
+int be_stream_sync(void *stream);
+/* dst[i] = offset + scale * u(seed, i), u of kp_uniform (model.h): the same
+ * values on every backend */
+int be_fill_uniform(void *dst, int64_t count, int32_t dtype, uint64_t seed, float offset, float scale,
+                    void *stream);
+/* residual += y (y NULL: nothing added), then out = rmsnorm(residual) * gamma */
+int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *gamma, void *out, int32_t m,
+                   int64_t hidden, float eps, void *stream);
+/* q and k heads of qkv rotated in place (rotate-half pairs i, i + head_dim/2,
+ * angle pos * theta^(-2i/head_dim)); k and v written to the caches at pos */
+int be_rope_append(int32_t dtype, void *qkv, const int32_t *pos, void *kcache, void *vcache, int32_t m,
+                   int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap, float theta, void *stream);
+/* out[m, heads head_dim]: q head h attends to kv head h / (heads / kv_heads) over
+ * cache positions 0..pos, scaled by 1/sqrt(head_dim) */
+int be_attention(int32_t dtype, const void *qkv, const void *kcache, const void *vcache, const int32_t *pos,
+                 void *out, int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap,
+                 void *stream);
+/* tokens[r] = argmax of logits row r (lowest index on ties; NaN never wins),
+ * then pos[r] += 1 */
+int be_argmax_advance(int32_t dtype, const void *logits, int32_t m, int64_t vocab, int32_t *tokens, int32_t *pos,
+                      void *stream);
+/* residual[r] = table row tokens[r] (tokens outside 0..vocab-1 give row 0) */
+int be_embed(int32_t dtype, const void *table, const int32_t *tokens, float *residual, int32_t m,
+             int64_t hidden, int64_t vocab, void *stream);
+/* 1 when the backend captures work into graphs (the GPU), 0 for call by call */
+int be_has_graphs(void);
+/* Captures what enqueue(ctx) puts on stream into an instantiated graph. */
+int be_graph_capture(void *stream, int (*enqueue)(void *ctx), void *ctx, void **graph_out);
+int be_graph_launch(void *graph, void *stream);
+/* launches the graph n times back to back; us[i] = the i-th launch's time */
+int be_graph_time(void *graph, void *stream, int32_t n, double *us);
+void be_graph_free(void *graph);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,831 @@
+/* model.c: the decode model of serve-bench (kpick.h, "decode model").
+ *   dims      validated once; every size below derives from them
+ *   layout    one arena: per-layer weights, the KV caches, the embedding,
+ *             lm_head, activations; offsets 256-byte aligned
+ *   memory    the arena plus a backend reserve, against free memory, with what
+ *             would fit when it does not
+ *   step      the orchestration: backend ops for the non-linear parts and
+ *             be_launch for every linear, on the model's own stream
+ *   graphs    GPU: one captured graph per (candidates, batch), cached
+ *   selfcheck each non-linear op of this backend against an fp64 reference
+ * The residual stream is fp32; every linear reads and writes the dtype. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "error.h"
+#include "model.h"
+#include "numeric.h"
+#include "space.h"
+
+#define KP_ALIGN 256
+#define KP_GRAPH_SLOTS 16
+#define KP_MAX_LAYERS 4096
+#define KP_MAX_HEADS 1024
+#define KP_MODEL_MAX_DIM (1 << 24)
+#define KP_MODEL_MAX_STEPS 100000
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* Room the arena leaves for what the backend allocates on its own: the BLAS
+ * workspace, split-K partials (capped at 256 MiB), graphs, runtime state. */
+#if defined(KPICK_BACKEND_GPU)
+static const double kp_reserve_bytes = 768.0 * 1024 * 1024;
+#else
+static const double kp_reserve_bytes = 16.0 * 1024 * 1024;
+#endif
+
+/* ---- layout ---- */
+
+typedef struct layout {
+  int64_t nqkv, qdim;         /* qkv width, q width */
+  size_t gamma_attn, gamma_mlp, wqkv, wo, wgu, wdown, layer_bytes; /* inside one layer */
+  size_t layers;              /* layer 0 */
+  size_t kv, cache_bytes;     /* [layers][k, v] caches of cache_bytes each */
+  size_t embed, lm_head, gamma_final;
+  size_t resid, hbuf, qkv, act, ybuf, logits, tokens, pos;
+  size_t total;
+} layout;
+
+static size_t round_up(size_t n) { return (n + KP_ALIGN - 1) / KP_ALIGN * KP_ALIGN; }
+
+static size_t take(size_t *cursor, size_t bytes) {
+  size_t at = *cursor;
+  *cursor += round_up(bytes);
+  return at;
+}
+
+/* Sizes fit: check_dims bounds the total far below 2^62 first. */
+static void plan(const kpick_model_dims *d, layout *L) {
+  const size_t e = 2, H = (size_t)d->hidden, I = (size_t)d->intermediate, V = (size_t)d->vocab;
+  const size_t B = (size_t)d->max_batch, D = (size_t)d->head_dim;
+  const size_t cap = (size_t)d->context + (size_t)d->max_new;
+  memset(L, 0, sizeof *L);
+  L->qdim = (int64_t)d->heads * d->head_dim;
+  L->nqkv = (int64_t)(d->heads + 2 * d->kv_heads) * d->head_dim;
+  size_t in_layer = 0;
+  L->gamma_attn = take(&in_layer, H * e);
+  L->gamma_mlp = take(&in_layer, H * e);
+  L->wqkv = take(&in_layer, (size_t)L->nqkv * H * e);
+  L->wo = take(&in_layer, H * (size_t)L->qdim * e);
+  L->wgu = take(&in_layer, 2 * I * H * e);
+  L->wdown = take(&in_layer, H * I * e);
+  L->layer_bytes = in_layer;
+
+  size_t c = 0;
+  L->layers = take(&c, L->layer_bytes * (size_t)d->layers);
+  L->cache_bytes = round_up(B * (size_t)d->kv_heads * cap * D * e);
+  L->kv = take(&c, L->cache_bytes * 2 * (size_t)d->layers);
+  L->embed = take(&c, V * H * e);
+  L->lm_head = d->tied ? L->embed : take(&c, V * H * e);
+  L->gamma_final = take(&c, H * e);
+  L->resid = take(&c, B * H * 4);
+  L->hbuf = take(&c, B * (H > (size_t)L->qdim ? H : (size_t)L->qdim) * e);
+  L->qkv = take(&c, B * (size_t)L->nqkv * e);
+  L->act = take(&c, B * I * e);
+  L->ybuf = take(&c, B * H * e);
+  L->logits = take(&c, B * V * e);
+  L->tokens = take(&c, B * 4);
+  L->pos = take(&c, B * 4);
+  L->total = c;
+}
+
+/* An upper bound of the arena in doubles, so plan() never runs on sizes that overflow. */
+static double arena_estimate(const kpick_model_dims *d) {
+  const double H = d->hidden, I = d->intermediate, V = d->vocab, B = d->max_batch, D = d->head_dim;
+  const double nqkv = (double)(d->heads + 2.0 * d->kv_heads) * D, qdim = (double)d->heads * D;
+  const double cap = (double)d->context + d->max_new;
+  const double layer = 2 * H + nqkv * H + H * qdim + 3 * I * H;
+  const double per_layer = 2 * layer + 2 * 2 * B * d->kv_heads * cap * D + 20 * KP_ALIGN;
+  return d->layers * per_layer + 2 * 2 * V * H + B * (4 * H + 2 * (H + qdim + nqkv + I + H + V) + 8) + 20 * KP_ALIGN;
+}
+
+#define KP_DIM(x, lo, hi) \
+  KP_REQUIRE((x) >= (lo) && (x) <= (hi), #x " must be in %lld..%lld, got %lld", (long long)(lo), (long long)(hi), (long long)(x))
+
+static int check_dims(const kpick_model_dims *d) {
+  KP_REQUIRE(d != NULL, "dims is null");
+  KP_REQUIRE(d->dtype == KPICK_BF16 || d->dtype == KPICK_FP16, "dtype must be 0 (bf16) or 1 (fp16), got %d", (int)d->dtype);
+  KP_DIM(d->hidden, 8, KP_MODEL_MAX_DIM);
+  KP_DIM(d->intermediate, 8, KP_MODEL_MAX_DIM);
+  KP_DIM(d->heads, 1, KP_MAX_HEADS);
+  KP_DIM(d->kv_heads, 1, d->heads);
+  KP_REQUIRE(d->heads % d->kv_heads == 0, "heads (%d) must be a multiple of kv_heads (%d)", (int)d->heads, (int)d->kv_heads);
+  KP_DIM(d->head_dim, 8, KP_MODEL_MAX_HEAD_DIM);
+  KP_REQUIRE(d->head_dim % 8 == 0, "head_dim must be a multiple of 8 (16-byte rows), got %d", (int)d->head_dim);
+  KP_REQUIRE((int64_t)(d->heads + 2 * d->kv_heads) * d->head_dim <= KP_MODEL_MAX_DIM, "(heads + 2 kv_heads) head_dim is over %d",
+             KP_MODEL_MAX_DIM);
+  KP_DIM(d->vocab, 2, KP_MODEL_MAX_DIM);
+  KP_DIM(d->layers, 1, KP_MAX_LAYERS);
+  KP_REQUIRE(d->tied == 0 || d->tied == 1, "tied must be 0 or 1, got %d", (int)d->tied);
+  KP_DIM(d->max_batch, 1, KP_MODEL_MAX_ROWS);
+  KP_DIM(d->max_new, 1, KP_MODEL_MAX_POSITIONS);
+  KP_DIM(d->context, 0, KP_MODEL_MAX_POSITIONS - d->max_new);
+  KP_REQUIRE(isfinite(d->rms_eps) && d->rms_eps > 0 && d->rms_eps < 1, "rms_eps must be in (0, 1), got %g", (double)d->rms_eps);
+  KP_REQUIRE(isfinite(d->rope_theta) && d->rope_theta > 1, "rope_theta must be finite and > 1, got %g", (double)d->rope_theta);
+  KP_REQUIRE(arena_estimate(d) < 0x1p60, "the model would need %.3g bytes", arena_estimate(d));
+  return KPICK_OK;
+}
+
+static double needed_bytes(const kpick_model_dims *d) {
+  layout L;
+  plan(d, &L);
+  return (double)L.total + kp_reserve_bytes;
+}
+
+int kpick_model_bytes(const kpick_model_dims *d, int64_t *bytes_out) {
+  KP_TRY(kpick_init());
+  KP_REQUIRE(bytes_out != NULL, "bytes_out is null");
+  KP_TRY(check_dims(d));
+  *bytes_out = (int64_t)needed_bytes(d);
+  return KPICK_OK;
+}
+
+/* "would fit: ..." for a model that does not: fewer layers, or fewer rows. */
+static void fit_advice(const kpick_model_dims *d, double free_bytes, char *out, size_t cap) {
+  kpick_model_dims t = *d;
+  int32_t layers = 0, batch = 0;
+  for (t.layers = d->layers - 1; t.layers >= 1 && !layers; t.layers--)
+    if (needed_bytes(&t) <= free_bytes) layers = t.layers;
+  t = *d;
+  for (t.max_batch = d->max_batch - 1; t.max_batch >= 1 && !batch; t.max_batch--)
+    if (needed_bytes(&t) <= free_bytes) batch = t.max_batch;
+  if (layers && batch)
+    snprintf(out, cap, "would fit: %d layers at batch %d, or batch %d with all %d layers", (int)layers, (int)d->max_batch,
+             (int)batch, (int)d->layers);
+  else if (layers)
+    snprintf(out, cap, "would fit: %d layers at batch %d", (int)layers, (int)d->max_batch);
+  else if (batch)
+    snprintf(out, cap, "would fit: batch %d with all %d layers", (int)batch, (int)d->layers);
+  else
+    snprintf(out, cap, "nothing would fit: the embedding and lm_head alone are too large");
+}
+
+/* ---- live models: a freed or foreign handle is an error, not a crash ---- */
+
+struct graph_slot {
+  int32_t cands[KPICK_LIN_COUNT];
+  int32_t m;
+  void *graph;
+};
+
+struct kpick_model {
+  kpick_model_dims d;
+  layout L;
+  int32_t cap;          /* KV positions: context + max_new */
+  char *arena;
+  void *stream;
+  int32_t steps;        /* since the positions were last put back at context */
+  int32_t *pos_host;    /* [max_batch], scratch for position uploads */
+  struct graph_slot graphs[KP_GRAPH_SLOTS];
+  int32_t ngraphs, evict;
+};
+
+static pthread_mutex_t models_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kpick_model *models[256];
+static int nmodels;
+
+static int model_live(const kpick_model *md) {
+  int found = 0;
+  pthread_mutex_lock(&models_lock);
+  for (int i = 0; i < nmodels && !found; i++) found = models[i] == md;
+  pthread_mutex_unlock(&models_lock);
+  return found;
+}
+
+#define KP_MODEL(md) KP_REQUIRE((md) != NULL && model_live(md), "not a live model handle")
+
+static void *at(const struct kpick_model *md, size_t offset) { return md->arena + offset; }
+static void *layer_at(const struct kpick_model *md, int32_t l, size_t offset) {
+  return md->arena + md->L.layers + (size_t)l * md->L.layer_bytes + offset;
+}
+static void *cache_at(const struct kpick_model *md, int32_t l, int which) {
+  return md->arena + md->L.kv + ((size_t)l * 2 + (size_t)which) * md->L.cache_bytes;
+}
+
+static void model_release(struct kpick_model *md) {
+  for (int32_t i = 0; i < md->ngraphs; i++) be_graph_free(md->graphs[i].graph);
+  if (md->stream) be_stream_destroy(md->stream);
+  if (md->arena) be_dev_free(md->arena);
+  free(md->pos_host);
+  free(md);
+}
+
+/* a stream of random values per (what, layer) from the model seed */
+static uint64_t stream_of(uint64_t seed, uint32_t what, uint32_t layer) {
+  return kp_mix64(seed ^ kp_mix64(((uint64_t)layer << 16) | what));
+}
+
+enum { S_GAMMA_ATTN = 1, S_GAMMA_MLP, S_WQKV, S_WO, S_WGU, S_WDOWN, S_EMBED, S_LM_HEAD, S_GAMMA_FINAL, S_KV, S_TOKENS };
+
+static int fill(struct kpick_model *md, void *dst, int64_t count, uint64_t stream, float offset, float scale) {
+  return be_fill_uniform(dst, count, md->d.dtype, stream, offset, scale, md->stream);
+}
+
+/* Weights ~U(-1,1)/sqrt(K): a linear keeps its input's scale, so with the norms
+ * the residual stream stays bounded over any number of steps. */
+static int fill_weights(struct kpick_model *md, uint64_t seed) {
+  const kpick_model_dims *d = &md->d;
+  const int64_t H = d->hidden, I = d->intermediate, V = d->vocab;
+  const float gamma_spread = 0.25f;
+  for (int32_t l = 0; l < d->layers; l++) {
+    KP_TRY(fill(md, layer_at(md, l, md->L.gamma_attn), H, stream_of(seed, S_GAMMA_ATTN, l), 1.0f, gamma_spread));
+    KP_TRY(fill(md, layer_at(md, l, md->L.gamma_mlp), H, stream_of(seed, S_GAMMA_MLP, l), 1.0f, gamma_spread));
+    KP_TRY(fill(md, layer_at(md, l, md->L.wqkv), md->L.nqkv * H, stream_of(seed, S_WQKV, l), 0.0f, 1.0f / sqrtf((float)H)));
+    KP_TRY(fill(md, layer_at(md, l, md->L.wo), H * md->L.qdim, stream_of(seed, S_WO, l), 0.0f, 1.0f / sqrtf((float)md->L.qdim)));
+    KP_TRY(fill(md, layer_at(md, l, md->L.wgu), 2 * I * H, stream_of(seed, S_WGU, l), 0.0f, 1.0f / sqrtf((float)H)));
+    KP_TRY(fill(md, layer_at(md, l, md->L.wdown), H * I, stream_of(seed, S_WDOWN, l), 0.0f, 1.0f / sqrtf((float)I)));
+  }
+  /* a tied table serves as lm_head too, so it takes lm_head's scale */
+  const float embed_scale = d->tied ? 1.0f / sqrtf((float)H) : 1.0f;
+  KP_TRY(fill(md, at(md, md->L.embed), V * H, stream_of(seed, S_EMBED, 0), 0.0f, embed_scale));
+  if (!d->tied) KP_TRY(fill(md, at(md, md->L.lm_head), V * H, stream_of(seed, S_LM_HEAD, 0), 0.0f, 1.0f / sqrtf((float)H)));
+  KP_TRY(fill(md, at(md, md->L.gamma_final), H, stream_of(seed, S_GAMMA_FINAL, 0), 1.0f, gamma_spread));
+  return be_stream_sync(md->stream);
+}
+
+static int set_positions(struct kpick_model *md) {
+  for (int32_t b = 0; b < md->d.max_batch; b++) md->pos_host[b] = md->d.context;
+  KP_TRY(be_stream_sync(md->stream));
+  KP_TRY(be_dev_upload(at(md, md->L.pos), md->pos_host, (size_t)md->d.max_batch * 4));
+  md->steps = 0;
+  return KPICK_OK;
+}
+
+static int reset(struct kpick_model *md, uint64_t seed) {
+  const kpick_model_dims *d = &md->d;
+  /* the whole KV region: positions past the context are written before they are read */
+  KP_TRY(fill(md, at(md, md->L.kv), (int64_t)(md->L.cache_bytes / 2) * 2 * d->layers, stream_of(seed, S_KV, 0), 0.0f, 1.0f));
+  const uint64_t s = stream_of(seed, S_TOKENS, 0);
+  for (int32_t b = 0; b < d->max_batch; b++) md->pos_host[b] = (int32_t)(kp_mix64(s ^ (uint64_t)b) % (uint64_t)d->vocab);
+  KP_TRY(be_stream_sync(md->stream));
+  KP_TRY(be_dev_upload(at(md, md->L.tokens), md->pos_host, (size_t)d->max_batch * 4));
+  return set_positions(md);
+}
+
+int kpick_model_create(const kpick_model_dims *d, uint64_t seed, kpick_model **out) {
+  KP_TRY(kpick_init());
+  KP_REQUIRE(out != NULL, "out is null");
+  *out = NULL;
+  KP_TRY(check_dims(d));
+  const double need = needed_bytes(d);
+  int64_t free_b = 0, total_b = 0;
+  KP_TRY(be_mem(&free_b, &total_b));
+  if (need > (double)free_b) {
+    char advice[160];
+    fit_advice(d, (double)free_b, advice, sizeof advice);
+    return kp_fail(KPICK_E_NOMEM, __func__, "the model needs %.2f GiB of memory (%d layers, batch %d, %d positions), %.2f GiB free; %s",
+                   need / GIB, (int)d->layers, (int)d->max_batch, (int)(d->context + d->max_new), free_b / GIB, advice);
+  }
+  struct kpick_model *md = calloc(1, sizeof *md);
+  if (!md) return kp_fail(KPICK_E_NOMEM, __func__, "host allocation failed");
+  md->d = *d;
+  md->cap = d->context + d->max_new;
+  plan(d, &md->L);
+  md->pos_host = calloc((size_t)d->max_batch, sizeof *md->pos_host);
+  int st = md->pos_host ? KPICK_OK : kp_fail(KPICK_E_NOMEM, __func__, "host allocation failed");
+  if (st == KPICK_OK) st = be_stream_create(&md->stream);
+  if (st == KPICK_OK) st = be_dev_alloc((void **)&md->arena, md->L.total);
+  if (st == KPICK_OK) st = fill_weights(md, seed);
+  if (st == KPICK_OK) st = reset(md, seed);
+  if (st == KPICK_OK) {
+    pthread_mutex_lock(&models_lock);
+    if (nmodels < (int)(sizeof models / sizeof models[0])) models[nmodels++] = md;
+    else st = kp_fail(KPICK_E_STATE, __func__, "%d models are live: free one first", nmodels);
+    pthread_mutex_unlock(&models_lock);
+  }
+  if (st != KPICK_OK) {
+    model_release(md);
+    return st;
+  }
+  *out = md;
+  return KPICK_OK;
+}
+
+int kpick_model_free(kpick_model *md) {
+  kp_clear_error();
+  KP_REQUIRE(md != NULL, "model is null");
+  int found = 0;
+  pthread_mutex_lock(&models_lock);
+  for (int i = 0; i < nmodels; i++) {
+    if (models[i] == md) {
+      models[i] = models[--nmodels];
+      found = 1;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&models_lock);
+  KP_REQUIRE(found, "not a live model handle (freed twice?)");
+  (void)be_stream_sync(md->stream);
+  model_release(md);
+  return KPICK_OK;
+}
+
+int kpick_model_reset(kpick_model *md, uint64_t seed) {
+  kp_clear_error();
+  KP_MODEL(md);
+  return reset(md, seed);
+}
+
+/* ---- the step ---- */
+
+static const int32_t kind_op[KPICK_LIN_COUNT] = {KPICK_OP_LINEAR, KPICK_OP_LINEAR, KPICK_OP_GATED, KPICK_OP_LINEAR,
+                                                 KPICK_OP_LINEAR};
+static const char *const kind_name[KPICK_LIN_COUNT] = {"qkv", "o", "gate_up", "down", "lm_head"};
+
+static int check_cands(const int32_t *cands, int32_t m) {
+  KP_REQUIRE(cands != NULL, "cands is null");
+  for (int i = 0; i < KPICK_LIN_COUNT; i++) {
+    const int32_t c = cands[i];
+    KP_REQUIRE(c >= 0 && c < KP_NCAND, "cands[%d] (%s): unknown candidate id %d (space has %d)", i, kind_name[i], (int)c,
+               (int)KP_NCAND);
+    const kp_row *r = &kp_space[c];
+    KP_REQUIRE(r->op == kind_op[i], "cands[%d] (%s): %s is a candidate of op %d, the %s linear is op %d", i, kind_name[i],
+               r->name, (int)r->op, kind_name[i], (int)kind_op[i]);
+    if (!be_available(c)) return kp_fail(KPICK_E_UNSUPPORTED, "model", "%s (%s) is not available here", r->name, kind_name[i]);
+    if (m < r->rows_min || m > r->rows_max)
+      return kp_fail(KPICK_E_UNSUPPORTED, "model", "%s (%s) takes %d..%d rows, not %d", r->name, kind_name[i],
+                     (int)r->rows_min, (int)r->rows_max, (int)m);
+  }
+  return KPICK_OK;
+}
+
+typedef struct step_args {
+  struct kpick_model *md;
+  int32_t cands[KPICK_LIN_COUNT];
+  int32_t m;
+} step_args;
+
+/* Everything one decode step enqueues, in order. Buffers: hbuf holds a norm's
+ * output (row width hidden) or attention's (width heads * head_dim), never an
+ * input and an output of one call at once. */
+static int enqueue_step(void *ctx) {
+  const step_args *a = ctx;
+  const struct kpick_model *md = a->md;
+  const kpick_model_dims *d = &md->d;
+  const layout *L = &md->L;
+  const int32_t m = a->m, dt = d->dtype;
+  const int64_t H = d->hidden, I = d->intermediate;
+  void *s = md->stream;
+  float *resid = at(md, L->resid);
+  void *hbuf = at(md, L->hbuf), *qkv = at(md, L->qkv), *act = at(md, L->act), *ybuf = at(md, L->ybuf);
+  int32_t *tokens = at(md, L->tokens), *pos = at(md, L->pos);
+
+  KP_TRY(be_embed(dt, at(md, L->embed), tokens, resid, m, H, d->vocab, s));
+  const void *pending = NULL; /* the last linear's output, not yet in the residual */
+  for (int32_t l = 0; l < d->layers; l++) {
+    void *kc = cache_at(md, l, 0), *vc = cache_at(md, l, 1);
+    KP_TRY(be_add_rmsnorm(dt, resid, pending, layer_at(md, l, L->gamma_attn), hbuf, m, H, d->rms_eps, s));
+    KP_TRY(be_launch(a->cands[KPICK_LIN_QKV], KPICK_OP_LINEAR, dt, hbuf, layer_at(md, l, L->wqkv), qkv, m, L->nqkv, H, s));
+    KP_TRY(be_rope_append(dt, qkv, pos, kc, vc, m, d->heads, d->kv_heads, d->head_dim, md->cap, d->rope_theta, s));
+    KP_TRY(be_attention(dt, qkv, kc, vc, pos, hbuf, m, d->heads, d->kv_heads, d->head_dim, md->cap, s));
+    KP_TRY(be_launch(a->cands[KPICK_LIN_O], KPICK_OP_LINEAR, dt, hbuf, layer_at(md, l, L->wo), ybuf, m, H, L->qdim, s));
+    KP_TRY(be_add_rmsnorm(dt, resid, ybuf, layer_at(md, l, L->gamma_mlp), hbuf, m, H, d->rms_eps, s));
+    KP_TRY(be_launch(a->cands[KPICK_LIN_GATE_UP], KPICK_OP_GATED, dt, hbuf, layer_at(md, l, L->wgu), act, m, I, H, s));
+    KP_TRY(be_launch(a->cands[KPICK_LIN_DOWN], KPICK_OP_LINEAR, dt, act, layer_at(md, l, L->wdown), ybuf, m, H, I, s));
+    pending = ybuf;
+  }
+  KP_TRY(be_add_rmsnorm(dt, resid, pending, at(md, L->gamma_final), hbuf, m, H, d->rms_eps, s));
+  KP_TRY(be_launch(a->cands[KPICK_LIN_LM_HEAD], KPICK_OP_LINEAR, dt, hbuf, at(md, L->lm_head), at(md, L->logits), m,
+                   d->vocab, H, s));
+  return be_argmax_advance(dt, at(md, L->logits), m, d->vocab, tokens, pos, s);
+}
+
+/* One eager step whose effect on tokens and positions is undone: it grows the
+ * backend's scratch, loads modules and makes BLAS plans outside capture (none
+ * of that may happen under capture). The KV slots it writes are written again,
+ * with the same values, by the next real step. */
+static int warm_up(step_args *a) {
+  struct kpick_model *md = a->md;
+  const size_t bytes = (size_t)md->d.max_batch * 4;
+  int32_t tokens[KP_MODEL_MAX_ROWS], pos[KP_MODEL_MAX_ROWS];
+  KP_TRY(be_stream_sync(md->stream));
+  KP_TRY(be_dev_download(tokens, at(md, md->L.tokens), bytes));
+  KP_TRY(be_dev_download(pos, at(md, md->L.pos), bytes));
+  int st = enqueue_step(a);
+  const int sync = be_stream_sync(md->stream);
+  if (st == KPICK_OK) st = sync;
+  const int up1 = be_dev_upload(at(md, md->L.tokens), tokens, bytes);
+  const int up2 = be_dev_upload(at(md, md->L.pos), pos, bytes);
+  if (st == KPICK_OK) st = up1 != KPICK_OK ? up1 : up2;
+  return st;
+}
+
+/* The graph of (cands, m), captured on first use; NULL on a backend without graphs. */
+static int graph_for(step_args *a, void **out) {
+  struct kpick_model *md = a->md;
+  *out = NULL;
+  if (!be_has_graphs()) return KPICK_OK;
+  for (int32_t i = 0; i < md->ngraphs; i++) {
+    const struct graph_slot *g = &md->graphs[i];
+    if (g->m == a->m && memcmp(g->cands, a->cands, sizeof g->cands) == 0) {
+      *out = g->graph;
+      return KPICK_OK;
+    }
+  }
+  KP_TRY(warm_up(a));
+  void *graph = NULL;
+  KP_TRY(be_graph_capture(md->stream, enqueue_step, a, &graph));
+  struct graph_slot *slot;
+  if (md->ngraphs < KP_GRAPH_SLOTS) {
+    slot = &md->graphs[md->ngraphs++];
+  } else {
+    slot = &md->graphs[md->evict];
+    md->evict = (md->evict + 1) % KP_GRAPH_SLOTS;
+    be_graph_free(slot->graph);
+  }
+  memcpy(slot->cands, a->cands, sizeof slot->cands);
+  slot->m = a->m;
+  slot->graph = graph;
+  *out = graph;
+  return KPICK_OK;
+}
+
+static int run_once(step_args *a) {
+  void *graph = NULL;
+  KP_TRY(graph_for(a, &graph));
+  KP_TRY(graph ? be_graph_launch(graph, a->md->stream) : enqueue_step(a));
+  return be_stream_sync(a->md->stream);
+}
+
+static int step_args_of(struct kpick_model *md, const int32_t *cands, int32_t batch, step_args *a) {
+  KP_REQUIRE(batch >= 1 && batch <= md->d.max_batch, "batch must be in 1..%d (the model's max_batch), got %d",
+             (int)md->d.max_batch, (int)batch);
+  KP_TRY(check_cands(cands, batch));
+  a->md = md;
+  memcpy(a->cands, cands, sizeof a->cands);
+  a->m = batch;
+  return KPICK_OK;
+}
+
+int kpick_model_step(kpick_model *md, const int32_t *cands, int32_t batch, int32_t *tokens_out) {
+  kp_clear_error();
+  KP_MODEL(md);
+  KP_REQUIRE(tokens_out != NULL, "tokens_out is null");
+  step_args a;
+  KP_TRY(step_args_of(md, cands, batch, &a));
+  KP_REQUIRE(md->steps < md->d.max_new, "the KV cache holds %d new positions and all are used: reset the model",
+             (int)md->d.max_new);
+  md->steps++; /* counted before running: a failed step may have written its slot */
+  KP_TRY(run_once(&a));
+  return be_dev_download(tokens_out, at(md, md->L.tokens), (size_t)batch * 4);
+}
+
+static double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+int kpick_model_time(kpick_model *md, const int32_t *cands, int32_t batch, int32_t steps, double *step_us_out) {
+  kp_clear_error();
+  KP_MODEL(md);
+  KP_REQUIRE(step_us_out != NULL, "step_us_out is null");
+  KP_REQUIRE(steps >= 1 && steps <= md->d.max_new, "steps must be in 1..%d (the model's max_new), got %d",
+             (int)md->d.max_new, (int)steps);
+  step_args a;
+  KP_TRY(step_args_of(md, cands, batch, &a));
+  /* one untimed step first: a new graph's first launch uploads it, clocks ramp */
+  KP_TRY(set_positions(md));
+  md->steps = 1;
+  KP_TRY(run_once(&a));
+  KP_TRY(set_positions(md));
+  md->steps = steps;
+  void *graph = NULL;
+  KP_TRY(graph_for(&a, &graph));
+  if (graph) return be_graph_time(graph, md->stream, steps, step_us_out);
+  for (int32_t i = 0; i < steps; i++) {
+    const double t0 = now_us();
+    KP_TRY(enqueue_step(&a));
+    KP_TRY(be_stream_sync(md->stream));
+    step_us_out[i] = now_us() - t0;
+  }
+  return KPICK_OK;
+}
+
+/* ---- self-checks of the non-linear ops against fp64 ---- */
+
+/* Every buffer of one check, released together. */
+typedef struct bag {
+  void *host[24];
+  void *dev[24];
+  int nhost, ndev;
+  void *stream;
+} bag;
+
+static void *bag_host(bag *b, size_t bytes) {
+  if (b->nhost == (int)(sizeof b->host / sizeof b->host[0])) return NULL;
+  void *p = calloc(1, bytes ? bytes : 1);
+  if (p) b->host[b->nhost++] = p;
+  return p;
+}
+
+static void bag_free(bag *b) {
+  for (int i = 0; i < b->nhost; i++) free(b->host[i]);
+  for (int i = 0; i < b->ndev; i++) be_dev_free(b->dev[i]);
+  if (b->stream) be_stream_destroy(b->stream);
+}
+
+/* A device copy of src (bytes); *out NULL on failure with the error recorded. */
+static int bag_upload(bag *b, const void *src, size_t bytes, void **out) {
+  *out = NULL;
+  if (b->ndev == (int)(sizeof b->dev / sizeof b->dev[0])) return kp_fail(KPICK_E_STATE, "selfcheck", "too many buffers");
+  void *p = NULL;
+  KP_TRY(be_dev_alloc(&p, bytes));
+  b->dev[b->ndev++] = p;
+  *out = p;
+  return be_dev_upload(p, src, bytes);
+}
+
+#define KP_HOST(b, ptr, bytes)                                                             \
+  do {                                                                                     \
+    (ptr) = bag_host((b), (bytes));                                                        \
+    if (!(ptr)) return kp_fail(KPICK_E_NOMEM, "selfcheck", "host allocation failed");     \
+  } while (0)
+
+static void random_dtype(uint16_t *dst, int64_t n, int dtype, uint64_t seed, float offset, float scale) {
+  for (int64_t i = 0; i < n; i++) dst[i] = kp_from_f32(dtype, fmaf(scale, kp_uniform(seed, (uint64_t)i), offset));
+}
+
+static double val(int dtype, uint16_t h) { return (double)kp_to_f32(dtype, h); }
+
+/* max |out - ref| / max |ref| over n elements of a dtype output */
+static double rel_dtype(const uint16_t *out, const double *ref, int64_t n, int dtype) {
+  double err = 0, mag = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const double e = fabs(val(dtype, out[i]) - ref[i]);
+    err = e > err || isnan(e) ? e : err;
+    mag = fabs(ref[i]) > mag ? fabs(ref[i]) : mag;
+  }
+  return isnan(err) ? INFINITY : mag > 0 ? err / mag : err;
+}
+
+static double rel_f32(const float *out, const double *ref, int64_t n) {
+  double err = 0, mag = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const double e = fabs((double)out[i] - ref[i]);
+    err = e > err || isnan(e) ? e : err;
+    mag = fabs(ref[i]) > mag ? fabs(ref[i]) : mag;
+  }
+  return isnan(err) ? INFINITY : mag > 0 ? err / mag : err;
+}
+
+static double worst(double a, double b) { return isnan(a) || a > b ? a : b; }
+
+/* Shapes with tails: no size a power of two, positions 0, mid and last. */
+enum { SC_M = 3, SC_H = 328, SC_HEADS = 4, SC_KV = 2, SC_D = 64, SC_CAP = 300, SC_V = 1003 };
+static const int32_t sc_pos[SC_M] = {0, 77, SC_CAP - 1};
+static const float sc_theta = 1e6f;
+
+static int check_add_rmsnorm(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
+  const int64_t n = (int64_t)SC_M * SC_H;
+  const float eps = 1e-6f;
+  float *resid;
+  uint16_t *y, *y_dev_src, *gamma, *out;
+  double *r, *ref;
+  KP_HOST(b, resid, n * 4);
+  KP_HOST(b, y, n * 2);
+  KP_HOST(b, y_dev_src, n * 2);
+  KP_HOST(b, gamma, SC_H * 2);
+  KP_HOST(b, out, n * 2);
+  KP_HOST(b, r, n * 8);
+  KP_HOST(b, ref, n * 8);
+  for (int64_t i = 0; i < n; i++) resid[i] = 3.0f * kp_uniform(seed + 1, (uint64_t)i);
+  random_dtype(y, n, dt, seed + 2, 0.0f, 1.0f);
+  random_dtype(gamma, SC_H, dt, seed + 3, 1.0f, 0.25f);
+  memcpy(y_dev_src, y, n * 2);
+  if (corrupt) y_dev_src[SC_H + 5] = kp_from_f32(dt, val(dt, y[SC_H + 5]) + 4.0f);
+  void *d_resid, *d_y, *d_gamma, *d_out;
+  KP_TRY(bag_upload(b, resid, n * 4, &d_resid));
+  KP_TRY(bag_upload(b, y_dev_src, n * 2, &d_y));
+  KP_TRY(bag_upload(b, gamma, SC_H * 2, &d_gamma));
+  KP_TRY(bag_upload(b, out, n * 2, &d_out));
+  for (int64_t i = 0; i < n; i++) r[i] = (double)resid[i] + val(dt, y[i]);
+  *err = 0;
+  /* with y, then without: the second call normalises the updated residual again */
+  for (int pass = 0; pass < 2; pass++) {
+    KP_TRY(be_add_rmsnorm(dt, d_resid, pass == 0 ? d_y : NULL, d_gamma, d_out, SC_M, SC_H, eps, b->stream));
+    KP_TRY(be_stream_sync(b->stream));
+    KP_TRY(be_dev_download(out, d_out, n * 2));
+    KP_TRY(be_dev_download(resid, d_resid, n * 4));
+    for (int m = 0; m < SC_M; m++) {
+      double ss = 0;
+      for (int j = 0; j < SC_H; j++) ss += r[m * SC_H + j] * r[m * SC_H + j];
+      const double inv = 1.0 / sqrt(ss / SC_H + eps);
+      for (int j = 0; j < SC_H; j++) ref[m * SC_H + j] = r[m * SC_H + j] * inv * val(dt, gamma[j]);
+    }
+    *err = worst(*err, worst(rel_dtype(out, ref, n, dt), rel_f32(resid, r, n)));
+  }
+  return KPICK_OK;
+}
+
+/* fp64 rotate-half rotary embedding of one head vector in place */
+static void rope_ref(double *v, int32_t pos, int d, double theta) {
+  for (int i = 0; i < d / 2; i++) {
+    const double ang = pos * pow(theta, -2.0 * i / d), c = cos(ang), s = sin(ang);
+    const double x0 = v[i], x1 = v[i + d / 2];
+    v[i] = x0 * c - x1 * s;
+    v[i + d / 2] = x1 * c + x0 * s;
+  }
+}
+
+static int check_rope_append(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
+  const int64_t nqkv = (int64_t)(SC_HEADS + 2 * SC_KV) * SC_D, n = SC_M * nqkv;
+  const int64_t ncache = (int64_t)SC_M * SC_KV * SC_CAP * SC_D;
+  uint16_t *qkv, *kc, *vc;
+  double *qkv_ref, *kc_ref, *vc_ref;
+  int32_t pos[SC_M];
+  KP_HOST(b, qkv, n * 2);
+  KP_HOST(b, kc, ncache * 2);
+  KP_HOST(b, vc, ncache * 2);
+  KP_HOST(b, qkv_ref, n * 8);
+  KP_HOST(b, kc_ref, ncache * 8);
+  KP_HOST(b, vc_ref, ncache * 8);
+  random_dtype(qkv, n, dt, seed + 1, 0.0f, 1.0f);
+  random_dtype(kc, ncache, dt, seed + 2, 0.0f, 1.0f);
+  random_dtype(vc, ncache, dt, seed + 3, 0.0f, 1.0f);
+  memcpy(pos, sc_pos, sizeof pos);
+  for (int64_t i = 0; i < n; i++) qkv_ref[i] = val(dt, qkv[i]);
+  for (int64_t i = 0; i < ncache; i++) kc_ref[i] = val(dt, kc[i]), vc_ref[i] = val(dt, vc[i]);
+  for (int m = 0; m < SC_M; m++) {
+    for (int h = 0; h < SC_HEADS + SC_KV; h++) rope_ref(qkv_ref + m * nqkv + h * SC_D, pos[m], SC_D, sc_theta);
+    for (int g = 0; g < SC_KV; g++) {
+      const int64_t slot = (((int64_t)m * SC_KV + g) * SC_CAP + pos[m]) * SC_D;
+      for (int e = 0; e < SC_D; e++) {
+        kc_ref[slot + e] = qkv_ref[m * nqkv + (SC_HEADS + g) * SC_D + e];
+        vc_ref[slot + e] = qkv_ref[m * nqkv + (SC_HEADS + SC_KV + g) * SC_D + e];
+      }
+    }
+  }
+  if (corrupt) pos[0] += 1;
+  void *d_qkv, *d_kc, *d_vc, *d_pos;
+  KP_TRY(bag_upload(b, qkv, n * 2, &d_qkv));
+  KP_TRY(bag_upload(b, kc, ncache * 2, &d_kc));
+  KP_TRY(bag_upload(b, vc, ncache * 2, &d_vc));
+  KP_TRY(bag_upload(b, pos, sizeof pos, &d_pos));
+  KP_TRY(be_rope_append(dt, d_qkv, d_pos, d_kc, d_vc, SC_M, SC_HEADS, SC_KV, SC_D, SC_CAP, sc_theta, b->stream));
+  KP_TRY(be_stream_sync(b->stream));
+  KP_TRY(be_dev_download(qkv, d_qkv, n * 2));
+  KP_TRY(be_dev_download(kc, d_kc, ncache * 2));
+  KP_TRY(be_dev_download(vc, d_vc, ncache * 2));
+  *err = worst(rel_dtype(qkv, qkv_ref, n, dt), worst(rel_dtype(kc, kc_ref, ncache, dt), rel_dtype(vc, vc_ref, ncache, dt)));
+  return KPICK_OK;
+}
+
+static int check_attention(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
+  const int64_t nqkv = (int64_t)(SC_HEADS + 2 * SC_KV) * SC_D, n = SC_M * nqkv;
+  const int64_t ncache = (int64_t)SC_M * SC_KV * SC_CAP * SC_D, nout = (int64_t)SC_M * SC_HEADS * SC_D;
+  uint16_t *qkv, *kc, *vc, *vc_dev_src, *out;
+  double *ref, *p;
+  KP_HOST(b, qkv, n * 2);
+  KP_HOST(b, kc, ncache * 2);
+  KP_HOST(b, vc, ncache * 2);
+  KP_HOST(b, vc_dev_src, ncache * 2);
+  KP_HOST(b, out, nout * 2);
+  KP_HOST(b, ref, nout * 8);
+  KP_HOST(b, p, SC_CAP * 8);
+  /* q scaled up so the softmax is far from flat */
+  random_dtype(qkv, n, dt, seed + 1, 0.0f, 3.0f);
+  random_dtype(kc, ncache, dt, seed + 2, 0.0f, 1.0f);
+  random_dtype(vc, ncache, dt, seed + 3, 0.0f, 1.0f);
+  memcpy(vc_dev_src, vc, ncache * 2);
+  if (corrupt) /* values of row 2, kv head 0, shifted: its heads' outputs move by 2 */
+    for (int64_t i = 0; i < (int64_t)SC_CAP * SC_D; i++) {
+      const int64_t at_i = ((int64_t)2 * SC_KV + 0) * SC_CAP * SC_D + i;
+      vc_dev_src[at_i] = kp_from_f32(dt, val(dt, vc[at_i]) + 2.0f);
+    }
+  const double scale = 1.0 / sqrt((double)SC_D);
+  for (int m = 0; m < SC_M; m++) {
+    for (int h = 0; h < SC_HEADS; h++) {
+      const int g = h / (SC_HEADS / SC_KV);
+      const uint16_t *q = qkv + m * nqkv + h * SC_D;
+      const int64_t base = ((int64_t)m * SC_KV + g) * SC_CAP * SC_D;
+      double mx = -INFINITY, sum = 0;
+      for (int t = 0; t <= sc_pos[m]; t++) {
+        double s = 0;
+        for (int e = 0; e < SC_D; e++) s += val(dt, q[e]) * val(dt, kc[base + (int64_t)t * SC_D + e]);
+        p[t] = s * scale;
+        mx = p[t] > mx ? p[t] : mx;
+      }
+      for (int t = 0; t <= sc_pos[m]; t++) sum += p[t] = exp(p[t] - mx);
+      for (int e = 0; e < SC_D; e++) {
+        double o = 0;
+        for (int t = 0; t <= sc_pos[m]; t++) o += p[t] * val(dt, vc[base + (int64_t)t * SC_D + e]);
+        ref[((int64_t)m * SC_HEADS + h) * SC_D + e] = o / sum;
+      }
+    }
+  }
+  void *d_qkv, *d_kc, *d_vc, *d_pos, *d_out;
+  KP_TRY(bag_upload(b, qkv, n * 2, &d_qkv));
+  KP_TRY(bag_upload(b, kc, ncache * 2, &d_kc));
+  KP_TRY(bag_upload(b, vc_dev_src, ncache * 2, &d_vc));
+  KP_TRY(bag_upload(b, sc_pos, sizeof sc_pos, &d_pos));
+  KP_TRY(bag_upload(b, out, nout * 2, &d_out));
+  KP_TRY(be_attention(dt, d_qkv, d_kc, d_vc, d_pos, d_out, SC_M, SC_HEADS, SC_KV, SC_D, SC_CAP, b->stream));
+  KP_TRY(be_stream_sync(b->stream));
+  KP_TRY(be_dev_download(out, d_out, nout * 2));
+  *err = rel_dtype(out, ref, nout, dt);
+  return KPICK_OK;
+}
+
+/* lowest index of the largest value; NaN never wins, an all-NaN row gives 0 */
+static int32_t argmax_ref(const uint16_t *row, int64_t v, int dt) {
+  int32_t best = -1;
+  for (int64_t j = 0; j < v; j++) {
+    const double x = val(dt, row[j]);
+    if (isnan(x)) continue;
+    if (best < 0 || x > val(dt, row[best])) best = (int32_t)j;
+  }
+  return best < 0 ? 0 : best;
+}
+
+static int check_argmax(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
+  const int64_t n = (int64_t)SC_M * SC_V;
+  uint16_t *logits;
+  KP_HOST(b, logits, n * 2);
+  random_dtype(logits, n, dt, seed + 1, 0.0f, 1.0f);
+  /* row 1: the maximum twice, the lower index must win; row 2: NaNs */
+  uint16_t *r1 = logits + SC_V, *r2 = logits + 2 * SC_V;
+  const int32_t j1 = argmax_ref(r1, SC_V, dt);
+  r1[j1 > 0 ? j1 / 2 : SC_V - 1] = r1[j1];
+  const int32_t j2 = argmax_ref(r2, SC_V, dt);
+  r2[0] = r2[(j2 + 1) % SC_V] = kp_from_f32(dt, NAN);
+  int32_t want_tok[SC_M], want_pos[SC_M], tokens[SC_M], pos[SC_M];
+  for (int m = 0; m < SC_M; m++) {
+    want_tok[m] = argmax_ref(logits + m * SC_V, SC_V, dt);
+    pos[m] = sc_pos[m];
+    want_pos[m] = sc_pos[m] + 1;
+    tokens[m] = -1;
+  }
+  if (corrupt) logits[(want_tok[0] + 1) % SC_V] = kp_from_f32(dt, 8.0f);
+  void *d_logits, *d_tokens, *d_pos;
+  KP_TRY(bag_upload(b, logits, n * 2, &d_logits));
+  KP_TRY(bag_upload(b, tokens, sizeof tokens, &d_tokens));
+  KP_TRY(bag_upload(b, pos, sizeof pos, &d_pos));
+  KP_TRY(be_argmax_advance(dt, d_logits, SC_M, SC_V, d_tokens, d_pos, b->stream));
+  KP_TRY(be_stream_sync(b->stream));
+  KP_TRY(be_dev_download(tokens, d_tokens, sizeof tokens));
+  KP_TRY(be_dev_download(pos, d_pos, sizeof pos));
+  int wrong = 0;
+  for (int m = 0; m < SC_M; m++) wrong += (tokens[m] != want_tok[m]) + (pos[m] != want_pos[m]);
+  *err = wrong / (2.0 * SC_M);
+  return KPICK_OK;
+}
+
+static int check_embed(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
+  const int64_t n = (int64_t)SC_V * SC_H, nout = (int64_t)SC_M * SC_H;
+  uint16_t *table;
+  float *out;
+  KP_HOST(b, table, n * 2);
+  KP_HOST(b, out, nout * 4);
+  random_dtype(table, n, dt, seed + 1, 0.0f, 1.0f);
+  const int32_t want[SC_M] = {17, SC_V - 1, -5}; /* out of range: row 0 */
+  int32_t tokens[SC_M] = {17, SC_V - 1, -5};
+  if (corrupt) tokens[0] = 18;
+  void *d_table, *d_tokens, *d_out;
+  KP_TRY(bag_upload(b, table, n * 2, &d_table));
+  KP_TRY(bag_upload(b, tokens, sizeof tokens, &d_tokens));
+  KP_TRY(bag_upload(b, out, nout * 4, &d_out));
+  KP_TRY(be_embed(dt, d_table, d_tokens, d_out, SC_M, SC_H, SC_V, b->stream));
+  KP_TRY(be_stream_sync(b->stream));
+  KP_TRY(be_dev_download(out, d_out, nout * 4));
+  int64_t wrong = 0;
+  for (int m = 0; m < SC_M; m++) {
+    const int32_t row = want[m] >= 0 && want[m] < SC_V ? want[m] : 0;
+    for (int j = 0; j < SC_H; j++) wrong += out[m * SC_H + j] != kp_to_f32(dt, table[(int64_t)row * SC_H + j]);
+  }
+  *err = (double)wrong / (double)nout;
+  return KPICK_OK;
+}
+
+int kpick_decode_selfcheck(int32_t op, int32_t dtype, uint64_t seed, int32_t corrupt, double *rel_err_out,
+                           double *tol_out) {
+  KP_TRY(kpick_init());
+  KP_REQUIRE(op >= 0 && op < KPICK_DEC_COUNT, "op must be in 0..%d, got %d", KPICK_DEC_COUNT - 1, (int)op);
+  KP_REQUIRE(dtype == KPICK_BF16 || dtype == KPICK_FP16, "dtype must be 0 (bf16) or 1 (fp16), got %d", (int)dtype);
+  KP_REQUIRE(corrupt == 0 || corrupt == 1, "corrupt must be 0 or 1, got %d", (int)corrupt);
+  KP_REQUIRE(rel_err_out != NULL && tol_out != NULL, "rel_err_out and tol_out must not be null");
+  /* one rounding to the dtype at the end: machine epsilon of the output type
+   * bounds the error relative to the largest reference value */
+  const double eps = dtype == KPICK_BF16 ? 0x1p-7 : 0x1p-10;
+  *tol_out = op == KPICK_DEC_ARGMAX || op == KPICK_DEC_EMBED ? 0.0 : eps;
+  *rel_err_out = INFINITY;
+  bag b;
+  memset(&b, 0, sizeof b);
+  int st = be_stream_create(&b.stream);
+  const uint64_t s = kp_mix64(seed);
+  if (st == KPICK_OK) {
+    switch (op) {
+      case KPICK_DEC_ADD_RMSNORM: st = check_add_rmsnorm(&b, dtype, s, corrupt, rel_err_out); break;
+      case KPICK_DEC_ROPE_APPEND: st = check_rope_append(&b, dtype, s, corrupt, rel_err_out); break;
+      case KPICK_DEC_ATTENTION: st = check_attention(&b, dtype, s, corrupt, rel_err_out); break;
+      case KPICK_DEC_ARGMAX: st = check_argmax(&b, dtype, s, corrupt, rel_err_out); break;
+      default: st = check_embed(&b, dtype, s, corrupt, rel_err_out); break;
+    }
+  }
+  bag_free(&b);
+  return st;
+}

@@ -1,0 +1,170 @@
+/* decode.c: the CPU backend's decode-step hooks (common/backend.h): host
+ * memory for "device" memory, no streams, no graphs, and the non-linear ops
+ * as plain loops with fp32 arithmetic, rounding once to the dtype.
+ *   fill         kp_uniform values, as every backend makes them
+ *   add_rmsnorm  residual += y, then rmsnorm * gamma
+ *   rope_append  rotate-half rotary embedding of q and k, k and v into the cache
+ *   attention    one query per row, grouped-query, two-pass softmax
+ *   argmax       lowest index of the largest value; then the position moves on
+ *   embed        residual = the token's row of the table */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/backend.h"
+#include "../common/error.h"
+#include "../common/model.h"
+#include "../common/numeric.h"
+
+int be_dev_alloc(void **out, size_t bytes) {
+  const size_t align = 256, rounded = (bytes + align - 1) / align * align;
+  *out = aligned_alloc(align, rounded ? rounded : align);
+  if (!*out) return kp_fail(KPICK_E_NOMEM, "alloc", "host allocation of %.1f MiB failed", bytes / 1048576.0);
+  return KPICK_OK;
+}
+
+void be_dev_free(void *ptr) { free(ptr); }
+
+int be_dev_upload(void *dst, const void *src, size_t bytes) {
+  memcpy(dst, src, bytes);
+  return KPICK_OK;
+}
+
+int be_dev_download(void *dst, const void *src, size_t bytes) {
+  memcpy(dst, src, bytes);
+  return KPICK_OK;
+}
+
+int be_stream_create(void **out) {
+  *out = NULL;
+  return KPICK_OK;
+}
+void be_stream_destroy(void *stream) {}
+int be_stream_sync(void *stream) { return KPICK_OK; }
+
+int be_fill_uniform(void *dst, int64_t count, int32_t dtype, uint64_t seed, float offset, float scale, void *stream) {
+  uint16_t *d = dst;
+  for (int64_t i = 0; i < count; i++) d[i] = kp_from_f32(dtype, fmaf(scale, kp_uniform(seed, (uint64_t)i), offset));
+  return KPICK_OK;
+}
+
+int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *gamma, void *out, int32_t m,
+                   int64_t hidden, float eps, void *stream) {
+  const uint16_t *yv = y, *g = gamma;
+  uint16_t *o = out;
+  for (int32_t r = 0; r < m; r++) {
+    float *x = residual + r * hidden;
+    float ss = 0.0f;
+    for (int64_t j = 0; j < hidden; j++) {
+      if (yv) x[j] += kp_to_f32(dtype, yv[r * hidden + j]);
+      ss += x[j] * x[j];
+    }
+    const float inv = 1.0f / sqrtf(ss / (float)hidden + eps);
+    for (int64_t j = 0; j < hidden; j++) o[r * hidden + j] = kp_from_f32(dtype, x[j] * inv * kp_to_f32(dtype, g[j]));
+  }
+  return KPICK_OK;
+}
+
+int be_rope_append(int32_t dtype, void *qkv, const int32_t *pos, void *kcache, void *vcache, int32_t m, int32_t heads,
+                   int32_t kv_heads, int32_t head_dim, int32_t cap, float theta, void *stream) {
+  const int64_t nqkv = (int64_t)(heads + 2 * kv_heads) * head_dim;
+  const int32_t half = head_dim / 2;
+  uint16_t *kc = kcache, *vc = vcache;
+  for (int32_t r = 0; r < m; r++) {
+    uint16_t *row = (uint16_t *)qkv + r * nqkv;
+    for (int32_t h = 0; h < heads + kv_heads; h++) {
+      uint16_t *v = row + (int64_t)h * head_dim;
+      for (int32_t i = 0; i < half; i++) {
+        const float ang = (float)pos[r] * powf(theta, -2.0f * (float)i / (float)head_dim);
+        const float c = cosf(ang), s = sinf(ang);
+        const float x0 = kp_to_f32(dtype, v[i]), x1 = kp_to_f32(dtype, v[i + half]);
+        v[i] = kp_from_f32(dtype, x0 * c - x1 * s);
+        v[i + half] = kp_from_f32(dtype, x1 * c + x0 * s);
+      }
+    }
+    for (int32_t g = 0; g < kv_heads; g++) {
+      const int64_t slot = (((int64_t)r * kv_heads + g) * cap + pos[r]) * head_dim;
+      memcpy(kc + slot, row + (int64_t)(heads + g) * head_dim, (size_t)head_dim * 2);
+      memcpy(vc + slot, row + (int64_t)(heads + kv_heads + g) * head_dim, (size_t)head_dim * 2);
+    }
+  }
+  return KPICK_OK;
+}
+
+int be_attention(int32_t dtype, const void *qkv, const void *kcache, const void *vcache, const int32_t *pos, void *out,
+                 int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap, void *stream) {
+  const int64_t nqkv = (int64_t)(heads + 2 * kv_heads) * head_dim;
+  const float scale = 1.0f / sqrtf((float)head_dim);
+  float *p = malloc(sizeof(float) * (size_t)cap), *acc = malloc(sizeof(float) * (size_t)head_dim);
+  if (!p || !acc) {
+    free(p);
+    free(acc);
+    return kp_fail(KPICK_E_NOMEM, "attention", "host allocation failed");
+  }
+  for (int32_t r = 0; r < m; r++) {
+    const int32_t len = pos[r] + 1 < cap ? pos[r] + 1 : cap;
+    for (int32_t h = 0; h < heads; h++) {
+      const int32_t g = h / (heads / kv_heads);
+      const uint16_t *q = (const uint16_t *)qkv + r * nqkv + (int64_t)h * head_dim;
+      const int64_t base = ((int64_t)r * kv_heads + g) * cap * head_dim;
+      const uint16_t *k = (const uint16_t *)kcache + base, *v = (const uint16_t *)vcache + base;
+      float mx = -INFINITY, sum = 0.0f;
+      for (int32_t t = 0; t < len; t++) {
+        float s = 0.0f;
+        for (int32_t e = 0; e < head_dim; e++) s += kp_to_f32(dtype, q[e]) * scale * kp_to_f32(dtype, k[(int64_t)t * head_dim + e]);
+        p[t] = s;
+        mx = s > mx ? s : mx;
+      }
+      for (int32_t t = 0; t < len; t++) sum += p[t] = expf(p[t] - mx);
+      for (int32_t e = 0; e < head_dim; e++) acc[e] = 0.0f;
+      for (int32_t t = 0; t < len; t++)
+        for (int32_t e = 0; e < head_dim; e++) acc[e] += p[t] * kp_to_f32(dtype, v[(int64_t)t * head_dim + e]);
+      uint16_t *o = (uint16_t *)out + ((int64_t)r * heads + h) * head_dim;
+      for (int32_t e = 0; e < head_dim; e++) o[e] = kp_from_f32(dtype, acc[e] / sum);
+    }
+  }
+  free(p);
+  free(acc);
+  return KPICK_OK;
+}
+
+int be_argmax_advance(int32_t dtype, const void *logits, int32_t m, int64_t vocab, int32_t *tokens, int32_t *pos,
+                      void *stream) {
+  for (int32_t r = 0; r < m; r++) {
+    const uint16_t *row = (const uint16_t *)logits + r * vocab;
+    int64_t best = -1;
+    float bv = 0.0f;
+    for (int64_t j = 0; j < vocab; j++) {
+      const float x = kp_to_f32(dtype, row[j]);
+      if (x != x) continue; /* NaN never wins */
+      if (best < 0 || x > bv) best = j, bv = x;
+    }
+    tokens[r] = best < 0 ? 0 : (int32_t)best;
+    pos[r] += 1;
+  }
+  return KPICK_OK;
+}
+
+int be_embed(int32_t dtype, const void *table, const int32_t *tokens, float *residual, int32_t m, int64_t hidden,
+             int64_t vocab, void *stream) {
+  for (int32_t r = 0; r < m; r++) {
+    const int64_t t = tokens[r] >= 0 && tokens[r] < vocab ? tokens[r] : 0;
+    const uint16_t *row = (const uint16_t *)table + t * hidden;
+    for (int64_t j = 0; j < hidden; j++) residual[r * hidden + j] = kp_to_f32(dtype, row[j]);
+  }
+  return KPICK_OK;
+}
+
+int be_has_graphs(void) { return 0; }
+
+int be_graph_capture(void *stream, int (*enqueue)(void *ctx), void *ctx, void **graph_out) {
+  *graph_out = NULL;
+  return kp_fail(KPICK_E_UNSUPPORTED, "graph", "the CPU backend has no graphs");
+}
+int be_graph_launch(void *graph, void *stream) {
+  return kp_fail(KPICK_E_UNSUPPORTED, "graph", "the CPU backend has no graphs");
+}
+int be_graph_time(void *graph, void *stream, int32_t n, double *us) {
+  return kp_fail(KPICK_E_UNSUPPORTED, "graph", "the CPU backend has no graphs");
+}
+void be_graph_free(void *graph) {}
