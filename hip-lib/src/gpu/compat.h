@@ -142,9 +142,9 @@ __device__ __forceinline__ float kp_ld_coherent(const float *p) {
 #endif
 }
 
-/* Programmatic dependent launch (CUDA sm_90): trigger lets the next kernel of
- * the stream start; wait blocks until the previous kernel's memory is visible.
- * No PDL kernel is ever instantiated for HIP: reaching one there traps. */
+/* Programmatic dependent launch (CUDA sm_90). kp_pdl_trigger lets the next
+ * kernel of the stream start early; only PDL kernels call it, and none is ever
+ * instantiated for HIP, where reaching it traps. */
 __device__ __forceinline__ void kp_pdl_trigger() {
 #if defined(KPICK_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -152,11 +152,23 @@ __device__ __forceinline__ void kp_pdl_trigger() {
   __builtin_trap();
 #endif
 }
-__device__ __forceinline__ void kp_pdl_wait() {
-#if defined(KPICK_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+
+/* Every kernel calls this between its first batch of weight loads and its
+ * first read of x or write of y (first = true), and after the loop. It does
+ * two jobs: under a PDL launch it waits until the previous kernel's memory is
+ * visible; and it keeps the compiler from sinking the batch's weight loads
+ * below it, so that all of them are in flight before the math starts. On
+ * NVIDIA both come from griddepcontrol.wait, which returns at once when the
+ * launch has no programmatic dependency (sm_90; before that, nothing: no PDL
+ * there). HIP has no PDL: a scheduling barrier at every batch does the second
+ * job. */
+__device__ __forceinline__ void kp_batch_fence(bool first) {
+#if defined(KPICK_GPU_CUDA)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (first) asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 #else
-  __builtin_trap();
+  __builtin_amdgcn_sched_barrier(0);
 #endif
 }
 #endif /* device compiler */

@@ -21,7 +21,7 @@ __global__ void __launch_bounds__(8 * KP_WARP)
   if (n >= N) return; /* no block-wide barrier follows */
   const uint16_t *rows[2] = {w + n * K, w + (N + n) * K};
   float acc[2][M];
-  kp_gemv_rows<DT, M, 2, U, PDL>(rows, x, K, lane, acc);
+  kp_gemv_rows<DT, M, 2, U>(rows, x, K, lane, acc);
   float mine = 0.0f;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
@@ -86,8 +86,10 @@ static kp_gated_mma_fn pick_tiles(int nt) {
     case 2: return kp_mma_kernel<DT, 2, U, KP_MMA_GATED, PDL>;
     case 4: return kp_mma_kernel<DT, 4, U, KP_MMA_GATED, PDL>;
     case 8: return kp_mma_kernel<DT, 8, U, KP_MMA_GATED, PDL>;
-#if defined(KPICK_GPU_CUDA)
-    case 16: return kp_mma_kernel<DT, 16, U, KP_MMA_GATED, PDL>;
+#if defined(KPICK_GPU_CUDA) /* 8 activation rows per instruction: 16 tiles reach 128 rows */
+    case 16:
+      if constexpr (U <= 8) return kp_mma_kernel<DT, 16, U, KP_MMA_GATED, PDL>; /* U = 16 would spill: rows stop at 64 */
+      else return nullptr;
 #endif
     default: return nullptr;
   }

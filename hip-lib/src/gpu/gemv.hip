@@ -19,7 +19,7 @@ __global__ void __launch_bounds__(8 * KP_WARP)
   if (n >= N) return; /* no block-wide barrier follows */
   const uint16_t *rows[1] = {w + n * K};
   float acc[1][M];
-  kp_gemv_rows<DT, M, 1, U, PDL>(rows, x, K, lane, acc);
+  kp_gemv_rows<DT, M, 1, U>(rows, x, K, lane, acc);
   float mine = 0.0f;
 #pragma unroll
   for (int m = 0; m < M; ++m) {

@@ -22,10 +22,9 @@ __device__ __forceinline__ float kp_warp_sum(float v) {
   return v;
 }
 
-/* B pieces per weight row, all loads issued before the first use. With PDL,
- * the first batch waits for the previous kernel between its weight loads and
- * its first activation read. */
-template <int DT, int M, int NR, int B, bool PDL>
+/* B pieces per weight row, all loads issued before the first use; the first
+ * batch also holds the PDL wait (kp_batch_fence). */
+template <int DT, int M, int NR, int B>
 __device__ __forceinline__ void kp_gemv_batch(const uint16_t *const (&w)[NR], const uint16_t *x, int64_t K,
                                               int64_t off, float (&acc)[NR][M], bool first) {
   constexpr int64_t chunk = (int64_t)kp_warp * 8;
@@ -34,7 +33,7 @@ __device__ __forceinline__ void kp_gemv_batch(const uint16_t *const (&w)[NR], co
   for (int r = 0; r < NR; ++r)
 #pragma unroll
     for (int b = 0; b < B; ++b) wv[r][b] = kp_ld_stream(w[r] + off + b * chunk);
-  if (PDL && first) kp_pdl_wait();
+  kp_batch_fence(first);
 #pragma unroll
   for (int b = 0; b < B; ++b) {
     float wf[NR][8];
@@ -57,7 +56,7 @@ __device__ __forceinline__ void kp_gemv_batch(const uint16_t *const (&w)[NR], co
 
 /* acc[r][m] = this lane's share of dot(w[r], x[m]); the caller reduces.
  * w[r] and x point at the row starts; K % 8 == 0. */
-template <int DT, int M, int NR, int U, bool PDL>
+template <int DT, int M, int NR, int U>
 __device__ __forceinline__ void kp_gemv_rows(const uint16_t *const (&w)[NR], const uint16_t *x, int64_t K,
                                              int lane, float (&acc)[NR][M]) {
   static_assert(U == 4 || U == 8 || U == 16, "U is 4, 8 or 16");
@@ -74,15 +73,15 @@ __device__ __forceinline__ void kp_gemv_rows(const uint16_t *const (&w)[NR], con
   int64_t c = 0;
   bool first = true;
 #pragma unroll 1
-  for (; c + U <= nfull; c += U, first = false) kp_gemv_batch<DT, M, NR, U, PDL>(wl, xl, K, c * chunk, acc, first);
+  for (; c + U <= nfull; c += U, first = false) kp_gemv_batch<DT, M, NR, U>(wl, xl, K, c * chunk, acc, first);
   /* the rest in shrinking batches: same chunk order, fewer loads in flight */
-  if constexpr (U > 8) if (c + 8 <= nfull) { kp_gemv_batch<DT, M, NR, 8, PDL>(wl, xl, K, c * chunk, acc, first); c += 8; first = false; }
-  if constexpr (U > 4) if (c + 4 <= nfull) { kp_gemv_batch<DT, M, NR, 4, PDL>(wl, xl, K, c * chunk, acc, first); c += 4; first = false; }
-  if (c + 2 <= nfull) { kp_gemv_batch<DT, M, NR, 2, PDL>(wl, xl, K, c * chunk, acc, first); c += 2; first = false; }
-  if (c + 1 <= nfull) { kp_gemv_batch<DT, M, NR, 1, PDL>(wl, xl, K, c * chunk, acc, first); c += 1; first = false; }
+  if constexpr (U > 8) if (c + 8 <= nfull) { kp_gemv_batch<DT, M, NR, 8>(wl, xl, K, c * chunk, acc, first); c += 8; first = false; }
+  if constexpr (U > 4) if (c + 4 <= nfull) { kp_gemv_batch<DT, M, NR, 4>(wl, xl, K, c * chunk, acc, first); c += 4; first = false; }
+  if (c + 2 <= nfull) { kp_gemv_batch<DT, M, NR, 2>(wl, xl, K, c * chunk, acc, first); c += 2; first = false; }
+  if (c + 1 <= nfull) { kp_gemv_batch<DT, M, NR, 1>(wl, xl, K, c * chunk, acc, first); c += 1; first = false; }
   /* a partial last chunk: the lanes whose piece lies inside K */
-  if (lane * 8 < tail) kp_gemv_batch<DT, M, NR, 1, PDL>(wl, xl, K, nfull * chunk, acc, first);
-  if (PDL) kp_pdl_wait(); /* lanes that loaded nothing still wait before any store */
+  if (lane * 8 < tail) kp_gemv_batch<DT, M, NR, 1>(wl, xl, K, nfull * chunk, acc, first);
+  kp_batch_fence(true); /* lanes that loaded nothing still wait before any store */
 }
 
 #endif

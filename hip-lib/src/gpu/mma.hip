@@ -16,7 +16,9 @@ static kp_mma_fn pick_tiles(int nt) {
     case 4: return kp_mma_kernel<DT, 4, U, KP_MMA_LINEAR, PDL>;
     case 8: return kp_mma_kernel<DT, 8, U, KP_MMA_LINEAR, PDL>;
 #if defined(KPICK_GPU_CUDA) /* 8 activation rows per instruction: 16 tiles reach 128 rows */
-    case 16: return kp_mma_kernel<DT, 16, U, KP_MMA_LINEAR, PDL>;
+    case 16:
+      if constexpr (U <= 8) return kp_mma_kernel<DT, 16, U, KP_MMA_LINEAR, PDL>; /* U = 16 would spill: rows stop at 64 */
+      else return nullptr;
 #endif
     default: return nullptr;
   }

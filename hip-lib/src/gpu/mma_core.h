@@ -119,7 +119,7 @@ __device__ __forceinline__ int64_t kp_tile_wrow(int64_t n0, int tr, int64_t N) {
 }
 
 /* B steps from k0, B in {1, 2, 4, 8, 16}; all weight loads issued first. */
-template <int DT, int NT, int B, bool PDL>
+template <int DT, int NT, int B>
 __device__ __forceinline__ void kp_mma_steps(const uint16_t *const (&wr)[kp_mma_wrows],
                                              const uint16_t *const (&xr)[NT], int64_t k0, kp_frag (&acc)[NT],
                                              bool first) {
@@ -128,7 +128,7 @@ __device__ __forceinline__ void kp_mma_steps(const uint16_t *const (&wr)[kp_mma_
   for (int b = 0; b < B; ++b)
 #pragma unroll
     for (int j = 0; j < kp_mma_wrows; ++j) a[b][j] = kp_ld_stream(wr[j] + k0 + b * kp_mma_step);
-  if (PDL && first) kp_pdl_wait();
+  kp_batch_fence(first);
 #pragma unroll
   for (int b = 0; b < B; ++b)
 #pragma unroll
@@ -136,7 +136,7 @@ __device__ __forceinline__ void kp_mma_steps(const uint16_t *const (&wr)[kp_mma_
 }
 
 /* the last step when K % 32 != 0: pieces past K count as zeros */
-template <int DT, int NT, bool PDL>
+template <int DT, int NT>
 __device__ __forceinline__ void kp_mma_step_masked(const uint16_t *const (&wr)[kp_mma_wrows],
                                                    const uint16_t *const (&xr)[NT], int64_t k0, bool inside,
                                                    kp_frag (&acc)[NT], bool first) {
@@ -144,7 +144,7 @@ __device__ __forceinline__ void kp_mma_step_masked(const uint16_t *const (&wr)[k
   kp_v16 a[kp_mma_wrows];
 #pragma unroll
   for (int j = 0; j < kp_mma_wrows; ++j) a[j] = inside ? kp_ld_stream(wr[j] + k0) : zero;
-  if (PDL && first) kp_pdl_wait();
+  kp_batch_fence(first);
 #pragma unroll
   for (int t = 0; t < NT; ++t) kp_mma_apply<DT>(acc[t], a, inside ? kp_ld_cached(xr[t] + k0) : zero);
 }
@@ -183,14 +183,14 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_mma_kernel(kp_m
   int64_t s = s0;
   bool first = true;
 #pragma unroll 1
-  for (; s + U <= e1; s += U, first = false) kp_mma_steps<DT, NT, U, PDL>(wr, xr, s * kp_mma_step, acc, first);
-  if constexpr (U > 8) if (s + 8 <= e1) { kp_mma_steps<DT, NT, 8, PDL>(wr, xr, s * kp_mma_step, acc, first); s += 8; first = false; }
-  if constexpr (U > 4) if (s + 4 <= e1) { kp_mma_steps<DT, NT, 4, PDL>(wr, xr, s * kp_mma_step, acc, first); s += 4; first = false; }
-  if (s + 2 <= e1) { kp_mma_steps<DT, NT, 2, PDL>(wr, xr, s * kp_mma_step, acc, first); s += 2; first = false; }
-  if (s + 1 <= e1) { kp_mma_steps<DT, NT, 1, PDL>(wr, xr, s * kp_mma_step, acc, first); s += 1; first = false; }
+  for (; s + U <= e1; s += U, first = false) kp_mma_steps<DT, NT, U>(wr, xr, s * kp_mma_step, acc, first);
+  if constexpr (U > 8) if (s + 8 <= e1) { kp_mma_steps<DT, NT, 8>(wr, xr, s * kp_mma_step, acc, first); s += 8; first = false; }
+  if constexpr (U > 4) if (s + 4 <= e1) { kp_mma_steps<DT, NT, 4>(wr, xr, s * kp_mma_step, acc, first); s += 4; first = false; }
+  if (s + 2 <= e1) { kp_mma_steps<DT, NT, 2>(wr, xr, s * kp_mma_step, acc, first); s += 2; first = false; }
+  if (s + 1 <= e1) { kp_mma_steps<DT, NT, 1>(wr, xr, s * kp_mma_step, acc, first); s += 1; first = false; }
   if (s < s1) /* the partial last step of K */
-    kp_mma_step_masked<DT, NT, PDL>(wr, xr, s * kp_mma_step, s * kp_mma_step + koff < K, acc, first);
-  if (PDL) kp_pdl_wait(); /* warps with no steps still wait before any store */
+    kp_mma_step_masked<DT, NT>(wr, xr, s * kp_mma_step, s * kp_mma_step + koff < K, acc, first);
+  kp_batch_fence(true); /* warps with no steps still wait before any store */
 
   /* partial tiles meet in shared memory, summed in warp order */
   __shared__ float red[kp_mma_max_warps][kp_mma_cols][kp_mma_pad];
