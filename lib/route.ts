@@ -285,6 +285,11 @@ export class Route {
     this.forced = forcedCandidate(build, env);
   }
 
+  /** The class default of op here: what a miss (or no table) runs. */
+  defaultOf(op: Op): string | null {
+    return this.defaults[op];
+  }
+
   /** The candidate for one call; null only when the build has no default for op. */
   lookup(op: Op, dtype: Dtype, n: number, k: number, m: number): string | null {
     const bucket = bucketOf(m);
