@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# pipeline.sh: the whole kpick pipeline on the GPU machine, in one device call:
+# build the CUDA backend, sweep every preset (Llama-3.1-8B timed against the
+# 60 s target), promote into tables/, refuse-check, the table benchmark, and
+# parity of every candidate on every decode linear of the five presets at
+# every rows bucket. Run from the repo root with .devcarry carried
+# (../shared/device/prep.sh; node_modules packed as .devcarry/nm.tar.xz).
+#   bash bench/gpu/pipeline.sh [step ...]   steps: sweep promote bench parity (default: all)
+# Everything comes back as $OUT/pipeline.tar.xz (stores, tables, logs) and
+# $OUT/summary.txt; each step has its own time limit so the pack always runs.
+set -uo pipefail
+out=${OUT:-build/gpu-pipeline}
+mkdir -p "$out" build logs
+steps=${*:-sweep promote bench parity}
+summary="$out/summary.txt"
+t0=$(date +%s)
+log() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$summary"; }
+
+xz -dc .devcarry/node.xz > /usr/local/bin/node && chmod +x /usr/local/bin/node
+[ -d node_modules ] || tar xJf .devcarry/nm.tar.xz
+{
+  echo "commit: ${KPICK_COMMIT:-unknown}"
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem --format=csv || true
+  nvcc --version | tail -2
+} | tee -a "$summary"
+
+# cuBLASLt's header: the toolkit's include folder, else wherever the image keeps it
+nvcc_cmd=nvcc
+if ! printf '#include <cublasLt.h>\n' | nvcc -x cu -E - >/dev/null 2>&1; then
+  hdr=$(find /usr /opt -name cublasLt.h -path '*include*' 2>/dev/null | head -1)
+  lib=$(find /usr /opt -name 'libcublasLt.so*' 2>/dev/null | head -1)
+  nvcc_cmd="nvcc -I$(dirname "$hdr") -L$(dirname "$lib")"
+  export LD_LIBRARY_PATH="$(dirname "$lib"):${LD_LIBRARY_PATH:-}"
+fi
+make -j"$(nproc)" GPU=cuda NVCC="$nvcc_cmd" > logs/build.log 2>&1 || { log "build failed"; tail -30 logs/build.log; }
+log "built"
+export KPICK_BACKEND=cuda NO_COLOR=1
+kp() { node --import tsx "$@"; }
+kp scripts/info.ts --json > logs/info.json 2> logs/info.log; cat logs/info.json >> "$summary"
+
+# step NAME LIMIT_S COMMAND...: stdout to logs/NAME.jsonl, stderr to logs/NAME.log
+step() {
+  local name=$1 limit=$2; shift 2
+  local s=$(date +%s)
+  timeout "$limit" "$@" > "logs/$name.jsonl" 2> "logs/$name.log"
+  log "$name: exit $? in $(( $(date +%s) - s )) s"
+}
+
+presets="Llama-3.1-8B Qwen3-8B Qwen3-4B Qwen3-1.7B Qwen3-0.6B"
+rows=1,2,4,8,16,32,64,128
+for want in $steps; do
+  case $want in
+    sweep)
+      for m in $presets; do step "sweep-$m" 150 kp scripts/sweep.ts --model "$m" --rows $rows --store stores/h200; done ;;
+    promote)
+      step promote 60 kp scripts/promote.ts --store stores/h200 --tables-dir tables --json
+      step refuse-check 30 kp scripts/refuse-check.ts --tables-dir tables --json
+      cat logs/refuse-check.log >> "$summary" ;;
+    bench)
+      step table-bench 150 kp bench/table-bench.ts --rows $rows
+      grep -E '^(rows|target)' logs/table-bench.log >> "$summary" ;;
+    parity)
+      for m in $presets; do step "parity-$m" 120 kp scripts/parity.ts --model "$m" --rows $rows --dtype bf16,fp16; done
+      tail -q -n 3 logs/parity-*.log >> "$summary" ;;
+  esac
+done
+tar cJf "$out/pipeline.tar.xz" stores tables logs 2>/dev/null
+log "packed $(du -h "$out/pipeline.tar.xz" | cut -f1)"
