@@ -193,7 +193,9 @@ int kpick_problem_create(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_
                    (long long)k, w_bytes / 1048576.0, free_b / 1048576.0);
   if (copies <= 0) {
     int64_t want = (int64_t)(8 * (double)info.llc_bytes / (double)w_bytes) + 1;
-    if (want < 1) want = 1;
+    /* at least two: a call must not start on weights the previous call left
+     * in the cache (a weight past 8x the cache would otherwise get one copy) */
+    if (want < 2) want = 2;
     if (want > KP_MAX_COPIES) want = KP_MAX_COPIES;
     copies = (int32_t)(want < fit ? want : fit);
   } else if (copies > fit) {

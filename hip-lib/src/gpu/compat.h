@@ -42,9 +42,11 @@
 #define hipStream_t cudaStream_t
 #define hipStreamCreateWithFlags cudaStreamCreateWithFlags
 #define hipStreamNonBlocking cudaStreamNonBlocking
+#define hipStreamDestroy cudaStreamDestroy
 #define hipStreamSynchronize cudaStreamSynchronize
 #define hipEvent_t cudaEvent_t
 #define hipEventCreate cudaEventCreate
+#define hipEventDestroy cudaEventDestroy
 #define hipEventRecord cudaEventRecord
 #define hipEventSynchronize cudaEventSynchronize
 #define hipEventElapsedTime cudaEventElapsedTime
