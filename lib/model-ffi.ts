@@ -78,6 +78,7 @@ const SIGNATURES = {
   kpick_model_reset: ['int', [ModelHandle, 'uint64_t']],
   kpick_model_step: ['int', [ModelHandle, 'const int32_t *', 'int32_t', 'int32_t *']],
   kpick_model_time: ['int', [ModelHandle, 'const int32_t *', 'int32_t', 'int32_t', 'double *']],
+  kpick_model_check: ['int', [ModelHandle, 'const int32_t *', 'int32_t', koffi.out(koffi.pointer('double')), koffi.out(koffi.pointer('double'))]],
   kpick_decode_selfcheck: [
     'int',
     ['int32_t', 'int32_t', 'uint64_t', 'int32_t', koffi.out(koffi.pointer('double')), koffi.out(koffi.pointer('double'))],
@@ -181,6 +182,21 @@ export class Model {
     const us = new Float64Array(Math.max(1, steps));
     this.native.call('kpick_model_time', this.handle, cands, batch, steps, us);
     return us.subarray(0, Math.max(0, steps));
+  }
+
+  /**
+   * One step like step() (it advances the state), then the same step in fp64 on
+   * the host from the model's own weights and cache: every buffer the step left
+   * (each layer's cache slots, the last layer's qkv, attention, gate_up, down,
+   * the final norm, residual and logits) against it, relative to its largest value.
+   */
+  check(cands: Int32Array, batch: number): { relErr: number; tol: number; pass: boolean } {
+    const relErr = [0];
+    const tol = [0];
+    this.native.call('kpick_model_check', this.handle, cands, batch, relErr, tol);
+    const r = Number(relErr[0]);
+    const t = Number(tol[0]);
+    return { relErr: r, tol: t, pass: Number.isFinite(r) && r <= t };
   }
 
   /** Releases the library's memory; later calls fail with "not a live model handle". */

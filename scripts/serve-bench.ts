@@ -4,7 +4,7 @@
 // identity between the two routes. The engine is lib/serve.ts.
 //   tsx scripts/serve-bench.ts --model Qwen3-0.6B [--c 1,4,8,16,32,64] [--json]
 // Before anything is timed, every non-linear op of the step is checked against
-// fp64 on this backend. Exit 0 when the bench ran and greedy tokens were
+// fp64 on this backend (and with --check-step, one whole step of each route). Exit 0 when the bench ran and greedy tokens were
 // identical or every difference is explained; 1 when a difference is not (or
 // a check or a native call failed); 2 on bad usage, including a model that
 // does not fit in memory (the line names what would).
@@ -26,7 +26,7 @@ import {
   type OptionSpec,
 } from '../lib/cli.ts';
 import { BACKENDS, KpickLoadError, loadKpick, type Dtype, type Kpick } from '../lib/ffi.ts';
-import { DECODE_OPS, LINEAR_KINDS, NativeModels, type SelfCheck } from '../lib/model-ffi.ts';
+import { DECODE_OPS, LINEAR_KINDS, NativeModels, type Model, type SelfCheck } from '../lib/model-ffi.ts';
 import { findModel, modelNames, parseDtypes, type ModelPreset } from '../lib/models.ts';
 import { buildOf, loadRoute } from '../lib/route.ts';
 import { ARMS, benchRow, checkFit, dimsOf, gib, parseConcurrency, RATIO_FLOOR, routeArm, type ArmName, type ArmRoute, type ArmSummary, type RowResult } from '../lib/serve.ts';
@@ -49,6 +49,7 @@ export const OPTIONS = {
   dtype: { flag: '--dtype <type>', help: 'bf16 or fp16', default: 'bf16' },
   seed: { flag: '--seed <n>', help: 'seed of the weights and prompts', default: 1 },
   memLimit: { flag: '--mem-limit <GiB>', help: 'use at most this much memory (default: all that is free)' },
+  checkStep: { flag: '--check-step', help: 'before timing, check one whole step of each route at the smallest --c against an fp64 forward on the host (slow on big models: try --layers 2)' },
   json: { flag: '--json', help: 'a setup line, then one JSON line per concurrency on stdout' },
   quiet: { flag: '--quiet', help: 'no table or progress on stderr (errors and warnings still print)' },
 } satisfies Record<string, OptionSpec>;
@@ -68,6 +69,7 @@ export interface ServeBenchArgs {
   seed: number;
   /** bytes, or null: all free memory */
   memLimit: number | null;
+  checkStep: boolean;
   json: boolean;
   quiet: boolean;
 }
@@ -130,6 +132,7 @@ export function parseArgs(argv: readonly string[]): ServeBenchArgs | null {
       dtype: dtypes[0]!,
       seed: optionInt(o, 'seed', OPTIONS.seed.default, 0, Number.MAX_SAFE_INTEGER),
       memLimit: memGib === null ? null : memGib * 1024 ** 3,
+      checkStep: o.checkStep === true,
       json: o.json === true,
       quiet: o.quiet === true,
     };
@@ -216,6 +219,15 @@ function routeLine(r: RowResult): string {
   return `c=${r.c} table route: ${moved.length > 0 ? moved.join(', ') : `the defaults (${LINEAR_KINDS.map((k) => d[k]).join(', ')})`}`;
 }
 
+/** One whole step of each route from the prompt state, against its fp64 forward on the host. */
+function checkSteps(model: Model, routes: Record<ArmName, ArmRoute>, c: number, seed: number, say: (label: string) => unknown) {
+  return ARMS.map((arm) => {
+    say(`checking one step of the ${arm} route against fp64 on the host`);
+    model.reset(seed);
+    return { arm, ...model.check(routes[arm].ids, c) };
+  });
+}
+
 // ---- main ----------------------------------------------------------------------
 
 export async function main(argv: readonly string[]): Promise<number> {
@@ -232,7 +244,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   const tablePath = args.table ?? defaultTablePath(args.tablesDir, build.identity);
   const defaults = loadRoute(null, build, process.env);
   const tableRoute = loadRoute(tablePath, build, process.env);
-  say(tableRoute.verdict.line);
+  if (human) say(tableRoute.verdict.line);
   if (!tableRoute.verdict.used) warn('the table route is the default route: both arms run the same candidates');
   const routes = args.concurrency.map((c) => {
     const pair: Record<ArmName, ArmRoute> = {
@@ -290,6 +302,14 @@ export async function main(argv: readonly string[]): Promise<number> {
   const model = native.create(dims, args.seed);
   const results: RowResult[] = [];
   try {
+    const stepChecks = args.checkStep ? checkSteps(model, routes[0]!, args.concurrency[0]!, args.seed + 1, (label) => human && progress.update(0, 1, label)) : [];
+    progress.end();
+    const badSteps = stepChecks.filter((c) => !c.pass);
+    if (args.json && stepChecks.length > 0) {
+      printJsonLine({ kind: 'step-check', c: args.concurrency[0], checks: stepChecks.map((c) => ({ arm: c.arm, rel_err: c.relErr, tol: c.tol, pass: c.pass })) });
+    }
+    if (human) for (const c of stepChecks) say(`step check (${c.arm} route, c=${args.concurrency[0]}): rel err ${c.relErr.toExponential(2)}, tol ${c.tol.toExponential(2)}: ${c.pass ? 'pass' : 'FAIL'}`);
+    if (badSteps.length > 0) throw new Error(`the decode step of the ${badSteps.map((c) => c.arm).join(' and ')} route differs from its fp64 forward`);
     if (human) {
       progress.end();
       say(line(HEADER));

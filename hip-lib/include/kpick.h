@@ -202,6 +202,14 @@ int kpick_model_step(kpick_model *model, const int32_t *cands, int32_t batch, in
 int kpick_model_time(kpick_model *model, const int32_t *cands, int32_t batch, int32_t steps,
                      double *step_us_out);
 
+/* One decode step like kpick_model_step (it advances the state), then an fp64
+ * forward of the same step on the host from the model's own weights, cache and
+ * tokens: *rel_err_out = max |logit - ref| / max |ref|, *tol_out its bound
+ * (KPICK_OK either way: the caller judges). It checks the step's wiring as a
+ * whole; slow on a big model (every multiply in fp64 on one host thread). */
+int kpick_model_check(kpick_model *model, const int32_t *cands, int32_t batch, double *rel_err_out,
+                      double *tol_out);
+
 /* the non-linear ops of a step, each checked by kpick_decode_selfcheck */
 enum kpick_decode_op {
   KPICK_DEC_ADD_RMSNORM = 0, /* residual += y (fp32), out = rmsnorm(residual) * gamma */
