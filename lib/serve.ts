@@ -84,7 +84,8 @@ export function parseConcurrency(text: string | number): number[] {
 // ---- memory ------------------------------------------------------------------
 
 const GIB = 1024 ** 3;
-export const gib = (bytes: number): string => `${(bytes / GIB).toFixed(2)} GiB`;
+/** bytes as GiB, or MiB below one GiB */
+export const gib = (bytes: number): string => (bytes >= GIB ? `${(bytes / GIB).toFixed(2)} GiB` : `${(bytes / 1024 ** 2).toFixed(1)} MiB`);
 
 export type Fit = { fits: true; bytes: number } | { fits: false; bytes: number; message: string };
 
@@ -102,7 +103,7 @@ export function checkFit(native: NativeModels, model: ModelPreset, dims: ModelDi
   for (let b = dims.maxBatch - 1; b >= 1 && batch === 0; b--) if (native.bytes({ ...dims, maxBatch: b }) <= budget) batch = b;
   const options = [layers > 0 ? `--layers ${layers}` : null, batch > 0 ? `--c up to ${batch} (all ${dims.layers} layers)` : null].filter((x) => x !== null);
   const advice = options.length > 0 ? `would fit: ${options.join(', or ')}` : 'nothing would fit: the embedding and lm_head alone are too large';
-  const what = `${model.name} (${dims.layers} layers, --c up to ${dims.maxBatch}, ${dims.context + dims.maxNew} positions)`;
+  const what = `${model.name} (${dims.layers} layers, batch ${dims.maxBatch}, ${dims.context + dims.maxNew} positions)`;
   return { fits: false, bytes, message: `${what} needs ${gib(bytes)}, ${gib(budget)} ${budgetNote}; ${advice}` };
 }
 

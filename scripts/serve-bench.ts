@@ -244,8 +244,6 @@ export async function main(argv: readonly string[]): Promise<number> {
   const tablePath = args.table ?? defaultTablePath(args.tablesDir, build.identity);
   const defaults = loadRoute(null, build, process.env);
   const tableRoute = loadRoute(tablePath, build, process.env);
-  if (human) say(tableRoute.verdict.line);
-  if (!tableRoute.verdict.used) warn('the table route is the default route: both arms run the same candidates');
   const routes = args.concurrency.map((c) => {
     const pair: Record<ArmName, ArmRoute> = {
       default: routeArm(defaults, kpick, args.model, args.dtype, c),
@@ -269,6 +267,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     throw new Error(`decode ops failed their fp64 check: ${bad.map((c) => `${c.op} rel err ${c.relErr.toExponential(2)} > ${c.tol.toExponential(2)}`).join('; ')}`);
   }
 
+  if (human) say(tableRoute.verdict.line);
+  if (!tableRoute.verdict.used) warn('the table route is the default route: both arms run the same candidates');
   if (args.json) {
     printJsonLine({
       kind: 'setup',
