@@ -64,8 +64,11 @@ void be_dev_free(void *ptr) {
   if (ptr) (void)hipFree(ptr);
 }
 
+/* A copy from pageable memory may return before its DMA lands, and the
+ * model's stream does not wait for the default stream: wait for the device. */
 int be_dev_upload(void *dst, const void *src, size_t bytes) {
   KP_DEC_GPU(hipMemcpy(dst, src, bytes, hipMemcpyHostToDevice));
+  KP_DEC_GPU(hipDeviceSynchronize());
   return KPICK_OK;
 }
 
@@ -431,7 +434,7 @@ __global__ void __launch_bounds__(kp_argmax_threads)
 #pragma unroll
   for (int o = kp_warp / 2; o > 0; o >>= 1) {
     const float ov = kp_shfl_xor(bv, o);
-    const int32_t oi = __float_as_int(kp_shfl_xor(__int_as_float(bi), o));
+    const int32_t oi = (int32_t)kp_shfl_xor((float)bi, o); /* exact: indices <= 2^24 */
     if (kp_beats(ov, oi, bv, bi)) bv = ov, bi = oi;
   }
   const int warp = threadIdx.x / kp_warp;

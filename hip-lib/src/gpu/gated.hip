@@ -52,7 +52,6 @@ static kp_gated_gemv_fn pick_rows(int m) {
 template <int DT>
 static kp_gated_gemv_fn pick_gemv(int m, int u, int pdl) {
   if (!pdl) {
-    if (u == 4) return pick_rows<DT, 4, false>(m);
     if (u == 8) return pick_rows<DT, 8, false>(m);
   }
 #if defined(KPICK_GPU_CUDA)
@@ -110,7 +109,6 @@ template <int DT>
 static kp_gated_mma_fn pick_mma(int nt, int u, int pdl) {
   if (!pdl) {
     if (u == 8) return pick_tiles<DT, 8, false>(nt);
-    if (u == 16) return pick_tiles<DT, 16, false>(nt);
   }
 #if defined(KPICK_GPU_CUDA)
   if (pdl && u == 8) return pick_tiles_pdl<DT, 8>(nt);

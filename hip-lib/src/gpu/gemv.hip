@@ -50,7 +50,6 @@ static kp_gemv_fn pick_rows(int m) {
 template <int DT>
 static kp_gemv_fn pick(int m, int u, int pdl) {
   if (!pdl) {
-    if (u == 4) return pick_rows<DT, 4, false>(m);
     if (u == 8) return pick_rows<DT, 8, false>(m);
     if (u == 16) return pick_rows<DT, 16, false>(m);
   }

@@ -59,7 +59,7 @@ __device__ __forceinline__ void kp_gemv_batch(const uint16_t *const (&w)[NR], co
 template <int DT, int M, int NR, int U>
 __device__ __forceinline__ void kp_gemv_rows(const uint16_t *const (&w)[NR], const uint16_t *x, int64_t K,
                                              int lane, float (&acc)[NR][M]) {
-  static_assert(U == 4 || U == 8 || U == 16, "U is 4, 8 or 16");
+  static_assert(U == 8 || U == 16, "U is 8 or 16");
   constexpr int64_t chunk = (int64_t)kp_warp * 8;
   const int64_t nfull = K / chunk, tail = K - nfull * chunk;
   const uint16_t *wl[NR];

@@ -151,7 +151,7 @@ __device__ __forceinline__ void kp_mma_step_masked(const uint16_t *const (&wr)[k
 
 template <int DT, int NT, int U, int MODE, bool PDL>
 __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_mma_kernel(kp_mma_args p) {
-  static_assert(U == 4 || U == 8 || U == 16, "U is 4, 8 or 16");
+  static_assert(U == 8 || U == 16, "U is 8 or 16");
   if (PDL) kp_pdl_trigger();
   const int lane = threadIdx.x % kp_warp, warp = threadIdx.x / kp_warp, nwarps = blockDim.x / kp_warp;
   const int64_t N = p.n, K = p.k;
