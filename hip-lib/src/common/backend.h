@@ -74,12 +74,13 @@ int be_argmax_advance(int32_t dtype, const void *logits, int32_t m, int64_t voca
 /* residual[r] = table row tokens[r] (tokens outside 0..vocab-1 give row 0) */
 int be_embed(int32_t dtype, const void *table, const int32_t *tokens, float *residual, int32_t m,
              int64_t hidden, int64_t vocab, void *stream);
-/* 1 when the backend captures work into graphs (the GPU), 0 for call by call */
-int be_has_graphs(void);
-/* Captures what enqueue(ctx) puts on stream into an instantiated graph. */
-int be_graph_capture(void *stream, int (*enqueue)(void *ctx), void *ctx, void **graph_out);
+/* What enqueue(ctx) puts on stream, as a graph to launch again and again: the
+ * GPU captures and instantiates it; the CPU keeps enqueue and a copy of the
+ * ctx_bytes at ctx, and calls it at every launch. */
+int be_graph_capture(void *stream, int (*enqueue)(void *ctx), const void *ctx, size_t ctx_bytes, void **graph_out);
 int be_graph_launch(void *graph, void *stream);
-/* launches the graph n times back to back; us[i] = the i-th launch's time */
+/* launches the graph n times back to back; us[i] = the i-th launch's time
+ * (GPU: events between launches; CPU: the clock around each) */
 int be_graph_time(void *graph, void *stream, int32_t n, double *us);
 void be_graph_free(void *graph);
 

@@ -6,7 +6,8 @@
  *             would fit when it does not
  *   step      the orchestration: backend ops for the non-linear parts and
  *             be_launch for every linear, on the model's own stream
- *   graphs    GPU: one captured graph per (candidates, batch), cached
+ *   graphs    one graph per (candidates, batch), captured on first use after
+ *             an eager warm-up step, cached (backend.h: the CPU's replays)
  *   selfcheck each non-linear op of this backend against an fp64 reference
  * The residual stream is fp32; every linear reads and writes the dtype. */
 #include <math.h>
@@ -14,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend.h"
 #include "error.h"
@@ -424,11 +424,10 @@ static int warm_up(step_args *a) {
   return st;
 }
 
-/* The graph of (cands, m), captured on first use; NULL on a backend without graphs. */
+/* The graph of (cands, m), captured on first use. */
 static int graph_for(step_args *a, void **out) {
   struct kpick_model *md = a->md;
   *out = NULL;
-  if (!be_has_graphs()) return KPICK_OK;
   for (int32_t i = 0; i < md->ngraphs; i++) {
     const struct graph_slot *g = &md->graphs[i];
     if (g->m == a->m && memcmp(g->cands, a->cands, sizeof g->cands) == 0) {
@@ -438,7 +437,7 @@ static int graph_for(step_args *a, void **out) {
   }
   KP_TRY(warm_up(a));
   void *graph = NULL;
-  KP_TRY(be_graph_capture(md->stream, enqueue_step, a, &graph));
+  KP_TRY(be_graph_capture(md->stream, enqueue_step, a, sizeof *a, &graph));
   struct graph_slot *slot;
   if (md->ngraphs < KP_GRAPH_SLOTS) {
     slot = &md->graphs[md->ngraphs++];
@@ -457,7 +456,7 @@ static int graph_for(step_args *a, void **out) {
 static int run_once(step_args *a) {
   void *graph = NULL;
   KP_TRY(graph_for(a, &graph));
-  KP_TRY(graph ? be_graph_launch(graph, a->md->stream) : enqueue_step(a));
+  KP_TRY(be_graph_launch(graph, a->md->stream));
   return be_stream_sync(a->md->stream);
 }
 
@@ -484,12 +483,6 @@ int kpick_model_step(kpick_model *md, const int32_t *cands, int32_t batch, int32
   return be_dev_download(tokens_out, at(md, md->L.tokens), (size_t)batch * 4);
 }
 
-static double now_us(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
 int kpick_model_time(kpick_model *md, const int32_t *cands, int32_t batch, int32_t steps, double *step_us_out) {
   kp_clear_error();
   KP_MODEL(md);
@@ -506,14 +499,7 @@ int kpick_model_time(kpick_model *md, const int32_t *cands, int32_t batch, int32
   md->steps = steps;
   void *graph = NULL;
   KP_TRY(graph_for(&a, &graph));
-  if (graph) return be_graph_time(graph, md->stream, steps, step_us_out);
-  for (int32_t i = 0; i < steps; i++) {
-    const double t0 = now_us();
-    KP_TRY(enqueue_step(&a));
-    KP_TRY(be_stream_sync(md->stream));
-    step_us_out[i] = now_us() - t0;
-  }
-  return KPICK_OK;
+  return be_graph_time(graph, md->stream, steps, step_us_out);
 }
 
 /* ---- self-checks of the non-linear ops against fp64 ---- */

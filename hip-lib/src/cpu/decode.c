@@ -6,10 +6,12 @@
  *   rope_append  rotate-half rotary embedding of q and k, k and v into the cache
  *   attention    one query per row, grouped-query, two-pass softmax
  *   argmax       lowest index of the largest value; then the position moves on
- *   embed        residual = the token's row of the table */
+ *   embed        residual = the token's row of the table
+ *   graphs       the step's enqueue and arguments, called again per launch */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../common/backend.h"
 #include "../common/error.h"
@@ -155,16 +157,53 @@ int be_embed(int32_t dtype, const void *table, const int32_t *tokens, float *res
   return KPICK_OK;
 }
 
-int be_has_graphs(void) { return 0; }
+/* A "graph" on the CPU: the step's enqueue and its arguments, called again at
+ * every launch, so the model's graph cache works (and is tested) here as on
+ * a GPU. */
+typedef struct cpu_graph {
+  int (*enqueue)(void *ctx);
+  void *ctx;
+} cpu_graph;
 
-int be_graph_capture(void *stream, int (*enqueue)(void *ctx), void *ctx, void **graph_out) {
+int be_graph_capture(void *stream, int (*enqueue)(void *ctx), const void *ctx, size_t ctx_bytes, void **graph_out) {
   *graph_out = NULL;
-  return kp_fail(KPICK_E_UNSUPPORTED, "graph", "the CPU backend has no graphs");
+  cpu_graph *g = malloc(sizeof *g);
+  void *copy = malloc(ctx_bytes ? ctx_bytes : 1);
+  if (!g || !copy) {
+    free(g);
+    free(copy);
+    return kp_fail(KPICK_E_NOMEM, "graph", "host allocation failed");
+  }
+  memcpy(copy, ctx, ctx_bytes);
+  g->enqueue = enqueue;
+  g->ctx = copy;
+  *graph_out = g;
+  return KPICK_OK;
 }
+
 int be_graph_launch(void *graph, void *stream) {
-  return kp_fail(KPICK_E_UNSUPPORTED, "graph", "the CPU backend has no graphs");
+  const cpu_graph *g = graph;
+  return g->enqueue(g->ctx);
 }
+
+static double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
 int be_graph_time(void *graph, void *stream, int32_t n, double *us) {
-  return kp_fail(KPICK_E_UNSUPPORTED, "graph", "the CPU backend has no graphs");
+  for (int32_t i = 0; i < n; i++) {
+    const double t0 = now_us();
+    KP_TRY(be_graph_launch(graph, stream));
+    us[i] = now_us() - t0;
+  }
+  return KPICK_OK;
 }
-void be_graph_free(void *graph) {}
+
+void be_graph_free(void *graph) {
+  cpu_graph *g = graph;
+  if (!g) return;
+  free(g->ctx);
+  free(g);
+}

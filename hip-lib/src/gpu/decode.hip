@@ -94,14 +94,12 @@ int be_stream_sync(void *stream) {
   return KPICK_OK;
 }
 
-int be_has_graphs(void) { return 1; }
-
-int be_graph_capture(void *stream, int (*enqueue)(void *ctx), void *ctx, void **graph_out) {
+int be_graph_capture(void *stream, int (*enqueue)(void *ctx), const void *ctx, size_t ctx_bytes, void **graph_out) {
   *graph_out = NULL;
   const hipStream_t s = (hipStream_t)stream;
   hipGraph_t graph = NULL;
   KP_DEC_GPU(hipStreamBeginCapture(s, hipStreamCaptureModeThreadLocal));
-  const int st = enqueue(ctx);
+  const int st = enqueue(const_cast<void *>(ctx)); /* the work is recorded now: ctx is not kept */
   const hipError_t e = hipStreamEndCapture(s, &graph);
   if (st != KPICK_OK) {
     if (graph) (void)hipGraphDestroy(graph);
