@@ -572,7 +572,9 @@ static double rel_f32(const float *out, const double *ref, int64_t n) {
 static double worst(double a, double b) { return isnan(a) || a > b ? a : b; }
 
 /* Shapes with tails: no size a power of two, positions 0, mid and last. */
-enum { SC_M = 3, SC_H = 328, SC_HEADS = 4, SC_KV = 2, SC_D = 64, SC_CAP = 300, SC_V = 1003 };
+enum { SC_M = 3, SC_H = 328, SC_HEADS = 4, SC_KV = 2, SC_CAP = 300, SC_V = 1003 };
+/* head dims of the rotary and attention checks: tiny's, and every preset's */
+static const int sc_head_dims[] = {64, 128};
 static const int32_t sc_pos[SC_M] = {0, 77, SC_CAP - 1};
 static const float sc_theta = 1e6f;
 
@@ -628,9 +630,9 @@ static void rope_ref(double *v, int32_t pos, int d, double theta) {
   }
 }
 
-static int check_rope_append(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
-  const int64_t nqkv = (int64_t)(SC_HEADS + 2 * SC_KV) * SC_D, n = SC_M * nqkv;
-  const int64_t ncache = (int64_t)SC_M * SC_KV * SC_CAP * SC_D;
+static int check_rope_append_d(bag *b, int dt, uint64_t seed, int corrupt, int D, double *err) {
+  const int64_t nqkv = (int64_t)(SC_HEADS + 2 * SC_KV) * D, n = SC_M * nqkv;
+  const int64_t ncache = (int64_t)SC_M * SC_KV * SC_CAP * D;
   uint16_t *qkv, *kc, *vc;
   double *qkv_ref, *kc_ref, *vc_ref;
   int32_t pos[SC_M];
@@ -647,12 +649,12 @@ static int check_rope_append(bag *b, int dt, uint64_t seed, int corrupt, double 
   for (int64_t i = 0; i < n; i++) qkv_ref[i] = val(dt, qkv[i]);
   for (int64_t i = 0; i < ncache; i++) kc_ref[i] = val(dt, kc[i]), vc_ref[i] = val(dt, vc[i]);
   for (int m = 0; m < SC_M; m++) {
-    for (int h = 0; h < SC_HEADS + SC_KV; h++) rope_ref(qkv_ref + m * nqkv + h * SC_D, pos[m], SC_D, sc_theta);
+    for (int h = 0; h < SC_HEADS + SC_KV; h++) rope_ref(qkv_ref + m * nqkv + h * D, pos[m], D, sc_theta);
     for (int g = 0; g < SC_KV; g++) {
-      const int64_t slot = (((int64_t)m * SC_KV + g) * SC_CAP + pos[m]) * SC_D;
-      for (int e = 0; e < SC_D; e++) {
-        kc_ref[slot + e] = qkv_ref[m * nqkv + (SC_HEADS + g) * SC_D + e];
-        vc_ref[slot + e] = qkv_ref[m * nqkv + (SC_HEADS + SC_KV + g) * SC_D + e];
+      const int64_t slot = (((int64_t)m * SC_KV + g) * SC_CAP + pos[m]) * D;
+      for (int e = 0; e < D; e++) {
+        kc_ref[slot + e] = qkv_ref[m * nqkv + (SC_HEADS + g) * D + e];
+        vc_ref[slot + e] = qkv_ref[m * nqkv + (SC_HEADS + SC_KV + g) * D + e];
       }
     }
   }
@@ -662,7 +664,7 @@ static int check_rope_append(bag *b, int dt, uint64_t seed, int corrupt, double 
   KP_TRY(bag_upload(b, kc, ncache * 2, &d_kc));
   KP_TRY(bag_upload(b, vc, ncache * 2, &d_vc));
   KP_TRY(bag_upload(b, pos, sizeof pos, &d_pos));
-  KP_TRY(be_rope_append(dt, d_qkv, d_pos, d_kc, d_vc, SC_M, SC_HEADS, SC_KV, SC_D, SC_CAP, sc_theta, b->stream));
+  KP_TRY(be_rope_append(dt, d_qkv, d_pos, d_kc, d_vc, SC_M, SC_HEADS, SC_KV, D, SC_CAP, sc_theta, b->stream));
   KP_TRY(be_stream_sync(b->stream));
   KP_TRY(be_dev_download(qkv, d_qkv, n * 2));
   KP_TRY(be_dev_download(kc, d_kc, ncache * 2));
@@ -671,9 +673,19 @@ static int check_rope_append(bag *b, int dt, uint64_t seed, int corrupt, double 
   return KPICK_OK;
 }
 
-static int check_attention(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
-  const int64_t nqkv = (int64_t)(SC_HEADS + 2 * SC_KV) * SC_D, n = SC_M * nqkv;
-  const int64_t ncache = (int64_t)SC_M * SC_KV * SC_CAP * SC_D, nout = (int64_t)SC_M * SC_HEADS * SC_D;
+static int check_rope_append(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
+  *err = 0;
+  for (size_t i = 0; i < sizeof sc_head_dims / sizeof sc_head_dims[0]; i++) {
+    double e = INFINITY;
+    KP_TRY(check_rope_append_d(b, dt, seed + 16 * i, corrupt, sc_head_dims[i], &e));
+    *err = worst(*err, e);
+  }
+  return KPICK_OK;
+}
+
+static int check_attention_d(bag *b, int dt, uint64_t seed, int corrupt, int D, double *err) {
+  const int64_t nqkv = (int64_t)(SC_HEADS + 2 * SC_KV) * D, n = SC_M * nqkv;
+  const int64_t ncache = (int64_t)SC_M * SC_KV * SC_CAP * D, nout = (int64_t)SC_M * SC_HEADS * D;
   uint16_t *qkv, *kc, *vc, *vc_dev_src, *out;
   double *ref, *p;
   KP_HOST(b, qkv, n * 2);
@@ -689,28 +701,28 @@ static int check_attention(bag *b, int dt, uint64_t seed, int corrupt, double *e
   random_dtype(vc, ncache, dt, seed + 3, 0.0f, 1.0f);
   memcpy(vc_dev_src, vc, ncache * 2);
   if (corrupt) /* values of row 2, kv head 0, shifted: its heads' outputs move by 2 */
-    for (int64_t i = 0; i < (int64_t)SC_CAP * SC_D; i++) {
-      const int64_t at_i = ((int64_t)2 * SC_KV + 0) * SC_CAP * SC_D + i;
+    for (int64_t i = 0; i < (int64_t)SC_CAP * D; i++) {
+      const int64_t at_i = ((int64_t)2 * SC_KV + 0) * SC_CAP * D + i;
       vc_dev_src[at_i] = kp_from_f32(dt, val(dt, vc[at_i]) + 2.0f);
     }
-  const double scale = 1.0 / sqrt((double)SC_D);
+  const double scale = 1.0 / sqrt((double)D);
   for (int m = 0; m < SC_M; m++) {
     for (int h = 0; h < SC_HEADS; h++) {
       const int g = h / (SC_HEADS / SC_KV);
-      const uint16_t *q = qkv + m * nqkv + h * SC_D;
-      const int64_t base = ((int64_t)m * SC_KV + g) * SC_CAP * SC_D;
+      const uint16_t *q = qkv + m * nqkv + h * D;
+      const int64_t base = ((int64_t)m * SC_KV + g) * SC_CAP * D;
       double mx = -INFINITY, sum = 0;
       for (int t = 0; t <= sc_pos[m]; t++) {
         double s = 0;
-        for (int e = 0; e < SC_D; e++) s += val(dt, q[e]) * val(dt, kc[base + (int64_t)t * SC_D + e]);
+        for (int e = 0; e < D; e++) s += val(dt, q[e]) * val(dt, kc[base + (int64_t)t * D + e]);
         p[t] = s * scale;
         mx = p[t] > mx ? p[t] : mx;
       }
       for (int t = 0; t <= sc_pos[m]; t++) sum += p[t] = exp(p[t] - mx);
-      for (int e = 0; e < SC_D; e++) {
+      for (int e = 0; e < D; e++) {
         double o = 0;
-        for (int t = 0; t <= sc_pos[m]; t++) o += p[t] * val(dt, vc[base + (int64_t)t * SC_D + e]);
-        ref[((int64_t)m * SC_HEADS + h) * SC_D + e] = o / sum;
+        for (int t = 0; t <= sc_pos[m]; t++) o += p[t] * val(dt, vc[base + (int64_t)t * D + e]);
+        ref[((int64_t)m * SC_HEADS + h) * D + e] = o / sum;
       }
     }
   }
@@ -720,10 +732,20 @@ static int check_attention(bag *b, int dt, uint64_t seed, int corrupt, double *e
   KP_TRY(bag_upload(b, vc_dev_src, ncache * 2, &d_vc));
   KP_TRY(bag_upload(b, sc_pos, sizeof sc_pos, &d_pos));
   KP_TRY(bag_upload(b, out, nout * 2, &d_out));
-  KP_TRY(be_attention(dt, d_qkv, d_kc, d_vc, d_pos, d_out, SC_M, SC_HEADS, SC_KV, SC_D, SC_CAP, b->stream));
+  KP_TRY(be_attention(dt, d_qkv, d_kc, d_vc, d_pos, d_out, SC_M, SC_HEADS, SC_KV, D, SC_CAP, b->stream));
   KP_TRY(be_stream_sync(b->stream));
   KP_TRY(be_dev_download(out, d_out, nout * 2));
   *err = rel_dtype(out, ref, nout, dt);
+  return KPICK_OK;
+}
+
+static int check_attention(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
+  *err = 0;
+  for (size_t i = 0; i < sizeof sc_head_dims / sizeof sc_head_dims[0]; i++) {
+    double e = INFINITY;
+    KP_TRY(check_attention_d(b, dt, seed + 16 * i, corrupt, sc_head_dims[i], &e));
+    *err = worst(*err, e);
+  }
   return KPICK_OK;
 }
 

@@ -6,8 +6,9 @@
  *   add_rmsnorm  one block per row: residual += y, sum of squares, scale
  *   rope_append  one block per row: rotate-half rotary embedding of q and k in
  *                place; k and v into the cache at the row's position
- *   attention    one block per (head, row): a thread per key for the scores,
- *                block max and sum, then thread groups over keys per value pair
+ *   attention    one block per (head, row): thread groups read whole key and
+ *                value rows, many in flight; block max and sum; head_dim 64,
+ *                128 or 256
  *   argmax       one block per row: 16-byte pieces, lowest index on ties, then
  *                the position moves on
  *   embed        one block per row: residual = the token's row of the table
@@ -225,6 +226,8 @@ __global__ void __launch_bounds__(kp_row_threads)
   const int64_t row = blockIdx.x;
   float *r = resid + row * H;
   float ss = 0.0f;
+  /* unrolled so a thread's loads are in flight together: one block per row is latency-bound */
+#pragma unroll 8
   for (int64_t j = threadIdx.x; j < H; j += blockDim.x) {
     float v = r[j];
     if (y) {
@@ -235,6 +238,7 @@ __global__ void __launch_bounds__(kp_row_threads)
   }
   ss = kp_dec_block_sum(ss, red);
   const float inv = 1.0f / sqrtf(ss / (float)H + eps);
+#pragma unroll 8
   for (int64_t j = threadIdx.x; j < H; j += blockDim.x)
     out[row * H + j] = kp_round<DT>(r[j] * inv * kp_load1<DT>(gamma + j));
 }
@@ -301,99 +305,157 @@ int be_rope_append(int32_t dtype, void *qkv, const int32_t *pos, void *kcache, v
   return KPICK_OK;
 }
 
-/* ---- attention: one query per (row, head) over cache positions 0..pos ---- */
+/* ---- attention: one query per (row, head) over cache positions 0..pos ----
+ * A key row is D/8 16-byte pieces; a group of P = D/8 threads reads one row,
+ * a thread per piece, so KP = threads / P keys are read per pass and every
+ * thread keeps U passes of loads in flight before it uses the first: a decode
+ * step at one row has few blocks, so latency, not bandwidth, sets the time.
+ * Scores: each thread dots its piece with its 8 values of q, the group sums
+ * (a butterfly inside its P lanes) and one lane stores the score. Values: each
+ * thread accumulates its 8 dims over its group's keys; the groups' partial
+ * outputs are then summed in group order. */
 
-/* dynamic shared memory: q[D] | scores[cap] | partial outputs[groups * D] */
-static size_t attention_smem(int D, int cap) {
-  const int groups = kp_attn_threads / (D / 2);
-  return sizeof(float) * ((size_t)D + (size_t)cap + (size_t)groups * D);
-}
+static constexpr int kp_attn_u = 8; /* passes of loads in flight */
 
-template <int DT>
+template <int D>
+struct kp_attn_shape {
+  static constexpr int P = D / 8;                 /* threads per key */
+  static constexpr int KP = kp_attn_threads / P;  /* keys per pass */
+  static_assert(P >= 1 && P <= 32 && (P & (P - 1)) == 0, "a key's threads are a power of two inside one warp");
+};
+
+/* dynamic shared memory: the scores of every position */
+static size_t attention_smem(int cap) { return sizeof(float) * (size_t)cap; }
+
+template <int DT, int D>
 __global__ void __launch_bounds__(kp_attn_threads)
     kp_attention_kernel(const uint16_t *__restrict__ qkv, const uint16_t *__restrict__ kc,
                         const uint16_t *__restrict__ vc, const int32_t *__restrict__ pos, uint16_t *__restrict__ out,
-                        int heads, int kv_heads, int D, int cap, float scale) {
-  extern __shared__ float kp_attn_smem[];
+                        int heads, int kv_heads, int cap, float scale) {
+  constexpr int P = kp_attn_shape<D>::P, KP = kp_attn_shape<D>::KP, U = kp_attn_u;
+  extern __shared__ float kp_attn_scores[];
+  __shared__ float part[KP * D];
   __shared__ float red[kp_max_warps];
   const int h = blockIdx.x;
   const int64_t row = blockIdx.y;
   const int g = h / (heads / kv_heads);
   const int len = min(pos[row] + 1, cap);
+  const int piece = threadIdx.x % P, grp = threadIdx.x / P;
+  const bool active = grp < KP; /* threads past KP * P (none when P divides the block) idle */
   const int64_t nqkv = (int64_t)(heads + 2 * kv_heads) * D;
-  const size_t base = ((size_t)row * kv_heads + g) * (size_t)cap * D;
+  const size_t base = ((size_t)row * kv_heads + g) * (size_t)cap * D + (size_t)piece * 8;
   const uint16_t *K = kc + base, *V = vc + base;
-  float *q = kp_attn_smem, *sc = q + D, *part = sc + cap;
+  float *sc = kp_attn_scores;
 
-  for (int d = threadIdx.x; d < D; d += blockDim.x) q[d] = kp_load1<DT>(qkv + row * nqkv + (int64_t)h * D + d) * scale;
-  __syncthreads();
-
-  /* scores: a thread per key, its row in 16-byte pieces */
-  float mx = -INFINITY;
-  for (int t = threadIdx.x; t < len; t += blockDim.x) {
-    const uint16_t *k = K + (size_t)t * D;
-    float a = 0.0f;
-    for (int d = 0; d < D; d += 8) {
-      float f[8];
-      kp_unpack8<DT>(*reinterpret_cast<const kp_v16 *>(k + d), f);
+  float q[8];
+  kp_unpack8<DT>(*reinterpret_cast<const kp_v16 *>(qkv + row * nqkv + (int64_t)h * D + piece * 8), q);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) a = fmaf(q[d + e], f[e], a);
+  for (int e = 0; e < 8; ++e) q[e] *= scale;
+
+  /* scores; every lane runs every pass (the butterfly needs the whole warp) */
+  float mx = -INFINITY;
+  for (int t0 = 0; t0 < len; t0 += KP * U) {
+    kp_v16 kv[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int t = t0 + u * KP + grp;
+      kv[u] = active && t < len ? kp_ld_cached(K + (size_t)t * D) : kp_v16{0u, 0u, 0u, 0u};
     }
-    sc[t] = a;
-    mx = fmaxf(mx, a);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int t = t0 + u * KP + grp;
+      float f[8];
+      kp_unpack8<DT>(kv[u], f);
+      float a = 0.0f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) a = fmaf(q[e], f[e], a);
+#pragma unroll
+      for (int o = P / 2; o > 0; o >>= 1) a += kp_shfl_xor(a, o);
+      if (active && t < len) {
+        if (piece == 0) sc[t] = a;
+        mx = fmaxf(mx, a);
+      }
+    }
   }
-  mx = kp_dec_block_max(mx, red);
+  mx = kp_dec_block_max(mx, red); /* its barriers also publish sc[] */
   float sum = 0.0f;
   for (int t = threadIdx.x; t < len; t += blockDim.x) {
     const float p = expf(sc[t] - mx);
     sc[t] = p;
     sum += p;
   }
-  sum = kp_dec_block_sum(sum, red); /* its barriers also publish sc[] */
+  sum = kp_dec_block_sum(sum, red);
 
-  /* values: groups of D/2 threads, each group over every groups-th key, a
-   * thread per adjacent pair of dims; then the groups in order */
-  const int pairs = D / 2, groups = blockDim.x / pairs;
-  const int grp = threadIdx.x / pairs, pi = threadIdx.x - grp * pairs;
-  if (grp < groups) {
-    float a0 = 0.0f, a1 = 0.0f;
-    for (int t = grp; t < len; t += groups) {
-      const uint32_t v = *reinterpret_cast<const uint32_t *>(V + (size_t)t * D + 2 * pi);
-      const float p = sc[t];
-      a0 = fmaf(p, kp_lo<DT>(v), a0);
-      a1 = fmaf(p, kp_hi<DT>(v), a1);
+  /* values: each thread its 8 dims over its group's keys */
+  float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  if (active) {
+    for (int t0 = 0; t0 < len; t0 += KP * U) {
+      kp_v16 vv[U];
+      float pw[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int t = t0 + u * KP + grp;
+        const bool in = t < len;
+        vv[u] = in ? kp_ld_cached(V + (size_t)t * D) : kp_v16{0u, 0u, 0u, 0u};
+        pw[u] = in ? sc[t] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        float f[8];
+        kp_unpack8<DT>(vv[u], f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] = fmaf(pw[u], f[e], acc[e]);
+      }
     }
-    part[grp * D + 2 * pi] = a0;
-    part[grp * D + 2 * pi + 1] = a1;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) part[grp * D + piece * 8 + e] = acc[e];
   }
   __syncthreads();
   const float inv = 1.0f / sum;
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float a = 0.0f;
-    for (int i = 0; i < groups; ++i) a += part[i * D + d];
+#pragma unroll 4
+    for (int i = 0; i < KP; ++i) a += part[i * D + d];
     out[(row * heads + h) * (int64_t)D + d] = kp_round<DT>(a * inv);
   }
 }
 
+template <int DT, int D>
+static void kp_attention_launch(dim3 grid, size_t smem, hipStream_t s, const void *qkv, const void *kcache,
+                                const void *vcache, const int32_t *pos, void *out, int heads, int kv_heads, int cap,
+                                float scale) {
+  kp_attention_kernel<DT, D><<<grid, dim3(kp_attn_threads), smem, s>>>(
+      (const uint16_t *)qkv, (const uint16_t *)kcache, (const uint16_t *)vcache, pos, (uint16_t *)out, heads,
+      kv_heads, cap, scale);
+}
+
+template <int DT>
+static int kp_attention_dispatch(int head_dim, dim3 grid, size_t smem, hipStream_t s, const void *qkv,
+                                 const void *kcache, const void *vcache, const int32_t *pos, void *out, int heads,
+                                 int kv_heads, int cap, float scale) {
+  switch (head_dim) {
+    case 64: kp_attention_launch<DT, 64>(grid, smem, s, qkv, kcache, vcache, pos, out, heads, kv_heads, cap, scale); break;
+    case 128: kp_attention_launch<DT, 128>(grid, smem, s, qkv, kcache, vcache, pos, out, heads, kv_heads, cap, scale); break;
+    case 256: kp_attention_launch<DT, 256>(grid, smem, s, qkv, kcache, vcache, pos, out, heads, kv_heads, cap, scale); break;
+    default:
+      return kp_fail(KPICK_E_UNSUPPORTED, "attention", "head_dim %d: the GPU kernel is built for 64, 128 and 256", head_dim);
+  }
+  return KPICK_OK;
+}
+
 int be_attention(int32_t dtype, const void *qkv, const void *kcache, const void *vcache, const int32_t *pos, void *out,
                  int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap, void *stream) {
-  /* model.c bounds head_dim (<= 2 * kp_attn_threads, % 8) and cap, so the
-   * shared memory stays under the 48 KiB every target gives without opt-in */
-  const size_t smem = attention_smem(head_dim, cap);
-  if (head_dim / 2 > kp_attn_threads || smem > 48 * 1024)
-    return kp_fail(KPICK_E_UNSUPPORTED, "attention", "head_dim %d with %d positions needs %zu bytes of shared memory",
-                   (int)head_dim, (int)cap, smem);
-  const hipStream_t s = (hipStream_t)stream;
-  const dim3 grid((unsigned)heads, (unsigned)m), block(kp_attn_threads);
+  /* the scores (cap floats, model.c bounds cap by KP_MODEL_MAX_POSITIONS), the
+   * partial outputs (8 floats a thread) and the reduction slots stay under the
+   * 48 KiB every target gives without opt-in */
+  const size_t smem = attention_smem(cap);
+  if (smem + sizeof(float) * (kp_attn_threads * 8 + kp_max_warps) > 48 * 1024)
+    return kp_fail(KPICK_E_UNSUPPORTED, "attention", "%d positions need %zu bytes of shared memory", (int)cap, smem);
+  const dim3 grid((unsigned)heads, (unsigned)m);
   const float scale = 1.0f / sqrtf((float)head_dim);
-  if (dtype == KP_DT_BF16)
-    kp_attention_kernel<KP_DT_BF16><<<grid, block, smem, s>>>((const uint16_t *)qkv, (const uint16_t *)kcache,
-                                                               (const uint16_t *)vcache, pos, (uint16_t *)out, heads,
-                                                               kv_heads, head_dim, cap, scale);
-  else
-    kp_attention_kernel<KP_DT_FP16><<<grid, block, smem, s>>>((const uint16_t *)qkv, (const uint16_t *)kcache,
-                                                               (const uint16_t *)vcache, pos, (uint16_t *)out, heads,
-                                                               kv_heads, head_dim, cap, scale);
+  const hipStream_t s = (hipStream_t)stream;
+  KP_TRY(dtype == KP_DT_BF16 ? kp_attention_dispatch<KP_DT_BF16>(head_dim, grid, smem, s, qkv, kcache, vcache, pos, out, heads, kv_heads, cap, scale)
+                             : kp_attention_dispatch<KP_DT_FP16>(head_dim, grid, smem, s, qkv, kcache, vcache, pos, out, heads, kv_heads, cap, scale));
   KP_DEC_LAUNCHED("attention");
   return KPICK_OK;
 }
