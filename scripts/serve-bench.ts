@@ -37,7 +37,7 @@ export const MAX_POSITIONS = 8192;
 
 export const OPTIONS = {
   model: { flag: '--model <name>', help: `model preset (required): ${modelNames().join(', ')}` },
-  layers: { flag: '--layers <n>', help: "decoder layers to build (default: the model's all)" },
+  layers: { flag: '--layers <n>', help: "decoder layers to build (default: all of the model's)" },
   c: { flag: '--c <list>', help: 'concurrencies (rows per step), comma separated, each 1..128', default: '1,4,8,16,32,64' },
   context: { flag: '--context <n>', help: 'KV-cache positions filled before the first step (the prompt)', default: 256 },
   steps: { flag: '--steps <n>', help: 'decode steps per timed run', default: 100 },

@@ -22,7 +22,7 @@
 #include "arch.h"
 #include "dtype.h"
 
-/* runtime names compat.h does not map (yet) */
+/* runtime names an older compat.h may not map */
 #if defined(KPICK_GPU_CUDA)
 #ifndef hipEventDestroy
 #define hipEventDestroy cudaEventDestroy
