@@ -11,8 +11,10 @@
 
 /* ---- device view ---- */
 /* Warp (wavefront) width of the target being compiled: 32 on NVIDIA and RDNA,
- * 64 on gfx9 CDNA. hipcc's host pass parses kernels but generates no device
- * code, so its value there (64) is never used. */
+ * 64 on gfx9 CDNA. Device code only: hipcc's host pass parses kernels but
+ * generates no device code, and its value there (64) says nothing about the
+ * target, so host code sizes blocks from the device's warpSize instead
+ * (kp_call.warp), which be_init checks against this constant. */
 #if defined(KPICK_GPU_CUDA)
 #define KP_WARP 32
 #elif defined(__AMDGCN_WAVEFRONT_SIZE)

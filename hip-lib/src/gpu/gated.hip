@@ -68,7 +68,7 @@ int kp_gated_gemv_launch(const struct kp_call *c, int rows_per_block, int u) {
   if (!k || rows_per_block < 1 || rows_per_block > 8)
     return kp_fail(KPICK_E_UNSUPPORTED, "gated.gemv", "no kernel for m=%d, R=%d, U=%d, pdl=%d", (int)c->m,
                    rows_per_block, u, c->pdl);
-  const dim3 grid((unsigned)((c->n + rows_per_block - 1) / rows_per_block)), block(rows_per_block * kp_warp);
+  const dim3 grid((unsigned)((c->n + rows_per_block - 1) / rows_per_block)), block(rows_per_block * c->warp);
   const hipError_t e = kp_launch(k, grid, block, c->stream, c->pdl != 0, (const uint16_t *)c->x,
                                  (const uint16_t *)c->w, (uint16_t *)c->y, c->n, c->k);
   if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "gated.gemv launch", "%s", hipGetErrorString(e));
@@ -127,7 +127,7 @@ int kp_gated_mma_launch(const struct kp_call *c, int warps, int u) {
                    u, c->pdl);
   kp_mma_args a = {(const uint16_t *)c->x, (const uint16_t *)c->w, (uint16_t *)c->y, nullptr, nullptr,
                    c->m, c->n, c->k};
-  const dim3 grid((unsigned)((c->n + 7) / 8)), block(warps * kp_warp);
+  const dim3 grid((unsigned)((c->n + 7) / 8)), block(warps * c->warp);
   const hipError_t e = kp_launch(k, grid, block, c->stream, c->pdl != 0, a);
   if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "gated.mma launch", "%s", hipGetErrorString(e));
   return KPICK_OK;

@@ -66,7 +66,7 @@ int kp_gemv_launch(const struct kp_call *c, int rows_per_block, int u) {
   if (!k || rows_per_block < 1 || rows_per_block > 8)
     return kp_fail(KPICK_E_UNSUPPORTED, "gemv", "no kernel for m=%d, R=%d, U=%d, pdl=%d", (int)c->m,
                    rows_per_block, u, c->pdl);
-  const dim3 grid((unsigned)((c->n + rows_per_block - 1) / rows_per_block)), block(rows_per_block * kp_warp);
+  const dim3 grid((unsigned)((c->n + rows_per_block - 1) / rows_per_block)), block(rows_per_block * c->warp);
   const hipError_t e = kp_launch(k, grid, block, c->stream, c->pdl != 0, (const uint16_t *)c->x,
                                  (const uint16_t *)c->w, (uint16_t *)c->y, c->n, c->k);
   if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "gemv launch", "%s", hipGetErrorString(e));

@@ -400,7 +400,7 @@ int be_launch(int32_t cand, int32_t op, int32_t dtype, const void *x, const void
                    (int)r->rows_max, (int)m);
   if (!family_is(r, "blaslt") && (k % 8 != 0 || (((uintptr_t)x | (uintptr_t)w) & 15) != 0))
     return kp_fail(KPICK_E_UNSUPPORTED, "launch", "%s needs K %% 8 == 0 and 16-byte aligned x and w", r->name);
-  kp_call c = {op, dtype, x, w, y, m, n, k, (hipStream_t)stream, (r->flags & KF_PDL) != 0};
+  kp_call c = {op, dtype, x, w, y, m, n, k, (hipStream_t)stream, (r->flags & KF_PDL) != 0, g.prop.warpSize};
   return launchers[cand](r, &c);
 }
 

@@ -18,6 +18,8 @@ struct kp_call {
   int64_t n, k;
   hipStream_t stream;
   int pdl;             /* launch with programmatic dependent launch */
+  int warp;            /* the device's warp width, for block sizes: the host
+                          pass of hipcc cannot know the target's (arch.h) */
 };
 
 /* scratch a launch may use: backend-owned, stable while any graph uses it */

@@ -60,7 +60,7 @@ int kp_mma_launch(const struct kp_call *c, int warps, int u) {
                    c->pdl);
   kp_mma_args a = {(const uint16_t *)c->x, (const uint16_t *)c->w, (uint16_t *)c->y, nullptr, nullptr,
                    c->m, c->n, c->k};
-  const dim3 grid((unsigned)((c->n + 15) / 16)), block(warps * kp_warp);
+  const dim3 grid((unsigned)((c->n + 15) / 16)), block(warps * c->warp);
   const hipError_t e = kp_launch(k, grid, block, c->stream, c->pdl != 0, a);
   if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "mma launch", "%s", hipGetErrorString(e));
   return KPICK_OK;

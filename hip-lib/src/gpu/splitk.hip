@@ -50,7 +50,7 @@ int kp_splitk_launch(const struct kp_call *c, int s, const struct kp_scratch *ws
                    (long long)c->n);
   kp_mma_args a = {(const uint16_t *)c->x, (const uint16_t *)c->w, (uint16_t *)c->y, (float *)ws->temp,
                    ws->counters, c->m, c->n, c->k};
-  const dim3 grid((unsigned)((c->n + 15) / 16), (unsigned)s), block(kp_splitk_warps * kp_warp);
+  const dim3 grid((unsigned)((c->n + 15) / 16), (unsigned)s), block(kp_splitk_warps * c->warp);
   const hipError_t e = kp_launch(k, grid, block, c->stream, c->pdl != 0, a);
   if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "splitk launch", "%s", hipGetErrorString(e));
   return KPICK_OK;
