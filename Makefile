@@ -17,9 +17,13 @@ CPU_SRCS := $(wildcard $(SRC)/cpu/*.c)
 CPU_HDRS := $(wildcard $(SRC)/cpu/*.h)
 
 # The space token: any change to the candidate list or a kernel source of the
-# backend makes old tables stale, without anyone bumping a number.
+# backend makes old tables stale, without anyone bumping a number. It hashes
+# space.def, the describer, the numeric helpers the kernels use and the
+# backend's kernel and launcher sources; not the decode-step ops of serve-bench
+# (decode.*), the route or the ABI glue, which choose no kernel.
 token = $(shell cat $(1) | sha256sum | cut -c1-16)
-CPU_TOKEN := $(call token,$(sort $(COMMON_SRCS) $(COMMON_HDRS) $(CPU_SRCS) $(CPU_HDRS)))
+KERNEL_COMMON := $(SRC)/space.def $(SRC)/common/space.h $(SRC)/common/space.c $(SRC)/common/numeric.h
+CPU_TOKEN := $(call token,$(KERNEL_COMMON) $(sort $(filter-out %/decode.c,$(CPU_SRCS)) $(CPU_HDRS)))
 CC_VERSION := $(shell $(CC) -dumpfullversion 2>/dev/null || $(CC) -dumpversion)
 CPU_IDENT := -DKPICK_BACKEND_CPU -DKPICK_SPACE_TOKEN='"$(CPU_TOKEN)"' \
   -DKPICK_COMPILER='"$(CC) $(CC_VERSION) $(CPU_CFLAGS)"'
