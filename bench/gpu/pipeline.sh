@@ -40,9 +40,14 @@ kp() { node --import tsx "$@"; }
 kp scripts/info.ts --json > logs/info.json 2> logs/info.log; cat logs/info.json >> "$summary"
 
 # step NAME LIMIT_S COMMAND...: stdout to logs/NAME.jsonl, stderr to logs/NAME.log
+# Each step also stops where the whole call's budget ($BUDGET_S, default 560 s)
+# would leave under 20 s to pack what came before.
+budget=${BUDGET_S:-560}
 step() {
   local name=$1 limit=$2; shift 2
-  local s=$(date +%s)
+  local s=$(date +%s) left=$(( budget - 20 - ($(date +%s) - t0) ))
+  [ "$left" -lt "$limit" ] && limit=$left
+  if [ "$limit" -le 5 ]; then log "$name: skipped, no time left"; return; fi
   timeout "$limit" "$@" > "logs/$name.jsonl" 2> "logs/$name.log"
   log "$name: exit $? in $(( $(date +%s) - s )) s"
 }
