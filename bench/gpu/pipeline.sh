@@ -36,8 +36,7 @@ fi
 make -j"$(nproc)" GPU=cuda NVCC="$nvcc_cmd" > logs/build.log 2>&1 || { log "build failed"; tail -30 logs/build.log; }
 log "built"
 export KPICK_BACKEND=cuda NO_COLOR=1
-kp() { node --import tsx "$@"; }
-kp scripts/info.ts --json > logs/info.json 2> logs/info.log; cat logs/info.json >> "$summary"
+node --import tsx scripts/info.ts --json > logs/info.json 2> logs/info.log; cat logs/info.json >> "$summary"
 
 # step NAME LIMIT_S COMMAND...: stdout to logs/NAME.jsonl, stderr to logs/NAME.log
 # Each step also stops where the whole call's budget ($BUDGET_S, default 560 s)
@@ -57,16 +56,16 @@ rows=1,2,4,8,16,32,64,128
 for want in $steps; do
   case $want in
     sweep)
-      for m in $presets; do step "sweep-$m" 150 kp scripts/sweep.ts --model "$m" --rows $rows --store stores/h200; done ;;
+      for m in $presets; do step "sweep-$m" 150 node --import tsx scripts/sweep.ts --model "$m" --rows $rows --store stores/h200; done ;;
     promote)
-      step promote 60 kp scripts/promote.ts --store stores/h200 --tables-dir tables --json
-      step refuse-check 30 kp scripts/refuse-check.ts --tables-dir tables --json
+      step promote 60 node --import tsx scripts/promote.ts --store stores/h200 --tables-dir tables --json
+      step refuse-check 30 node --import tsx scripts/refuse-check.ts --tables-dir tables --json
       cat logs/refuse-check.log >> "$summary" ;;
     bench)
-      step table-bench 150 kp bench/table-bench.ts --rows $rows
+      step table-bench 150 node --import tsx bench/table-bench.ts --rows $rows
       grep -E '^(rows|target)' logs/table-bench.log >> "$summary" ;;
     parity)
-      for m in $presets; do step "parity-$m" 120 kp scripts/parity.ts --model "$m" --rows $rows --dtype bf16,fp16; done
+      for m in $presets; do step "parity-$m" 120 node --import tsx scripts/parity.ts --model "$m" --rows $rows --dtype bf16,fp16; done
       tail -q -n 3 logs/parity-*.log >> "$summary" ;;
   esac
 done
