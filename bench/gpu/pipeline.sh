@@ -5,7 +5,9 @@
 # parity of every candidate on every decode linear of the five presets at
 # every rows bucket. Run from the repo root with .devcarry carried
 # (../shared/device/prep.sh; node_modules packed as .devcarry/nm.tar.xz).
-#   bash bench/gpu/pipeline.sh [step ...]   steps: sweep promote bench parity (default: all)
+#   bash bench/gpu/pipeline.sh [step ...]   steps: sweep promote bench parity timing serve
+#   (default: sweep promote bench parity; timing: a fresh Llama-3.1-8B sweep, for
+#   the 60 s target; serve: serve-bench of the presets through the table)
 # Everything comes back as $OUT/pipeline.tar.xz (stores, tables, logs) and
 # $OUT/summary.txt; each step has its own time limit so the pack always runs.
 set -uo pipefail
@@ -64,6 +66,15 @@ for want in $steps; do
     bench)
       step table-bench 150 node --import tsx bench/table-bench.ts --rows $rows
       grep -E '^(rows|target)' logs/table-bench.log >> "$summary" ;;
+    timing)
+      step sweep-timing-Llama-3.1-8B 120 node --import tsx scripts/sweep.ts --model Llama-3.1-8B --rows $rows --store stores/timing
+      grep -h 'sweep:' logs/sweep-timing-*.log >> "$summary" ;;
+    serve)
+      step serve-check 60 node --import tsx scripts/serve-bench.ts --model Qwen3-0.6B --layers 2 --c 1,8 --steps 8 --runs 1 --identity-steps 16 --check-step --json
+      for m in ${SERVE_MODELS:-Qwen3-0.6B Qwen3-1.7B Qwen3-8B Llama-3.1-8B}; do
+        step "serve-$m" 90 node --import tsx scripts/serve-bench.ts --model "$m" --c 1,4,8,16,32,64 --steps ${SERVE_STEPS:-32} --runs 2 --identity-steps 256 --json
+        tail -n 12 "logs/serve-$m.log" >> "$summary"
+      done ;;
     parity)
       for m in $presets; do step "parity-$m" 120 node --import tsx scripts/parity.ts --model "$m" --rows $rows --dtype bf16,fp16; done
       tail -q -n 3 logs/parity-*.log >> "$summary" ;;
