@@ -38,6 +38,13 @@ const GPU_PREFERENCE: readonly Backend[] = ['cuda', 'hip'];
 export const DEFAULT_BUILD_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..', 'build');
 
 /** A library call returned a non-OK status; message is kpick_last_error(). */
+/** --backend's value: undefined (the best build) or one of BACKENDS; throws naming them. */
+export function parseBackend(text: string | undefined): Backend | undefined {
+  if (text === undefined) return undefined;
+  if (!(BACKENDS as readonly string[]).includes(text)) throw new Error(`--backend must be one of ${BACKENDS.join(', ')}, got '${text}'`);
+  return text as Backend;
+}
+
 export class KpickError extends Error {
   readonly status: number;
   readonly call: string;

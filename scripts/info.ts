@@ -7,8 +7,8 @@
 // gate); 1 when none could be (what was tried is printed); 2 on bad usage.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { colorsFor, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, scriptCli, type OptionSpec } from '../lib/cli.ts';
-import { BACKENDS, DEFAULT_BUILD_DIR, KpickLoadError, loadKpick, type Info, type Kpick } from '../lib/ffi.ts';
+import { asUsage, colorsFor, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, scriptCli, type OptionSpec } from '../lib/cli.ts';
+import { BACKENDS, parseBackend, DEFAULT_BUILD_DIR, KpickLoadError, loadKpick, type Info, type Kpick } from '../lib/ffi.ts';
 import { DISPATCH_KNOBS, guardTable, type Verdict } from '../lib/guard.ts';
 import { buildOf, routePathFor } from '../lib/route.ts';
 import type { Identity } from '../lib/schema.ts';
@@ -43,10 +43,7 @@ function makeCli() {
 export function parseArgs(argv: readonly string[]): InfoArgs | null {
   const options = parseWithCac(makeCli(), argv);
   if (options === null || options.version === true) return null;
-  const backend = optionText(options, 'backend') ?? null;
-  if (backend !== null && !(BACKENDS as readonly string[]).includes(backend)) {
-    throw new UsageError(`--backend must be one of ${BACKENDS.join(', ')}, got '${backend}'`);
-  }
+  const backend = asUsage(() => parseBackend(optionText(options, 'backend'))) ?? null;
   const tablesDir = optionText(options, 'tablesDir', OPTIONS.tablesDir.default) as string;
   if (tablesDir === '') throw new UsageError('--tables-dir needs a folder');
   return { backend, tablesDir, json: options.json === true, quiet: options.quiet === true };

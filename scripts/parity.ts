@@ -19,9 +19,9 @@ import {
   scriptCli,
   type OptionSpec,
 } from '../lib/cli.ts';
-import { BACKENDS, KpickError, loadKpick, type Candidate, type Dtype, type Problem } from '../lib/ffi.ts';
+import { BACKENDS, parseBackend, KpickError, loadKpick, type Candidate, type Dtype, type Problem } from '../lib/ffi.ts';
 import { describeIdentity, identityFromInfo } from '../lib/identity.ts';
-import { decodeLinears, findModel, modelNames, parseDtypes, parseRows, parseShapes, uniqueShapes, type Bucket, type Linear } from '../lib/models.ts';
+import { decodeLinears, findModel, linearsOf, modelNames, parseDtypes, parseRows, parseShapes, uniqueShapes, type Bucket, type Linear } from '../lib/models.ts';
 import { ParityChecker, computeReference, referenceColumns, type ColumnMode } from '../lib/parity.ts';
 import { STORE_VERSION, type Identity, type Parity, type StoreRecord } from '../lib/schema.ts';
 import { StoreWriter } from '../lib/store.ts';
@@ -70,19 +70,12 @@ export function parseParityArgs(argv: readonly string[]): ParityArgs | null {
   const o = parseWithCac(cli, argv);
   if (o === null) return null;
   return asUsage(() => {
-    const model = optionText(o, 'model');
-    const shapes = optionText(o, 'shapes');
-    if (model === undefined && shapes === undefined) throw new Error('give --model <name> or --shapes NxK,...');
-    if (model !== undefined) findModel(model);
-    const linears = shapes !== undefined ? parseShapes(shapes) : decodeLinears(findModel(model as string));
+    const linears = linearsOf(optionText(o, 'model'), optionText(o, 'shapes'));
     const columns = optionText(o, 'columns', OPTIONS.columns.default) as string;
     if (!(COLUMN_MODES as readonly string[]).includes(columns)) throw new Error(`--columns must be one of ${COLUMN_MODES.join(', ')}, got '${columns}'`);
-    const backend = optionText(o, 'backend');
-    if (backend !== undefined && !(BACKENDS as readonly string[]).includes(backend)) {
-      throw new Error(`--backend must be one of ${BACKENDS.join(', ')}, got '${backend}'`);
-    }
+    const backend = parseBackend(optionText(o, 'backend'));
     return {
-      linears: uniqueShapes(linears),
+      linears,
       rows: parseRows(optionText(o, 'rows', OPTIONS.rows.default) as string),
       dtypes: parseDtypes(optionText(o, 'dtype', OPTIONS.dtype.default) as string),
       candidates: optionText(o, 'candidates')?.split(',').map((s) => s.trim()).filter((s) => s !== ''),

@@ -8,8 +8,8 @@
 // Exit 0 when the table would be used; 3 when it would not (refused, or no
 // table: the defaults); 2 on bad usage or no loadable library.
 import * as fs from 'node:fs';
-import { EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, scriptCli, type OptionSpec } from '../lib/cli.ts';
-import { BACKENDS, KpickLoadError, loadKpick, NativeRoute, type Kpick } from '../lib/ffi.ts';
+import { asUsage, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, scriptCli, type OptionSpec } from '../lib/cli.ts';
+import { BACKENDS, parseBackend, KpickLoadError, loadKpick, NativeRoute, type Kpick } from '../lib/ffi.ts';
 import type { Build, Verdict } from '../lib/guard.ts';
 import { buildOf, loadRoute, routePathFor } from '../lib/route.ts';
 import { defaultTablePath } from '../lib/table.ts';
@@ -42,10 +42,7 @@ function makeCli() {
 export function parseArgs(argv: readonly string[]): RefuseCheckArgs | null {
   const options = parseWithCac(makeCli(), argv);
   if (options === null) return null;
-  const backend = optionText(options, 'backend') ?? null;
-  if (backend !== null && !(BACKENDS as readonly string[]).includes(backend)) {
-    throw new UsageError(`--backend must be one of ${BACKENDS.join(', ')}, got '${backend}'`);
-  }
+  const backend = asUsage(() => parseBackend(optionText(options, 'backend'))) ?? null;
   const table = optionText(options, 'table') ?? null;
   if (table === '') throw new UsageError('--table needs a file');
   return {

@@ -25,7 +25,7 @@ import {
   warn,
   type OptionSpec,
 } from '../lib/cli.ts';
-import { BACKENDS, KpickLoadError, loadKpick, type Dtype, type Kpick } from '../lib/ffi.ts';
+import { BACKENDS, parseBackend, KpickLoadError, loadKpick, type Dtype, type Kpick } from '../lib/ffi.ts';
 import { DECODE_OPS, LINEAR_KINDS, NativeModels, type Model, type SelfCheck } from '../lib/model-ffi.ts';
 import { findModel, modelNames, parseDtypes, type ModelPreset } from '../lib/models.ts';
 import { buildOf, loadRoute } from '../lib/route.ts';
@@ -98,10 +98,7 @@ export function parseArgs(argv: readonly string[]): ServeBenchArgs | null {
     const name = optionText(o, 'model');
     if (name === undefined) throw new Error('--model <name> is required');
     const model = findModel(name);
-    const backend = optionText(o, 'backend');
-    if (backend !== undefined && !(BACKENDS as readonly string[]).includes(backend)) {
-      throw new Error(`--backend must be one of ${BACKENDS.join(', ')}, got '${backend}'`);
-    }
+    const backend = parseBackend(optionText(o, 'backend'));
     const dtypes = parseDtypes(optionText(o, 'dtype', OPTIONS.dtype.default) as string);
     if (dtypes.length !== 1) throw new Error('--dtype takes one type: bf16 or fp16');
     const context = optionInt(o, 'context', OPTIONS.context.default, 0, MAX_POSITIONS - 1);

@@ -18,9 +18,9 @@ import {
   warn,
   type OptionSpec,
 } from '../lib/cli.ts';
-import { BACKENDS, loadKpick, type Dtype } from '../lib/ffi.ts';
+import { BACKENDS, parseBackend, loadKpick, type Dtype } from '../lib/ffi.ts';
 import { describeIdentity, identityFromInfo } from '../lib/identity.ts';
-import { decodeLinears, findModel, modelNames, parseDtypes, parseRows, parseShapes, uniqueShapes, type Bucket, type Linear } from '../lib/models.ts';
+import { decodeLinears, findModel, linearsOf, modelNames, parseDtypes, parseRows, parseShapes, uniqueShapes, type Bucket, type Linear } from '../lib/models.ts';
 import { StoreWriter, formatWarning, measuredKeys, readStore } from '../lib/store.ts';
 import { runSweep, selectCandidates } from '../lib/sweep.ts';
 
@@ -67,21 +67,15 @@ export function parseSweepArgs(argv: readonly string[]): SweepArgs | null {
   if (o === null) return null;
   return asUsage(() => {
     const model = optionText(o, 'model') ?? null;
-    const shapes = optionText(o, 'shapes');
-    if (model === null && shapes === undefined) throw new Error('give --model <name> or --shapes NxK,...');
-    const linears = shapes !== undefined ? parseShapes(shapes) : decodeLinears(findModel(model as string));
-    if (shapes !== undefined && model !== null) findModel(model);
+    const linears = linearsOf(model ?? undefined, optionText(o, 'shapes'));
     const store = optionText(o, 'store');
     if (store === undefined) throw new Error('--store <dir> is required');
     const candidates = optionText(o, 'candidates')?.split(',').map((s) => s.trim()).filter((s) => s !== '');
     const seedText = optionText(o, 'seed');
-    const backend = optionText(o, 'backend');
-    if (backend !== undefined && !(BACKENDS as readonly string[]).includes(backend)) {
-      throw new Error(`--backend must be one of ${BACKENDS.join(', ')}, got '${backend}'`);
-    }
+    const backend = parseBackend(optionText(o, 'backend'));
     return {
       model,
-      linears: uniqueShapes(linears),
+      linears,
       rows: parseRows(optionText(o, 'rows', OPTIONS.rows.default) as string),
       dtypes: parseDtypes(optionText(o, 'dtype', OPTIONS.dtype.default) as string),
       store,
