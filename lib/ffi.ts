@@ -70,17 +70,8 @@ export class KpickLoadError extends Error {
   }
 }
 
-export interface Info {
-  backend: string;
-  arch: string;
-  device: string;
-  runtime: string;
-  blas: string;
-  compiler: string;
-  space: string;
-  abi: number;
-  warp: number;
-  units: number;
+/** kpick_info with JS names: the strings and counts as the library reports them. */
+export interface Info extends Pick<RawInfo, 'backend' | 'arch' | 'device' | 'runtime' | 'blas' | 'compiler' | 'space' | 'abi' | 'warp' | 'units'> {
   pdl: boolean;
   memFree: number;
   memTotal: number;

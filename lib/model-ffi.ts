@@ -8,6 +8,7 @@
 //   library ("not a live model handle"), never a crash.
 // - The caller owns every array passed in; the library writes tokens and step
 //   times only during the call.
+import type { ModelPreset } from './models.ts';
 import koffi from 'koffi';
 import { DTYPE_CODES, STATUS_NAMES, Status } from './ffi-types.ts';
 import { KpickError, type Dtype, type Kpick } from './ffi.ts';
@@ -20,16 +21,9 @@ export type LinearKind = (typeof LINEAR_KINDS)[number];
 export const DECODE_OPS = ['add_rmsnorm', 'rope_append', 'attention', 'argmax', 'embed'] as const;
 export type DecodeOp = (typeof DECODE_OPS)[number];
 
-/** kpick_model_dims, with JS names. */
-export interface ModelDims {
+/** kpick_model_dims, with JS names: a preset's shape plus what one run needs. */
+export interface ModelDims extends Pick<ModelPreset, 'hidden' | 'intermediate' | 'heads' | 'kvHeads' | 'headDim' | 'vocab' | 'layers' | 'rmsEps'> {
   dtype: Dtype;
-  hidden: number;
-  intermediate: number;
-  heads: number;
-  kvHeads: number;
-  headDim: number;
-  vocab: number;
-  layers: number;
   /** lm_head is the embedding table */
   tied: boolean;
   /** rows of a step: the largest concurrency */
@@ -38,7 +32,6 @@ export interface ModelDims {
   context: number;
   /** steps a reset (or a timed run) leaves room for */
   maxNew: number;
-  rmsEps: number;
   ropeTheta: number;
 }
 
