@@ -673,14 +673,20 @@ static int check_rope_append_d(bag *b, int dt, uint64_t seed, int corrupt, int D
   return KPICK_OK;
 }
 
-static int check_rope_append(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
+/* The worst error of one head_dim check over every head_dim the checks cover. */
+typedef int (*check_at_dim)(bag *b, int dt, uint64_t seed, int corrupt, int D, double *err);
+static int worst_over_head_dims(check_at_dim check, bag *b, int dt, uint64_t seed, int corrupt, double *err) {
   *err = 0;
   for (size_t i = 0; i < sizeof sc_head_dims / sizeof sc_head_dims[0]; i++) {
     double e = INFINITY;
-    KP_TRY(check_rope_append_d(b, dt, seed + 16 * i, corrupt, sc_head_dims[i], &e));
+    KP_TRY(check(b, dt, seed + 16 * i, corrupt, sc_head_dims[i], &e));
     *err = worst(*err, e);
   }
   return KPICK_OK;
+}
+
+static int check_rope_append(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
+  return worst_over_head_dims(check_rope_append_d, b, dt, seed, corrupt, err);
 }
 
 static int check_attention_d(bag *b, int dt, uint64_t seed, int corrupt, int D, double *err) {
@@ -740,13 +746,7 @@ static int check_attention_d(bag *b, int dt, uint64_t seed, int corrupt, int D, 
 }
 
 static int check_attention(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
-  *err = 0;
-  for (size_t i = 0; i < sizeof sc_head_dims / sizeof sc_head_dims[0]; i++) {
-    double e = INFINITY;
-    KP_TRY(check_attention_d(b, dt, seed + 16 * i, corrupt, sc_head_dims[i], &e));
-    *err = worst(*err, e);
-  }
-  return KPICK_OK;
+  return worst_over_head_dims(check_attention_d, b, dt, seed, corrupt, err);
 }
 
 /* lowest index of the largest value; NaN never wins, an all-NaN row gives 0 */
