@@ -105,6 +105,7 @@ export interface RawCandidate {
  */
 export const BINDINGS = {
   kpick_init: ['int', []],
+  kpick_abi: ['int', [koffi.out(koffi.pointer('int32_t')), koffi.out(koffi.pointer('int32_t')), koffi.out(koffi.pointer('int32_t'))]],
   kpick_last_error: ['const char *', []],
   kpick_get_info: ['int', [koffi.out(koffi.pointer(KpickInfo))]],
   kpick_candidate_count: ['int', [koffi.out(koffi.pointer('int32_t'))]],

@@ -18,6 +18,8 @@ import {
   BINDINGS,
   BUFFER_CODES,
   DTYPE_CODES,
+  KpickCandidate,
+  KpickInfo,
   OP_CODES,
   STATUS_NAMES,
   Status,
@@ -380,13 +382,15 @@ function tryOpen(path: string): Kpick | string {
       lib.unload();
       return `kpick_init failed: ${why}`;
     }
-    const kpick = new Kpick(path, native);
-    const abi = kpick.info().abi;
-    if (abi !== ABI_VERSION) {
+    // the layout first: a struct of another size must never be passed in
+    const [abi, infoBytes, candidateBytes] = [[0], [0], [0]];
+    native.kpick_abi(abi, infoBytes, candidateBytes);
+    const mine = [ABI_VERSION, koffi.sizeof(KpickInfo), koffi.sizeof(KpickCandidate)];
+    if (abi[0] !== mine[0] || infoBytes[0] !== mine[1] || candidateBytes[0] !== mine[2]) {
       lib.unload();
-      return `ABI ${abi}, this binding speaks ${ABI_VERSION} (rebuild with make)`;
+      return `ABI ${abi[0]} (kpick_info ${infoBytes[0]} B, kpick_candidate ${candidateBytes[0]} B); this binding speaks ${mine[0]} (${mine[1]} B, ${mine[2]} B): rebuild with make`;
     }
-    return kpick;
+    return new Kpick(path, native);
   } catch (err) {
     lib.unload();
     return (err as Error).message;

@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import koffi from 'koffi';
+import { ABI_VERSION, KpickCandidate, KpickInfo } from '../lib/ffi-types.ts';
 import { DEFAULT_BUILD_DIR, KpickError, KpickLoadError, loadKpick, type Problem } from '../lib/ffi.ts';
 import { identityFromInfo } from '../lib/identity.ts';
 
@@ -36,6 +38,15 @@ test('info reads the loaded library: cpu backend, ABI 1, a space token and a cac
   assert.ok(info.llcBytes > 0);
   assert.ok(info.memFree > 0 && info.memFree <= info.memTotal);
   assert.is(kpick.path, CPU_LIB);
+});
+
+test('the library reports the struct sizes the binding mirrors (checked before any struct is passed)', () => {
+  const lib = koffi.load(join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so'));
+  const abi = lib.func('kpick_abi', 'int', [koffi.out(koffi.pointer('int32_t')), koffi.out(koffi.pointer('int32_t')), koffi.out(koffi.pointer('int32_t'))]);
+  const [version, info, candidate] = [[0], [0], [0]];
+  assert.is(abi(version, info, candidate), 0);
+  assert.equal([version[0], info[0], candidate[0]], [ABI_VERSION, koffi.sizeof(KpickInfo), koffi.sizeof(KpickCandidate)]);
+  assert.is(abi(null, info, candidate), 1, 'a null pointer is refused, not dereferenced');
 });
 
 test('candidates are described with op, class head, params and default flags', () => {

@@ -70,6 +70,9 @@ typedef struct kpick_candidate {
 typedef struct kpick_problem kpick_problem;
 
 int kpick_init(void);                     /* idempotent */
+/* The ABI version and the sizes of the structs below, so a binding can refuse
+ * a library whose layout it does not mirror before it passes one in. */
+int kpick_abi(int32_t *version, int32_t *info_bytes, int32_t *candidate_bytes);
 const char *kpick_last_error(void);       /* "" when the last call succeeded */
 int kpick_get_info(kpick_info *out);
 

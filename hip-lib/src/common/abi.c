@@ -94,6 +94,15 @@ static void copy_str(char *dst, size_t cap, const char *src) {
   dst[cap - 1] = '\0';
 }
 
+int kpick_abi(int32_t *version, int32_t *info_bytes, int32_t *candidate_bytes) {
+  kp_clear_error();
+  KP_REQUIRE(version != NULL && info_bytes != NULL && candidate_bytes != NULL, "null argument");
+  *version = KPICK_ABI_VERSION;
+  *info_bytes = (int32_t)sizeof(kpick_info);
+  *candidate_bytes = (int32_t)sizeof(kpick_candidate);
+  return KPICK_OK;
+}
+
 int kpick_get_info(kpick_info *out) {
   KP_READY();
   KP_REQUIRE(out != NULL, "out is null");
