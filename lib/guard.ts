@@ -60,15 +60,9 @@ export interface Build {
 export type Env = Readonly<Record<string, string | undefined>>;
 
 /** One entry as the guard needs it, from the JSON table or the compact form. */
-export interface EntryView {
+export interface EntryView extends KeptEntry {
   /** "entries[3]" or "line 14": where a message points */
   where: string;
-  op: Op;
-  dtype: Dtype;
-  n: number;
-  k: number;
-  bucket: Bucket;
-  choice: string;
   /** candidates[choice]'s status and parity; 'unmeasured'/'none' when it has none */
   status: 'ok' | 'unsupported' | 'failed' | 'unmeasured';
   parity: 'pass' | 'fail' | 'skipped' | 'none';
