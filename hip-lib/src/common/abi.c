@@ -8,6 +8,7 @@
 #include "backend.h"
 #include "data.h"
 #include "error.h"
+#include "handles.h"
 #include "space.h"
 
 #ifndef KPICK_SPACE_TOKEN
@@ -27,48 +28,9 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int init_status = -1;
 
 /* Live problems, so a freed or foreign handle is an error, not a crash. */
-static struct kpick_problem **live;
-static size_t live_len, live_cap;
+static kp_handles live = KP_HANDLES_INIT(0);
 
-static int is_live(const kpick_problem *p) {
-  int found = 0;
-  pthread_mutex_lock(&lock);
-  for (size_t i = 0; i < live_len && !found; i++) found = live[i] == p;
-  pthread_mutex_unlock(&lock);
-  return found;
-}
-
-static int add_live(struct kpick_problem *p) {
-  int ok = 1;
-  pthread_mutex_lock(&lock);
-  if (live_len == live_cap) {
-    size_t cap = live_cap ? live_cap * 2 : 16;
-    void *grown = realloc(live, cap * sizeof *live);
-    if (grown) {
-      live = grown;
-      live_cap = cap;
-    } else {
-      ok = 0;
-    }
-  }
-  if (ok) live[live_len++] = p;
-  pthread_mutex_unlock(&lock);
-  return ok;
-}
-
-static int remove_live(const kpick_problem *p) {
-  int found = 0;
-  pthread_mutex_lock(&lock);
-  for (size_t i = 0; i < live_len; i++) {
-    if (live[i] == p) {
-      live[i] = live[--live_len];
-      found = 1;
-      break;
-    }
-  }
-  pthread_mutex_unlock(&lock);
-  return found;
-}
+static int is_live(const kpick_problem *p) { return kp_handles_has(&live, p); }
 
 int kpick_init(void) {
   kp_clear_error();
@@ -228,7 +190,7 @@ int kpick_problem_create(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_
   p->y_bytes = (size_t)(m * n * 2);
   int st = kp_fill_inputs(p);
   if (st == KPICK_OK) st = be_problem_init(p);
-  if (st == KPICK_OK && !add_live(p)) st = kp_fail(KPICK_E_NOMEM, __func__, "host allocation failed");
+  if (st == KPICK_OK && !kp_handles_add(&live, p)) st = kp_fail(KPICK_E_NOMEM, __func__, "host allocation failed");
   if (st != KPICK_OK) {
     be_problem_free(p);
     kp_free_inputs(p);
@@ -242,7 +204,7 @@ int kpick_problem_create(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_
 int kpick_problem_free(kpick_problem *p) {
   kp_clear_error();
   KP_REQUIRE(p != NULL, "problem is null");
-  KP_REQUIRE(remove_live(p), "not a live problem handle (freed twice?)");
+  KP_REQUIRE(kp_handles_remove(&live, p), "not a live problem handle (freed twice?)");
   be_problem_free(p);
   kp_free_inputs(p);
   free(p);

@@ -18,6 +18,7 @@
 
 #include "backend.h"
 #include "error.h"
+#include "handles.h"
 #include "model.h"
 #include "numeric.h"
 #include "space.h"
@@ -189,17 +190,10 @@ struct kpick_model {
   int32_t ngraphs, evict;
 };
 
-static pthread_mutex_t models_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct kpick_model *models[256];
-static int nmodels;
+#define KP_MAX_MODELS 256
+static kp_handles models = KP_HANDLES_INIT(KP_MAX_MODELS);
 
-static int model_live(const kpick_model *md) {
-  int found = 0;
-  pthread_mutex_lock(&models_lock);
-  for (int i = 0; i < nmodels && !found; i++) found = models[i] == md;
-  pthread_mutex_unlock(&models_lock);
-  return found;
-}
+static int model_live(const kpick_model *md) { return kp_handles_has(&models, md); }
 
 #define KP_MODEL(md) KP_REQUIRE((md) != NULL && model_live(md), "not a live model handle")
 
@@ -301,10 +295,10 @@ int kpick_model_create(const kpick_model_dims *d, uint64_t seed, kpick_model **o
   if (st == KPICK_OK) st = fill_weights(md, seed);
   if (st == KPICK_OK) st = reset(md, seed);
   if (st == KPICK_OK) {
-    pthread_mutex_lock(&models_lock);
-    if (nmodels < (int)(sizeof models / sizeof models[0])) models[nmodels++] = md;
-    else st = kp_fail(KPICK_E_STATE, __func__, "%d models are live: free one first", nmodels);
-    pthread_mutex_unlock(&models_lock);
+    if (!kp_handles_add(&models, md))
+      st = kp_handles_count(&models) >= KP_MAX_MODELS
+               ? kp_fail(KPICK_E_STATE, __func__, "%d models are live: free one first", KP_MAX_MODELS)
+               : kp_fail(KPICK_E_NOMEM, __func__, "host allocation failed");
   }
   if (st != KPICK_OK) {
     model_release(md);
@@ -317,17 +311,7 @@ int kpick_model_create(const kpick_model_dims *d, uint64_t seed, kpick_model **o
 int kpick_model_free(kpick_model *md) {
   kp_clear_error();
   KP_REQUIRE(md != NULL, "model is null");
-  int found = 0;
-  pthread_mutex_lock(&models_lock);
-  for (int i = 0; i < nmodels; i++) {
-    if (models[i] == md) {
-      models[i] = models[--nmodels];
-      found = 1;
-      break;
-    }
-  }
-  pthread_mutex_unlock(&models_lock);
-  KP_REQUIRE(found, "not a live model handle (freed twice?)");
+  KP_REQUIRE(kp_handles_remove(&models, md), "not a live model handle (freed twice?)");
   (void)be_stream_sync(md->stream);
   model_release(md);
   return KPICK_OK;
