@@ -5,7 +5,7 @@
 # parity of every candidate on every decode linear of the five presets at
 # every rows bucket. Run from the repo root with .devcarry carried
 # (../shared/device/prep.sh; node_modules packed as .devcarry/nm.tar.xz).
-#   bash bench/gpu/pipeline.sh [step ...]   steps: sweep promote bench parity timing serve
+#   bash bench/gpu/pipeline.sh [step ...]   steps: sweep promote bench parity timing serve profile
 #   (default: sweep promote bench parity; timing: a fresh Llama-3.1-8B sweep, for
 #   the 60 s target; serve: serve-bench of the presets through the table)
 # Everything comes back as $OUT/pipeline.tar.xz (stores, tables, logs) and
@@ -74,6 +74,14 @@ for want in $steps; do
       for m in ${SERVE_MODELS:-Qwen3-0.6B Qwen3-1.7B Qwen3-8B Llama-3.1-8B}; do
         step "serve-$m" 90 node --import tsx scripts/serve-bench.ts --model "$m" --c 1,4,8,16,32,64 --steps ${SERVE_STEPS:-32} --runs 2 --identity-steps 256 --json
         tail -n 12 "logs/serve-$m.log" >> "$summary"
+      done ;;
+    profile)
+      # every kernel of a short serve-bench run (both routes), timed alone by
+      # Nsight Compute: where a decode step's time goes, op by op
+      ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+      for m in ${PROFILE_MODELS:-Llama-3.1-8B}; do
+        step "profile-$m" 240 "$ncu_bin" --clock-control none --target-processes all --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size --csv \
+          node --import tsx scripts/serve-bench.ts --model "$m" --layers 2 --c ${PROFILE_C:-1} --steps 2 --runs 1 --identity-steps 0 --json
       done ;;
     parity)
       for m in $presets; do step "parity-$m" 120 node --import tsx scripts/parity.ts --model "$m" --rows $rows --dtype bf16,fp16; done
