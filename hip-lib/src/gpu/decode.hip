@@ -3,15 +3,18 @@
  * step. Arithmetic is fp32, rounding once to the dtype; every reduction runs
  * in a fixed order, so a step's output does not change from run to run.
  *   fill         kp_uniform values (common/model.h), as the CPU makes them
- *   add_rmsnorm  one block per row: residual += y, sum of squares, scale
- *   rope_append  one block per row: rotate-half rotary embedding of q and k in
- *                place; k and v into the cache at the row's position
- *   attention    one block per (head, row): thread groups read whole key and
- *                value rows, many in flight; block max and sum; head_dim 64,
- *                128 or 256
- *   argmax       one block per row: 16-byte pieces, lowest index on ties, then
- *                the position moves on
+ *   add_rmsnorm  one block per row, the row held in registers: residual += y,
+ *                sum of squares, scale
+ *   rope_append  a thread per rotated pair: rotate-half rotary embedding of q
+ *                and k in place; k and v into the cache at the row's position
+ *   attention    one block per (head, row), one pass with a running softmax:
+ *                thread groups read whole key and value rows, many in flight;
+ *                head_dim 64, 128 or 256
+ *   argmax       one block per row: batches of 16-byte pieces, lowest index on
+ *                ties, then the position moves on
  *   embed        one block per row: residual = the token's row of the table
+ * On CUDA sm_90 each op is launched with programmatic dependent launch (see
+ * "chaining" below); no op's result depends on it.
  * Warp width comes from arch.h (kp_warp); block sizes are multiples of 64. */
 #include <math.h>
 #include <stdlib.h>
@@ -49,8 +52,9 @@
   } while (0)
 
 static constexpr int kp_row_threads = 256;   /* norm, rope, embed */
-static constexpr int kp_attn_threads = 256;
+static constexpr int kp_attn_threads = 512;
 static constexpr int kp_argmax_threads = 1024;
+static constexpr int kp_argmax_u = 8; /* 16-byte pieces a thread loads at once */
 static constexpr int kp_max_warps = 1024 / 32; /* the most warps a block of this file has */
 
 /* ---- memory, streams, graphs ---- */
@@ -216,60 +220,161 @@ int be_fill_uniform(void *dst, int64_t count, int32_t dtype, uint64_t seed, floa
   return KPICK_OK;
 }
 
-/* ---- add + rmsnorm ---- */
+/* ---- chaining: programmatic dependent launch ----
+ * On CUDA sm_90 every decode op is launched with PDL, as the table's .pdl
+ * linears are: an op lets the next kernel of the step start at once
+ * (kp_dec_release) and then waits for the previous one's memory before it
+ * reads or writes anything (kp_dec_wait). A linear after an op can so load
+ * its first weights while the op runs. Every block of every op waits, so
+ * "the previous kernel is done" still means every earlier kernel is done.
+ * Elsewhere both are nothing, and the launches are plain. */
 
-template <int DT>
-__global__ void __launch_bounds__(kp_row_threads)
+__device__ __forceinline__ void kp_dec_release() {
+#if defined(KPICK_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void kp_dec_wait() {
+#if defined(KPICK_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* whether this device takes PDL launches: CUDA, compute capability 9 or more */
+static bool kp_dec_pdl() {
+#if defined(KPICK_GPU_CUDA)
+  static int known = -1; /* a race here only computes the same answer twice */
+  if (known < 0) {
+    int dev = 0, major = 0;
+    known = cudaGetDevice(&dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+  }
+  return known == 1;
+#else
+  return false;
+#endif
+}
+
+/* ---- add + rmsnorm ----
+ * One block per row; each thread keeps its C groups of 4 elements in
+ * registers, so the row is read once, with every load in flight together. */
+
+static constexpr int kp_norm_group = 4;     /* elements a thread loads at once */
+static constexpr int kp_norm_max_chunks = 8; /* groups a thread keeps: hidden <= 8 * 4 * 1024 */
+
+template <int DT, int C>
+__global__ void __launch_bounds__(1024)
     kp_add_rmsnorm_kernel(float *__restrict__ resid, const uint16_t *__restrict__ y, const uint16_t *__restrict__ gamma,
                           uint16_t *__restrict__ out, int64_t H, float eps) {
   __shared__ float red[kp_max_warps];
+  kp_dec_release();
   const int64_t row = blockIdx.x;
-  float *r = resid + row * H;
-  float ss = 0.0f;
-  /* unrolled so a thread's loads are in flight together: one block per row is latency-bound */
-#pragma unroll 8
-  for (int64_t j = threadIdx.x; j < H; j += blockDim.x) {
-    float v = r[j];
-    if (y) {
-      v += kp_load1<DT>(y + row * H + j);
-      r[j] = v;
+  const bool vec = H % kp_norm_group == 0; /* then rows of resid, y and out are 16-, 8- and 8-byte aligned */
+  /* gamma is a weight no kernel of the step writes: load it before the wait */
+  float gm[C][kp_norm_group];
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    const int64_t j = ((int64_t)c * blockDim.x + threadIdx.x) * kp_norm_group;
+    if (vec && j < H) {
+      const uint2 b = *reinterpret_cast<const uint2 *>(gamma + j);
+      gm[c][0] = kp_lo<DT>(b.x), gm[c][1] = kp_hi<DT>(b.x), gm[c][2] = kp_lo<DT>(b.y), gm[c][3] = kp_hi<DT>(b.y);
+    } else {
+#pragma unroll
+      for (int e = 0; e < kp_norm_group; ++e) gm[c][e] = j + e < H ? kp_load1<DT>(gamma + j + e) : 0.0f;
     }
-    ss = fmaf(v, v, ss);
   }
+  kp_dec_wait();
+  float *r = resid + row * H;
+  const uint16_t *yr = y ? y + row * H : nullptr;
+  float v[C][kp_norm_group];
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    const int64_t j = ((int64_t)c * blockDim.x + threadIdx.x) * kp_norm_group;
+    if (vec && j < H) {
+      const float4 a = *reinterpret_cast<const float4 *>(r + j);
+      v[c][0] = a.x, v[c][1] = a.y, v[c][2] = a.z, v[c][3] = a.w;
+      if (yr) {
+        const uint2 b = *reinterpret_cast<const uint2 *>(yr + j);
+        v[c][0] += kp_lo<DT>(b.x), v[c][1] += kp_hi<DT>(b.x), v[c][2] += kp_lo<DT>(b.y), v[c][3] += kp_hi<DT>(b.y);
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < kp_norm_group; ++e)
+        v[c][e] = j + e < H ? r[j + e] + (yr ? kp_load1<DT>(yr + j + e) : 0.0f) : 0.0f;
+    }
+  }
+  float ss = 0.0f;
+#pragma unroll
+  for (int c = 0; c < C; ++c)
+#pragma unroll
+    for (int e = 0; e < kp_norm_group; ++e) ss = fmaf(v[c][e], v[c][e], ss);
   ss = kp_dec_block_sum(ss, red);
   const float inv = 1.0f / sqrtf(ss / (float)H + eps);
-#pragma unroll 8
-  for (int64_t j = threadIdx.x; j < H; j += blockDim.x)
-    out[row * H + j] = kp_round<DT>(r[j] * inv * kp_load1<DT>(gamma + j));
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    const int64_t j = ((int64_t)c * blockDim.x + threadIdx.x) * kp_norm_group;
+#pragma unroll
+    for (int e = 0; e < kp_norm_group; ++e) {
+      if (j + e < H) {
+        if (yr) r[j + e] = v[c][e];
+        out[row * H + j + e] = kp_round<DT>(v[c][e] * inv * gm[c][e]);
+      }
+    }
+  }
+}
+
+template <int DT>
+static hipError_t kp_add_rmsnorm_launch(int chunks, dim3 grid, dim3 block, hipStream_t s, float *resid, const void *y,
+                                        const void *gamma, void *out, int64_t H, float eps) {
+  const uint16_t *yy = (const uint16_t *)y, *gg = (const uint16_t *)gamma;
+  uint16_t *oo = (uint16_t *)out;
+  switch (chunks) {
+    case 1: return kp_launch(kp_add_rmsnorm_kernel<DT, 1>, grid, block, s, kp_dec_pdl(), resid, yy, gg, oo, H, eps);
+    case 2: return kp_launch(kp_add_rmsnorm_kernel<DT, 2>, grid, block, s, kp_dec_pdl(), resid, yy, gg, oo, H, eps);
+    case 4: return kp_launch(kp_add_rmsnorm_kernel<DT, 4>, grid, block, s, kp_dec_pdl(), resid, yy, gg, oo, H, eps);
+    default: return kp_launch(kp_add_rmsnorm_kernel<DT, 8>, grid, block, s, kp_dec_pdl(), resid, yy, gg, oo, H, eps);
+  }
 }
 
 int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *gamma, void *out, int32_t m,
                    int64_t hidden, float eps, void *stream) {
+  const int64_t groups = (hidden + kp_norm_group - 1) / kp_norm_group;
+  int chunks = 1;
+  while (chunks < kp_norm_max_chunks && groups > (int64_t)chunks * 1024) chunks *= 2;
+  if (groups > (int64_t)chunks * 1024)
+    return kp_fail(KPICK_E_UNSUPPORTED, "add_rmsnorm", "hidden %lld: the GPU kernel takes at most %d", (long long)hidden,
+                   kp_norm_max_chunks * kp_norm_group * 1024);
+  /* the fewest threads (whole 64-lane groups, so any warp width) that cover the row */
+  int64_t threads = (groups + chunks - 1) / chunks;
+  threads = (threads + 63) / 64 * 64;
+  const dim3 grid((unsigned)m), block((unsigned)threads);
   const hipStream_t s = (hipStream_t)stream;
-  const dim3 grid((unsigned)m), block(kp_row_threads);
-  if (dtype == KP_DT_BF16)
-    kp_add_rmsnorm_kernel<KP_DT_BF16><<<grid, block, 0, s>>>(residual, (const uint16_t *)y, (const uint16_t *)gamma,
-                                                              (uint16_t *)out, hidden, eps);
-  else
-    kp_add_rmsnorm_kernel<KP_DT_FP16><<<grid, block, 0, s>>>(residual, (const uint16_t *)y, (const uint16_t *)gamma,
-                                                              (uint16_t *)out, hidden, eps);
-  KP_DEC_LAUNCHED("add_rmsnorm");
+  const hipError_t e = dtype == KP_DT_BF16
+                           ? kp_add_rmsnorm_launch<KP_DT_BF16>(chunks, grid, block, s, residual, y, gamma, out, hidden, eps)
+                           : kp_add_rmsnorm_launch<KP_DT_FP16>(chunks, grid, block, s, residual, y, gamma, out, hidden, eps);
+  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "add_rmsnorm launch", "%s", hipGetErrorString(e));
   return KPICK_OK;
 }
 
-/* ---- rotary embedding + KV append ---- */
+/* ---- rotary embedding + KV append ----
+ * One thread per rotated pair (i, i + D/2) of a q or k head, then one per
+ * pair of a v head, copied to the cache: every load of a row in flight at once. */
 
 template <int DT>
 __global__ void __launch_bounds__(kp_row_threads)
     kp_rope_append_kernel(uint16_t *__restrict__ qkv, const int32_t *__restrict__ pos, uint16_t *__restrict__ kc,
                           uint16_t *__restrict__ vc, int heads, int kv_heads, int D, int cap, float theta) {
-  const int64_t row = blockIdx.x;
+  kp_dec_release();
+  kp_dec_wait();
+  const int64_t row = blockIdx.y;
   const int half = D / 2;
   const int64_t nqkv = (int64_t)(heads + 2 * kv_heads) * D;
   uint16_t *x = qkv + row * nqkv;
   const int p = pos[row];
   const int rotated = (heads + kv_heads) * half;
-  for (int idx = threadIdx.x; idx < rotated; idx += blockDim.x) {
+  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx < rotated) {
     const int h = idx / half, i = idx - h * half;
     uint16_t *v = x + (int64_t)h * D;
     const float ang = (float)p * powf(theta, -2.0f * (float)i / (float)D);
@@ -284,48 +389,48 @@ __global__ void __launch_bounds__(kp_row_threads)
       slot[i] = r0;
       slot[i + half] = r1;
     }
-  }
-  for (int idx = threadIdx.x; idx < kv_heads * D; idx += blockDim.x) {
-    const int g = idx / D, e = idx - g * D;
-    vc[(((int64_t)row * kv_heads + g) * cap + p) * D + e] = x[(int64_t)(heads + kv_heads + g) * D + e];
+  } else if (idx < rotated + kv_heads * half) {
+    const int j = idx - rotated, g = j / half, i = j - g * half;
+    const uint16_t *src = x + (int64_t)(heads + kv_heads + g) * D;
+    uint16_t *slot = vc + (((int64_t)row * kv_heads + g) * cap + p) * D;
+    slot[i] = src[i];
+    slot[i + half] = src[i + half];
   }
 }
 
 int be_rope_append(int32_t dtype, void *qkv, const int32_t *pos, void *kcache, void *vcache, int32_t m, int32_t heads,
                    int32_t kv_heads, int32_t head_dim, int32_t cap, float theta, void *stream) {
   const hipStream_t s = (hipStream_t)stream;
-  const dim3 grid((unsigned)m), block(kp_row_threads);
-  if (dtype == KP_DT_BF16)
-    kp_rope_append_kernel<KP_DT_BF16><<<grid, block, 0, s>>>((uint16_t *)qkv, pos, (uint16_t *)kcache,
-                                                              (uint16_t *)vcache, heads, kv_heads, head_dim, cap, theta);
-  else
-    kp_rope_append_kernel<KP_DT_FP16><<<grid, block, 0, s>>>((uint16_t *)qkv, pos, (uint16_t *)kcache,
-                                                              (uint16_t *)vcache, heads, kv_heads, head_dim, cap, theta);
-  KP_DEC_LAUNCHED("rope_append");
+  const int64_t pairs = (int64_t)(heads + 2 * kv_heads) * (head_dim / 2);
+  const dim3 grid((unsigned)((pairs + kp_row_threads - 1) / kp_row_threads), (unsigned)m), block(kp_row_threads);
+  uint16_t *q = (uint16_t *)qkv, *k = (uint16_t *)kcache, *v = (uint16_t *)vcache;
+  const hipError_t e =
+      dtype == KP_DT_BF16
+          ? kp_launch(kp_rope_append_kernel<KP_DT_BF16>, grid, block, s, kp_dec_pdl(), q, pos, k, v, (int)heads, (int)kv_heads, (int)head_dim, (int)cap, theta)
+          : kp_launch(kp_rope_append_kernel<KP_DT_FP16>, grid, block, s, kp_dec_pdl(), q, pos, k, v, (int)heads, (int)kv_heads, (int)head_dim, (int)cap, theta);
+  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "rope_append launch", "%s", hipGetErrorString(e));
   return KPICK_OK;
 }
 
 /* ---- attention: one query per (row, head) over cache positions 0..pos ----
- * A key row is D/8 16-byte pieces; a group of P = D/8 threads reads one row,
- * a thread per piece, so KP = threads / P keys are read per pass and every
- * thread keeps U passes of loads in flight before it uses the first: a decode
- * step at one row has few blocks, so latency, not bandwidth, sets the time.
- * Scores: each thread dots its piece with its 8 values of q, the group sums
- * (a butterfly inside its P lanes) and one lane stores the score. Values: each
- * thread accumulates its 8 dims over its group's keys; the groups' partial
- * outputs are then summed in group order. */
+ * One pass over the cache with a running (online) softmax. A key row is D/8
+ * 16-byte pieces; a group of P = D/8 threads reads one key row and its value
+ * row, a thread per piece, so KP = threads / P positions are read per pass and
+ * every thread keeps U passes of key and value loads in flight before it uses
+ * the first: a decode step at one row has few blocks, so latency, not
+ * bandwidth, sets the time. Each group keeps its own running max, sum and 8
+ * output dims per thread over its positions; the groups are then merged in
+ * group order. */
 
 static constexpr int kp_attn_u = 8; /* passes of loads in flight */
 
 template <int D>
 struct kp_attn_shape {
-  static constexpr int P = D / 8;                 /* threads per key */
-  static constexpr int KP = kp_attn_threads / P;  /* keys per pass */
-  static_assert(P >= 1 && P <= 32 && (P & (P - 1)) == 0, "a key's threads are a power of two inside one warp");
+  static constexpr int P = D / 8;                 /* threads per position */
+  static constexpr int KP = kp_attn_threads / P;  /* positions per pass */
+  static_assert(P >= 1 && P <= 32 && (P & (P - 1)) == 0, "a position's threads are a power of two inside one warp");
+  static_assert(kp_attn_threads % P == 0, "groups fill the block");
 };
-
-/* dynamic shared memory: the scores of every position */
-static size_t attention_smem(int cap) { return sizeof(float) * (size_t)cap; }
 
 template <int DT, int D>
 __global__ void __launch_bounds__(kp_attn_threads)
@@ -333,37 +438,40 @@ __global__ void __launch_bounds__(kp_attn_threads)
                         const uint16_t *__restrict__ vc, const int32_t *__restrict__ pos, uint16_t *__restrict__ out,
                         int heads, int kv_heads, int cap, float scale) {
   constexpr int P = kp_attn_shape<D>::P, KP = kp_attn_shape<D>::KP, U = kp_attn_u;
-  extern __shared__ float kp_attn_scores[];
   __shared__ float part[KP * D];
-  __shared__ float red[kp_max_warps];
+  __shared__ float gmax[KP], gsum[KP], gweight[KP];
+  kp_dec_release();
+  kp_dec_wait();
   const int h = blockIdx.x;
   const int64_t row = blockIdx.y;
   const int g = h / (heads / kv_heads);
   const int len = min(pos[row] + 1, cap);
   const int piece = threadIdx.x % P, grp = threadIdx.x / P;
-  const bool active = grp < KP; /* threads past KP * P (none when P divides the block) idle */
   const int64_t nqkv = (int64_t)(heads + 2 * kv_heads) * D;
   const size_t base = ((size_t)row * kv_heads + g) * (size_t)cap * D + (size_t)piece * 8;
   const uint16_t *K = kc + base, *V = vc + base;
-  float *sc = kp_attn_scores;
 
   float q[8];
   kp_unpack8<DT>(*reinterpret_cast<const kp_v16 *>(qkv + row * nqkv + (int64_t)h * D + piece * 8), q);
 #pragma unroll
   for (int e = 0; e < 8; ++e) q[e] *= scale;
 
-  /* scores; every lane runs every pass (the butterfly needs the whole warp) */
-  float mx = -INFINITY;
+  float mx = -INFINITY, sum = 0.0f;
+  float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
   for (int t0 = 0; t0 < len; t0 += KP * U) {
-    kp_v16 kv[U];
+    kp_v16 kv[U], vv[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int t = t0 + u * KP + grp;
-      kv[u] = active && t < len ? kp_ld_cached(K + (size_t)t * D) : kp_v16{0u, 0u, 0u, 0u};
+      const bool in = t < len;
+      kv[u] = in ? kp_ld_cached(K + (size_t)t * D) : kp_v16{0u, 0u, 0u, 0u};
+      vv[u] = in ? kp_ld_cached(V + (size_t)t * D) : kp_v16{0u, 0u, 0u, 0u};
     }
+    /* the U scores (every lane of the group ends with each), and their max */
+    float sc[U];
+    float bmx = mx;
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int t = t0 + u * KP + grp;
       float f[8];
       kp_unpack8<DT>(kv[u], f);
       float a = 0.0f;
@@ -371,92 +479,73 @@ __global__ void __launch_bounds__(kp_attn_threads)
       for (int e = 0; e < 8; ++e) a = fmaf(q[e], f[e], a);
 #pragma unroll
       for (int o = P / 2; o > 0; o >>= 1) a += kp_shfl_xor(a, o);
-      if (active && t < len) {
-        if (piece == 0) sc[t] = a;
-        mx = fmaxf(mx, a);
-      }
+      sc[u] = t0 + u * KP + grp < len ? a : -INFINITY;
+      bmx = fmaxf(bmx, sc[u]);
     }
-  }
-  mx = kp_dec_block_max(mx, red); /* its barriers also publish sc[] */
-  float sum = 0.0f;
-  for (int t = threadIdx.x; t < len; t += blockDim.x) {
-    const float p = expf(sc[t] - mx);
-    sc[t] = p;
-    sum += p;
-  }
-  sum = kp_dec_block_sum(sum, red);
-
-  /* values: each thread its 8 dims over its group's keys */
-  float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  if (active) {
-    for (int t0 = 0; t0 < len; t0 += KP * U) {
-      kp_v16 vv[U];
-      float pw[U];
+    if (bmx == -INFINITY) continue; /* this group has no position in this pass */
+    const float corr = expf(mx - bmx); /* 0 on the group's first positions */
+    sum *= corr;
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int t = t0 + u * KP + grp;
-        const bool in = t < len;
-        vv[u] = in ? kp_ld_cached(V + (size_t)t * D) : kp_v16{0u, 0u, 0u, 0u};
-        pw[u] = in ? sc[t] : 0.0f;
-      }
+    for (int e = 0; e < 8; ++e) acc[e] *= corr;
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        float f[8];
-        kp_unpack8<DT>(vv[u], f);
+    for (int u = 0; u < U; ++u) {
+      const float p = expf(sc[u] - bmx); /* 0 past len */
+      sum += p;
+      float f[8];
+      kp_unpack8<DT>(vv[u], f);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) acc[e] = fmaf(pw[u], f[e], acc[e]);
-      }
+      for (int e = 0; e < 8; ++e) acc[e] = fmaf(p, f[e], acc[e]);
     }
+    mx = bmx;
+  }
 #pragma unroll
-    for (int e = 0; e < 8; ++e) part[grp * D + piece * 8 + e] = acc[e];
+  for (int e = 0; e < 8; ++e) part[grp * D + piece * 8 + e] = acc[e];
+  if (piece == 0) gmax[grp] = mx, gsum[grp] = sum;
+  __syncthreads();
+  /* merge the groups in order: weight exp(group max - block max) */
+  if (threadIdx.x < KP) {
+    float bm = -INFINITY;
+    for (int i = 0; i < KP; ++i) bm = fmaxf(bm, gmax[i]);
+    gweight[threadIdx.x] = gmax[threadIdx.x] == -INFINITY ? 0.0f : expf(gmax[threadIdx.x] - bm);
   }
   __syncthreads();
-  const float inv = 1.0f / sum;
+  float den = 0.0f;
+  for (int i = 0; i < KP; ++i) den = fmaf(gsum[i], gweight[i], den);
+  const float inv = 1.0f / den;
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float a = 0.0f;
 #pragma unroll 4
-    for (int i = 0; i < KP; ++i) a += part[i * D + d];
+    for (int i = 0; i < KP; ++i) a = fmaf(part[i * D + d], gweight[i], a);
     out[(row * heads + h) * (int64_t)D + d] = kp_round<DT>(a * inv);
   }
 }
 
-template <int DT, int D>
-static void kp_attention_launch(dim3 grid, size_t smem, hipStream_t s, const void *qkv, const void *kcache,
-                                const void *vcache, const int32_t *pos, void *out, int heads, int kv_heads, int cap,
-                                float scale) {
-  kp_attention_kernel<DT, D><<<grid, dim3(kp_attn_threads), smem, s>>>(
-      (const uint16_t *)qkv, (const uint16_t *)kcache, (const uint16_t *)vcache, pos, (uint16_t *)out, heads,
-      kv_heads, cap, scale);
-}
-
 template <int DT>
-static int kp_attention_dispatch(int head_dim, dim3 grid, size_t smem, hipStream_t s, const void *qkv,
-                                 const void *kcache, const void *vcache, const int32_t *pos, void *out, int heads,
-                                 int kv_heads, int cap, float scale) {
+static hipError_t kp_attention_dispatch(int head_dim, dim3 grid, hipStream_t s, const void *qkv, const void *kcache,
+                                        const void *vcache, const int32_t *pos, void *out, int heads, int kv_heads,
+                                        int cap, float scale) {
+  const uint16_t *q = (const uint16_t *)qkv, *k = (const uint16_t *)kcache, *v = (const uint16_t *)vcache;
+  uint16_t *o = (uint16_t *)out;
+  const dim3 block(kp_attn_threads);
   switch (head_dim) {
-    case 64: kp_attention_launch<DT, 64>(grid, smem, s, qkv, kcache, vcache, pos, out, heads, kv_heads, cap, scale); break;
-    case 128: kp_attention_launch<DT, 128>(grid, smem, s, qkv, kcache, vcache, pos, out, heads, kv_heads, cap, scale); break;
-    case 256: kp_attention_launch<DT, 256>(grid, smem, s, qkv, kcache, vcache, pos, out, heads, kv_heads, cap, scale); break;
-    default:
-      return kp_fail(KPICK_E_UNSUPPORTED, "attention", "head_dim %d: the GPU kernel is built for 64, 128 and 256", head_dim);
+    case 64: return kp_launch(kp_attention_kernel<DT, 64>, grid, block, s, kp_dec_pdl(), q, k, v, pos, o, heads, kv_heads, cap, scale);
+    case 128: return kp_launch(kp_attention_kernel<DT, 128>, grid, block, s, kp_dec_pdl(), q, k, v, pos, o, heads, kv_heads, cap, scale);
+    case 256: return kp_launch(kp_attention_kernel<DT, 256>, grid, block, s, kp_dec_pdl(), q, k, v, pos, o, heads, kv_heads, cap, scale);
+    default: return hipErrorNotSupported; /* be_attention checks head_dim first */
   }
-  return KPICK_OK;
 }
 
 int be_attention(int32_t dtype, const void *qkv, const void *kcache, const void *vcache, const int32_t *pos, void *out,
                  int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap, void *stream) {
-  /* the scores (cap floats, model.c bounds cap by KP_MODEL_MAX_POSITIONS), the
-   * partial outputs (8 floats a thread) and the reduction slots stay under the
-   * 48 KiB every target gives without opt-in */
-  const size_t smem = attention_smem(cap);
-  if (smem + sizeof(float) * (kp_attn_threads * 8 + kp_max_warps) > 48 * 1024)
-    return kp_fail(KPICK_E_UNSUPPORTED, "attention", "%d positions need %zu bytes of shared memory", (int)cap, smem);
+  if (head_dim != 64 && head_dim != 128 && head_dim != 256)
+    return kp_fail(KPICK_E_UNSUPPORTED, "attention", "head_dim %d: the GPU kernel is built for 64, 128 and 256", head_dim);
   const dim3 grid((unsigned)heads, (unsigned)m);
   const float scale = 1.0f / sqrtf((float)head_dim);
   const hipStream_t s = (hipStream_t)stream;
-  KP_TRY(dtype == KP_DT_BF16 ? kp_attention_dispatch<KP_DT_BF16>(head_dim, grid, smem, s, qkv, kcache, vcache, pos, out, heads, kv_heads, cap, scale)
-                             : kp_attention_dispatch<KP_DT_FP16>(head_dim, grid, smem, s, qkv, kcache, vcache, pos, out, heads, kv_heads, cap, scale));
-  KP_DEC_LAUNCHED("attention");
+  const hipError_t e =
+      dtype == KP_DT_BF16 ? kp_attention_dispatch<KP_DT_BF16>(head_dim, grid, s, qkv, kcache, vcache, pos, out, heads, kv_heads, cap, scale)
+                          : kp_attention_dispatch<KP_DT_FP16>(head_dim, grid, s, qkv, kcache, vcache, pos, out, heads, kv_heads, cap, scale);
+  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "attention launch", "%s", hipGetErrorString(e));
   return KPICK_OK;
 }
 
@@ -473,6 +562,8 @@ __global__ void __launch_bounds__(kp_argmax_threads)
                      int32_t *__restrict__ pos) {
   __shared__ float best_v[kp_max_warps];
   __shared__ int32_t best_i[kp_max_warps];
+  kp_dec_release();
+  kp_dec_wait();
   const int64_t row = blockIdx.x;
   const uint16_t *x = logits + row * V;
   float bv = -INFINITY;
@@ -480,12 +571,24 @@ __global__ void __launch_bounds__(kp_argmax_threads)
   /* 16-byte pieces while the row start is aligned, the tail one by one; within
    * a thread indices only grow, so a strict > keeps the earliest maximum */
   const int64_t vec = ((uintptr_t)x & 15) == 0 ? V / 8 : 0;
-  for (int64_t c = threadIdx.x; c < vec; c += blockDim.x) {
-    float f[8];
-    kp_unpack8<DT>(*reinterpret_cast<const kp_v16 *>(x + c * 8), f);
+  for (int64_t c0 = threadIdx.x; c0 < vec; c0 += (int64_t)blockDim.x * kp_argmax_u) {
+    kp_v16 piece[kp_argmax_u]; /* every load of the batch in flight before the first compare */
 #pragma unroll
-    for (int e = 0; e < 8; ++e)
-      if (kp_beats(f[e], (int32_t)(c * 8 + e), bv, bi)) bv = f[e], bi = (int32_t)(c * 8 + e);
+    for (int u = 0; u < kp_argmax_u; ++u) {
+      const int64_t c = c0 + (int64_t)u * blockDim.x;
+      piece[u] = c < vec ? *reinterpret_cast<const kp_v16 *>(x + c * 8) : kp_v16{0u, 0u, 0u, 0u};
+    }
+#pragma unroll
+    for (int u = 0; u < kp_argmax_u; ++u) {
+      const int64_t c = c0 + (int64_t)u * blockDim.x;
+      if (c < vec) {
+        float f[8];
+        kp_unpack8<DT>(piece[u], f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          if (kp_beats(f[e], (int32_t)(c * 8 + e), bv, bi)) bv = f[e], bi = (int32_t)(c * 8 + e);
+      }
+    }
   }
   for (int64_t j = vec * 8 + threadIdx.x; j < V; j += blockDim.x) {
     const float f = kp_load1<DT>(x + j);
@@ -512,11 +615,10 @@ int be_argmax_advance(int32_t dtype, const void *logits, int32_t m, int64_t voca
                       void *stream) {
   const hipStream_t s = (hipStream_t)stream;
   const dim3 grid((unsigned)m), block(kp_argmax_threads);
-  if (dtype == KP_DT_BF16)
-    kp_argmax_kernel<KP_DT_BF16><<<grid, block, 0, s>>>((const uint16_t *)logits, vocab, tokens, pos);
-  else
-    kp_argmax_kernel<KP_DT_FP16><<<grid, block, 0, s>>>((const uint16_t *)logits, vocab, tokens, pos);
-  KP_DEC_LAUNCHED("argmax");
+  const uint16_t *l = (const uint16_t *)logits;
+  const hipError_t e = dtype == KP_DT_BF16 ? kp_launch(kp_argmax_kernel<KP_DT_BF16>, grid, block, s, kp_dec_pdl(), l, (int64_t)vocab, tokens, pos)
+                                           : kp_launch(kp_argmax_kernel<KP_DT_FP16>, grid, block, s, kp_dec_pdl(), l, (int64_t)vocab, tokens, pos);
+  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "argmax launch", "%s", hipGetErrorString(e));
   return KPICK_OK;
 }
 
@@ -526,19 +628,32 @@ template <int DT>
 __global__ void __launch_bounds__(kp_row_threads)
     kp_embed_kernel(const uint16_t *__restrict__ table, const int32_t *__restrict__ tokens, float *__restrict__ resid,
                     int64_t H, int64_t V) {
+  kp_dec_release();
+  kp_dec_wait();
   const int64_t row = blockIdx.x;
   const int64_t t = tokens[row] >= 0 && tokens[row] < V ? tokens[row] : 0;
-  for (int64_t j = threadIdx.x; j < H; j += blockDim.x) resid[row * H + j] = kp_load1<DT>(table + t * H + j);
+  const uint16_t *src = table + t * H;
+  float *dst = resid + row * H;
+  if (H % 8 == 0) { /* then the table row is 16-byte aligned and the residual row 32-byte */
+#pragma unroll 4
+    for (int64_t c = threadIdx.x; c < H / 8; c += blockDim.x) {
+      float f[8];
+      kp_unpack8<DT>(*reinterpret_cast<const kp_v16 *>(src + c * 8), f);
+      reinterpret_cast<float4 *>(dst + c * 8)[0] = make_float4(f[0], f[1], f[2], f[3]);
+      reinterpret_cast<float4 *>(dst + c * 8)[1] = make_float4(f[4], f[5], f[6], f[7]);
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < H; j += blockDim.x) dst[j] = kp_load1<DT>(src + j);
+  }
 }
 
 int be_embed(int32_t dtype, const void *table, const int32_t *tokens, float *residual, int32_t m, int64_t hidden,
              int64_t vocab, void *stream) {
   const hipStream_t s = (hipStream_t)stream;
   const dim3 grid((unsigned)m), block(kp_row_threads);
-  if (dtype == KP_DT_BF16)
-    kp_embed_kernel<KP_DT_BF16><<<grid, block, 0, s>>>((const uint16_t *)table, tokens, residual, hidden, vocab);
-  else
-    kp_embed_kernel<KP_DT_FP16><<<grid, block, 0, s>>>((const uint16_t *)table, tokens, residual, hidden, vocab);
-  KP_DEC_LAUNCHED("embed");
+  const uint16_t *t = (const uint16_t *)table;
+  const hipError_t e = dtype == KP_DT_BF16 ? kp_launch(kp_embed_kernel<KP_DT_BF16>, grid, block, s, kp_dec_pdl(), t, tokens, residual, (int64_t)hidden, (int64_t)vocab)
+                                           : kp_launch(kp_embed_kernel<KP_DT_FP16>, grid, block, s, kp_dec_pdl(), t, tokens, residual, (int64_t)hidden, (int64_t)vocab);
+  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "embed launch", "%s", hipGetErrorString(e));
   return KPICK_OK;
 }
