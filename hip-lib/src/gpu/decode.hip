@@ -229,7 +229,11 @@ int be_fill_uniform(void *dst, int64_t count, int32_t dtype, uint64_t seed, floa
  * "the previous kernel is done" still means every earlier kernel is done.
  * Elsewhere both are nothing, and the launches are plain. */
 
+/* 0: plain launches; 1: PDL launches that wait, never release early; 2: release at start too */
+static constexpr int kp_dec_chain = 2;
+
 __device__ __forceinline__ void kp_dec_release() {
+  if (kp_dec_chain < 2) return;
 #if defined(KPICK_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
@@ -244,6 +248,7 @@ __device__ __forceinline__ void kp_dec_wait() {
 /* whether this device takes PDL launches: CUDA, compute capability 9 or more */
 static bool kp_dec_pdl() {
 #if defined(KPICK_GPU_CUDA)
+  if (kp_dec_chain == 0) return false;
   static int known = -1; /* a race here only computes the same answer twice */
   if (known < 0) {
     int dev = 0, major = 0;
