@@ -124,15 +124,18 @@ __device__ __forceinline__ kp_v16 kp_ld_stream(const void *p) {
   return r;
 }
 
-/* Activations are re-read by every warp: let them stay in L1. */
-__device__ __forceinline__ kp_v16 kp_ld_cached(const void *p) {
+/* An activation: re-read by every warp, so L1 may keep it. It is the previous
+ * kernel's output, and under PDL this kernel starts while that kernel still
+ * writes it: so a plain load, kept after the PDL wait (asm volatile), never
+ * the read-only path, which assumes the data fixed for the kernel's life. */
+__device__ __forceinline__ kp_v16 kp_ld_act(const void *p) {
+  kp_v16 r;
 #if defined(KPICK_GPU_CUDA)
-  const uint4 v = __ldg(reinterpret_cast<const uint4 *>(p));
-  kp_v16 r = {v.x, v.y, v.z, v.w};
-  return r;
+  asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p) : "memory");
 #else
-  return *reinterpret_cast<const kp_v16 *>(p);
+  r = *reinterpret_cast<const kp_v16 *>(p);
 #endif
+  return r;
 }
 
 /* A float written by another block of the same launch: read it past L1. */

@@ -227,7 +227,10 @@ int be_fill_uniform(void *dst, int64_t count, int32_t dtype, uint64_t seed, floa
  * reads or writes anything (kp_dec_wait). A linear after an op can so load
  * its first weights while the op runs. Every block of every op waits, so
  * "the previous kernel is done" still means every earlier kernel is done.
- * Elsewhere both are nothing, and the launches are plain. */
+ * Elsewhere both are nothing, and the launches are plain. What an earlier
+ * kernel of the step wrote is never a const __restrict__ argument, and 16-byte
+ * reads of it use kp_ld_act: the read-only path assumes data that no kernel
+ * writes while this one runs, which PDL breaks. */
 
 /* 0: plain launches; 1: PDL launches that wait, never release early; 2: release at start too */
 static constexpr int kp_dec_chain = 2;
@@ -270,7 +273,7 @@ static constexpr int kp_norm_max_chunks = 8; /* groups a thread keeps: hidden <=
 
 template <int DT, int C>
 __global__ void __launch_bounds__(1024)
-    kp_add_rmsnorm_kernel(float *__restrict__ resid, const uint16_t *__restrict__ y, const uint16_t *__restrict__ gamma,
+    kp_add_rmsnorm_kernel(float *__restrict__ resid, const uint16_t *y, const uint16_t *__restrict__ gamma,
                           uint16_t *__restrict__ out, int64_t H, float eps) {
   __shared__ float red[kp_max_warps];
   kp_dec_release();
@@ -368,7 +371,7 @@ int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *ga
 
 template <int DT>
 __global__ void __launch_bounds__(kp_row_threads)
-    kp_rope_append_kernel(uint16_t *__restrict__ qkv, const int32_t *__restrict__ pos, uint16_t *__restrict__ kc,
+    kp_rope_append_kernel(uint16_t *__restrict__ qkv, const int32_t *pos, uint16_t *__restrict__ kc,
                           uint16_t *__restrict__ vc, int heads, int kv_heads, int D, int cap, float theta) {
   kp_dec_release();
   kp_dec_wait();
@@ -439,8 +442,8 @@ struct kp_attn_shape {
 
 template <int DT, int D>
 __global__ void __launch_bounds__(kp_attn_threads)
-    kp_attention_kernel(const uint16_t *__restrict__ qkv, const uint16_t *__restrict__ kc,
-                        const uint16_t *__restrict__ vc, const int32_t *__restrict__ pos, uint16_t *__restrict__ out,
+    kp_attention_kernel(const uint16_t *qkv, const uint16_t *kc, const uint16_t *vc, const int32_t *pos,
+                        uint16_t *__restrict__ out,
                         int heads, int kv_heads, int cap, float scale) {
   constexpr int P = kp_attn_shape<D>::P, KP = kp_attn_shape<D>::KP, U = kp_attn_u;
   __shared__ float part[KP * D];
@@ -457,7 +460,7 @@ __global__ void __launch_bounds__(kp_attn_threads)
   const uint16_t *K = kc + base, *V = vc + base;
 
   float q[8];
-  kp_unpack8<DT>(*reinterpret_cast<const kp_v16 *>(qkv + row * nqkv + (int64_t)h * D + piece * 8), q);
+  kp_unpack8<DT>(kp_ld_act(qkv + row * nqkv + (int64_t)h * D + piece * 8), q);
 #pragma unroll
   for (int e = 0; e < 8; ++e) q[e] *= scale;
 
@@ -469,8 +472,8 @@ __global__ void __launch_bounds__(kp_attn_threads)
     for (int u = 0; u < U; ++u) {
       const int t = t0 + u * KP + grp;
       const bool in = t < len;
-      kv[u] = in ? kp_ld_cached(K + (size_t)t * D) : kp_v16{0u, 0u, 0u, 0u};
-      vv[u] = in ? kp_ld_cached(V + (size_t)t * D) : kp_v16{0u, 0u, 0u, 0u};
+      kv[u] = in ? kp_ld_act(K + (size_t)t * D) : kp_v16{0u, 0u, 0u, 0u};
+      vv[u] = in ? kp_ld_act(V + (size_t)t * D) : kp_v16{0u, 0u, 0u, 0u};
     }
     /* the U scores (every lane of the group ends with each), and their max */
     float sc[U];
@@ -563,7 +566,7 @@ __device__ __forceinline__ bool kp_beats(float va, int32_t ia, float vb, int32_t
 
 template <int DT>
 __global__ void __launch_bounds__(kp_argmax_threads)
-    kp_argmax_kernel(const uint16_t *__restrict__ logits, int64_t V, int32_t *__restrict__ tokens,
+    kp_argmax_kernel(const uint16_t *logits, int64_t V, int32_t *__restrict__ tokens,
                      int32_t *__restrict__ pos) {
   __shared__ float best_v[kp_max_warps];
   __shared__ int32_t best_i[kp_max_warps];
@@ -581,7 +584,7 @@ __global__ void __launch_bounds__(kp_argmax_threads)
 #pragma unroll
     for (int u = 0; u < kp_argmax_u; ++u) {
       const int64_t c = c0 + (int64_t)u * blockDim.x;
-      piece[u] = c < vec ? *reinterpret_cast<const kp_v16 *>(x + c * 8) : kp_v16{0u, 0u, 0u, 0u};
+      piece[u] = c < vec ? kp_ld_act(x + c * 8) : kp_v16{0u, 0u, 0u, 0u};
     }
 #pragma unroll
     for (int u = 0; u < kp_argmax_u; ++u) {
@@ -631,7 +634,7 @@ int be_argmax_advance(int32_t dtype, const void *logits, int32_t m, int64_t voca
 
 template <int DT>
 __global__ void __launch_bounds__(kp_row_threads)
-    kp_embed_kernel(const uint16_t *__restrict__ table, const int32_t *__restrict__ tokens, float *__restrict__ resid,
+    kp_embed_kernel(const uint16_t *__restrict__ table, const int32_t *tokens, float *__restrict__ resid,
                     int64_t H, int64_t V) {
   kp_dec_release();
   kp_dec_wait();

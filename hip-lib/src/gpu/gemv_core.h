@@ -42,7 +42,7 @@ __device__ __forceinline__ void kp_gemv_batch(const uint16_t *const (&w)[NR], co
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float xf[8];
-      kp_unpack8<DT>(kp_ld_cached(x + m * K + off + b * chunk), xf);
+      kp_unpack8<DT>(kp_ld_act(x + m * K + off + b * chunk), xf);
 #pragma unroll
       for (int r = 0; r < NR; ++r) {
         float a = acc[r][m];

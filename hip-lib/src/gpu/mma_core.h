@@ -132,7 +132,7 @@ __device__ __forceinline__ void kp_mma_steps(const uint16_t *const (&wr)[kp_mma_
 #pragma unroll
   for (int b = 0; b < B; ++b)
 #pragma unroll
-    for (int t = 0; t < NT; ++t) kp_mma_apply<DT>(acc[t], a[b], kp_ld_cached(xr[t] + k0 + b * kp_mma_step));
+    for (int t = 0; t < NT; ++t) kp_mma_apply<DT>(acc[t], a[b], kp_ld_act(xr[t] + k0 + b * kp_mma_step));
 }
 
 /* the last step when K % 32 != 0: pieces past K count as zeros */
@@ -146,7 +146,7 @@ __device__ __forceinline__ void kp_mma_step_masked(const uint16_t *const (&wr)[k
   for (int j = 0; j < kp_mma_wrows; ++j) a[j] = inside ? kp_ld_stream(wr[j] + k0) : zero;
   kp_batch_fence(first);
 #pragma unroll
-  for (int t = 0; t < NT; ++t) kp_mma_apply<DT>(acc[t], a, inside ? kp_ld_cached(xr[t] + k0) : zero);
+  for (int t = 0; t < NT; ++t) kp_mma_apply<DT>(acc[t], a, inside ? kp_ld_act(xr[t] + k0) : zero);
 }
 
 template <int DT, int NT, int U, int MODE, bool PDL>
