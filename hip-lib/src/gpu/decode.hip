@@ -232,19 +232,24 @@ int be_fill_uniform(void *dst, int64_t count, int32_t dtype, uint64_t seed, floa
  * reads of it use kp_ld_act: the read-only path assumes data that no kernel
  * writes while this one runs, which PDL breaks. */
 
-/* 0: plain launches; 1: PDL launches that wait, never release early; 2: release at start too */
-static constexpr int kp_dec_chain = 2;
+/* 0: plain launches; 1: PDL launches that wait, never release early;
+ * 2: release at the start, before the wait; 3: release right after the wait */
+static constexpr int kp_dec_chain = 3;
 
+/* at the start of an op: mode 2 lets the next kernel launch now */
 __device__ __forceinline__ void kp_dec_release() {
-  if (kp_dec_chain < 2) return;
+  if (kp_dec_chain != 2) return;
 #if defined(KPICK_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 
+/* before an op's first read or write of step data: the previous kernel is
+ * done; mode 3 then lets the next kernel launch */
 __device__ __forceinline__ void kp_dec_wait() {
 #if defined(KPICK_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (kp_dec_chain == 3) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 
