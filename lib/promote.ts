@@ -12,12 +12,22 @@
 //   nodes: graph nodes (measured, else declared) <= the default's; not for op
 //          'gated', whose default is two nodes and whose fused kernels are one:
 //          a gated entry needs the gain (and the noise check) alone.
+//   pdl:   a candidate that chains with programmatic dependent launch (its name
+//          ends '.pdl') is picked only at rows <= pdl rows. Timed back to back,
+//          such a kernel overlaps its own previous launch; in a decode step it
+//          follows a different kernel, and on the H200 the PDL picks at rows
+//          >= 4 made the step slower than the default while those at rows 1-2
+//          made it faster (bench/results/h200-2026-11-29-s2-variants).
 // Among the candidates that pass, the fastest median wins (ties by name). Every
 // entry says in one line why it moved or why it kept the default.
 import { Identity, type CandidateResult, type StoreRecord, type TableEntry } from './schema.ts';
 import { median, quantile } from './stats.ts';
 
 export const DEFAULT_GATE = 0.02;
+/** The largest rows bucket where a '.pdl' candidate may be picked (see the rule above). */
+export const DEFAULT_PDL_ROWS = 2;
+
+const chainsWithPdl = (name: string) => name.endsWith('.pdl');
 /** With fewer samples a quartile is one or two samples: no measure of spread. */
 export const MIN_SAMPLES = 5;
 
@@ -84,8 +94,9 @@ export function isEligible(c: CandidateResult): boolean {
 }
 
 /** Why `cand` may not replace `def`, or null when it may. Both are eligible. */
-function refusal(op: TableEntry['op'], name: string, cand: CandidateResult, def: CandidateResult, gain: number, gate: number): string | null {
+function refusal(op: TableEntry['op'], name: string, cand: CandidateResult, def: CandidateResult, gain: number, gate: number, rows: number, pdlRows: number): string | null {
   const best = `best ${name} ${percent(gain)}`;
+  if (gain >= gate && chainsWithPdl(name) && rows > pdlRows) return `kept: ${best} but PDL is picked only at rows <= ${pdlRows}`;
   if (gain < gate) {
     if (cand.median_us === def.median_us) return `kept: ${best}, a tie with the default`;
     if (gain < 0) return `kept: default is fastest, ${best}`;
@@ -125,6 +136,8 @@ export function decide(
   defaultName: string,
   candidates: ReadonlyMap<string, CandidateResult>,
   gate: number,
+  rows: number,
+  pdlRows: number = DEFAULT_PDL_ROWS,
 ): { choice: string; reason: string } {
   const kept = (reason: string) => ({ choice: defaultName, reason });
   const def = candidates.get(defaultName);
@@ -139,7 +152,7 @@ export function decide(
   const byMedian = eligible
     .map(([name, c]) => ({ name, c, gain: (def.median_us as number) / (c.median_us as number) - 1 }))
     .sort((a, b) => (a.c.median_us as number) - (b.c.median_us as number) || byText(a.name, b.name));
-  const judged = byMedian.map((x) => ({ ...x, why: refusal(op, x.name, x.c, def, x.gain, gate) }));
+  const judged = byMedian.map((x) => ({ ...x, why: refusal(op, x.name, x.c, def, x.gain, gate, rows, pdlRows) }));
   const winner = judged.find((x) => x.why === null);
   if (winner) return { choice: winner.name, reason: `picked ${winner.name}: ${percent(winner.gain)} over ${defaultName}` };
   return kept(judged[0]!.why as string);
@@ -161,8 +174,9 @@ export type Promoted = { identity: Identity; entries: TableEntry[]; warnings: st
  * with no default anywhere in the records, and problems with no candidate
  * timing record (parity checks or a floor alone).
  */
-export function promote(records: readonly StoreRecord[], gate: number): Promoted | { error: string } {
+export function promote(records: readonly StoreRecord[], gate: number, pdlRows: number = DEFAULT_PDL_ROWS): Promoted | { error: string } {
   if (!(gate >= 0 && gate <= 1)) return { error: `gate must be within 0..1, got ${gate}` };
+  if (!(Number.isInteger(pdlRows) && pdlRows >= 0)) return { error: `pdl rows must be a whole number >= 0, got ${pdlRows}` };
   const id = commonIdentity(records);
   if ('error' in id) return id;
 
@@ -206,7 +220,7 @@ export function promote(records: readonly StoreRecord[], gate: number): Promoted
     }
     const pooled = new Map([...byName].sort(([a], [b]) => byText(a, b)).map(([name, rs]) => [name, poolCandidate(rs)] as const));
     const floorSamples = floors.filter((r) => r.status === 'ok').flatMap((r) => r.samples_us);
-    const { choice, reason } = decide(head.op, defaultName, pooled, gate);
+    const { choice, reason } = decide(head.op, defaultName, pooled, gate, head.rows, pdlRows);
     entries.push({
       op: head.op,
       dtype: head.dtype,

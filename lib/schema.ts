@@ -93,7 +93,10 @@ export const Table = v.strictObject({
   format: v.pipe(v.number(), v.integer(), v.description('table format version')),
   identity: Identity,
   created: v.pipe(v.string(), v.isoTimestamp()),
-  gate: v.strictObject({ min_gain: v.pipe(v.number(), v.minValue(0), v.maxValue(1)) }),
+  gate: v.strictObject({
+    min_gain: v.pipe(v.number(), v.minValue(0), v.maxValue(1)),
+    pdl_rows: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.description('largest rows bucket where a .pdl candidate may be picked'))),
+  }),
   entries: v.array(TableEntry),
 });
 export type Table = v.InferOutput<typeof Table>;

@@ -3,7 +3,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as v from 'valibot';
-import { promote } from './promote.ts';
+import { DEFAULT_PDL_ROWS, promote } from './promote.ts';
 import { issuesLine, Table, TABLE_FORMAT, type Identity, type StoreRecord } from './schema.ts';
 
 export const TABLE_FILE = 'decode_gemm.json';
@@ -28,15 +28,16 @@ export function defaultTablePath(tablesDir: string, identity: Identity): string 
 /** The table of the pooled records; `created` is the only input not from them. */
 export function buildTable(
   records: readonly StoreRecord[],
-  opts: { gate: number; created: Date },
+  opts: { gate: number; pdlRows?: number; created: Date },
 ): { table: Table; warnings: string[] } | { error: string } {
-  const promoted = promote(records, opts.gate);
+  const pdlRows = opts.pdlRows ?? DEFAULT_PDL_ROWS;
+  const promoted = promote(records, opts.gate, pdlRows);
   if ('error' in promoted) return promoted;
   const table: Table = {
     format: TABLE_FORMAT,
     identity: promoted.identity,
     created: opts.created.toISOString(),
-    gate: { min_gain: opts.gate },
+    gate: { min_gain: opts.gate, pdl_rows: pdlRows },
     entries: promoted.entries,
   };
   // Built tables go through the same schema as read ones: a bug here fails loudly.

@@ -1,10 +1,10 @@
 // promote: pool one or more stores of one machine and build into the per-device
 // table, tables/<arch>/<device>/decode_gemm.json. The rule is lib/promote.ts.
-//   tsx scripts/promote.ts --store stores/a [--store stores/b] [--gate 0.02] [--out file] [--json] [--quiet]
+//   tsx scripts/promote.ts --store stores/a [--store stores/b] [--gate 0.02] [--pdl-rows 2] [--out file] [--json] [--quiet]
 // Exit 0 when written; 2 on bad usage, a missing or empty store, mixed
 // identities or an unwritable output (nothing is written then).
-import { colorsFor, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, warn, scriptCli, type OptionSpec } from '../lib/cli.ts';
-import { DEFAULT_GATE } from '../lib/promote.ts';
+import { colorsFor, EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, warn, scriptCli, type OptionSpec } from '../lib/cli.ts';
+import { DEFAULT_GATE, DEFAULT_PDL_ROWS } from '../lib/promote.ts';
 import { reportPathFor, writeReport } from '../lib/html-report.ts';
 import { entryJson, summaryLines } from '../lib/report.ts';
 import { routePathFor, writeCompactRoute } from '../lib/route.ts';
@@ -14,6 +14,7 @@ import { buildTable, defaultTablePath, writeTable } from '../lib/table.ts';
 const OPTIONS = {
   store: { flag: '--store <dir>', help: 'store folder to pool; repeat to pool several (required)' },
   gate: { flag: '--gate <fraction>', help: 'least gain over the default to leave it, 0..1', default: DEFAULT_GATE },
+  pdlRows: { flag: '--pdl-rows <n>', help: 'largest rows bucket where a .pdl candidate may be picked (lib/promote.ts says why)', default: DEFAULT_PDL_ROWS },
   out: { flag: '--out <file>', help: 'table file to write (default: <tables-dir>/<arch>/<device>/decode_gemm.json)' },
   tablesDir: { flag: '--tables-dir <dir>', help: 'root of the per-device tables', default: 'tables' },
   json: { flag: '--json', help: 'one JSON line per entry on stdout' },
@@ -23,6 +24,7 @@ const OPTIONS = {
 export interface PromoteArgs {
   stores: string[];
   gate: number;
+  pdlRows: number;
   out: string | null;
   tablesDir: string;
   json: boolean;
@@ -32,7 +34,7 @@ export interface PromoteArgs {
 function makeCli() {
   return scriptCli('promote', {
     summary: 'pool stores of one machine and build into its per-device table (+ compact route and HTML report beside it)',
-    usage: '--store <dir> [--store <dir>] [--gate 0.02] [--out file] [--json] [--quiet]',
+    usage: '--store <dir> [--store <dir>] [--gate 0.02] [--pdl-rows 2] [--out file] [--json] [--quiet]',
     examples: ['tsx scripts/promote.ts --store stores/h200', 'tsx scripts/promote.ts --store stores/a --store stores/b --gate 0.03 --json | jq .choice'],
   }, OPTIONS);
 }
@@ -53,6 +55,7 @@ export function parseArgs(argv: readonly string[]): PromoteArgs | null {
   return {
     stores,
     gate,
+    pdlRows: optionInt(options, 'pdlRows', OPTIONS.pdlRows.default, 0, 128),
     out: optionText(options, 'out') ?? null,
     tablesDir: optionText(options, 'tablesDir', OPTIONS.tablesDir.default) ?? OPTIONS.tablesDir.default,
     json: options.json === true,
@@ -64,7 +67,7 @@ export function parseArgs(argv: readonly string[]): PromoteArgs | null {
 export function main(argv: readonly string[]): number {
   const args = parseArgs(argv);
   if (args === null) return EXIT.ok;
-  const built = buildTable(readStoreFolders(args.stores, warn), { gate: args.gate, created: new Date() });
+  const built = buildTable(readStoreFolders(args.stores, warn), { gate: args.gate, pdlRows: args.pdlRows, created: new Date() });
   if ('error' in built) throw new UsageError(built.error);
   for (const w of built.warnings) warn(w);
   const out = args.out ?? defaultTablePath(args.tablesDir, built.table.identity);

@@ -59,6 +59,31 @@ test('the gate is a parameter: +5.3 % passes at 0.02 and is kept at 0.1', () => 
   assert.is(strict.reason, 'kept: best rowblk.r2 +5.3 %, below gate 10.0 %');
 });
 
+test('pdl: a faster .pdl candidate is picked at rows <= pdl rows and kept out above, where the next one wins', () => {
+  const others = [
+    { candidate: 'gemv.rpb4.u16.pdl', samples_us: evenSamples(70, 0.01) },
+    { candidate: 'gemv.rpb4.u16', samples_us: evenSamples(80, 0.01) },
+  ];
+  const at = (rows: number, pdlRows: number) => {
+    const result = promote(problem({ samples_us: evenSamples(100, 0.01) }, others, { rows }), DEFAULT_GATE, pdlRows);
+    if ('error' in result) throw new Error(result.error);
+    return result.entries[0]!;
+  };
+  assert.is(at(2, 2).choice, 'gemv.rpb4.u16.pdl');
+  const above = at(4, 2);
+  assert.is(above.choice, 'gemv.rpb4.u16');
+  assert.is(above.reason, 'picked gemv.rpb4.u16: +25.0 % over plain');
+  assert.is(at(4, 4).choice, 'gemv.rpb4.u16.pdl');
+});
+
+test('pdl: when only a .pdl candidate beats the default above pdl rows, the default stays and the reason says why', () => {
+  const result = promote(problem({ samples_us: evenSamples(100, 0.01) }, [{ candidate: 'mma.w4.u8.pdl', samples_us: evenSamples(80, 0.01) }], { rows: 8 }), DEFAULT_GATE, 2);
+  if ('error' in result) throw new Error(result.error);
+  assert.is(result.entries[0]!.choice, 'plain');
+  assert.is(result.entries[0]!.reason, 'kept: best mma.w4.u8.pdl +25.0 % but PDL is picked only at rows <= 2');
+  assert.equal(promote(problem({}, []), DEFAULT_GATE, 1.5), { error: 'pdl rows must be a whole number >= 0, got 1.5' });
+});
+
 test('extra node: a linear candidate with more measured nodes than the default is kept out', () => {
   const e = onlyEntry(problem({}, [{ candidate: 'splitk.s4', nodes: 2, samples_us: evenSamples(80, 0.02) }]));
   assert.is(e.choice, 'plain');
