@@ -222,15 +222,16 @@ int be_fill_uniform(void *dst, int64_t count, int32_t dtype, uint64_t seed, floa
 
 /* ---- chaining: programmatic dependent launch ----
  * On CUDA sm_90 every decode op is launched with PDL, as the table's .pdl
- * linears are: an op lets the next kernel of the step start at once
- * (kp_dec_release) and then waits for the previous one's memory before it
- * reads or writes anything (kp_dec_wait). A linear after an op can so load
- * its first weights while the op runs. Every block of every op waits, so
- * "the previous kernel is done" still means every earlier kernel is done.
- * Elsewhere both are nothing, and the launches are plain. What an earlier
+ * linears are: an op waits for the previous kernel's memory before it reads or
+ * writes step data (kp_dec_wait), and then lets the next kernel of the step
+ * launch. A linear after an op so loads its first weights while the op runs,
+ * and no kernel runs more than one ahead of an op. Every block of every op
+ * waits, so "the previous kernel is done" still means every earlier kernel is
+ * done. Elsewhere both are nothing, and the launches are plain. What an earlier
  * kernel of the step wrote is never a const __restrict__ argument, and 16-byte
  * reads of it use kp_ld_act: the read-only path assumes data that no kernel
- * writes while this one runs, which PDL breaks. */
+ * writes while this one runs, which PDL breaks. bench/gpu/decode-chain.sh
+ * measures the modes below against each other. */
 
 /* 0: plain launches; 1: PDL launches that wait, never release early;
  * 2: release at the start, before the wait; 3: release right after the wait */
