@@ -166,7 +166,8 @@ export function optionText(options: Record<string, unknown>, name: string, fallb
 export function optionInt(options: Record<string, unknown>, name: string, fallback: number, min: number, max: number): number {
   const text = optionText(options, name, fallback) ?? String(fallback);
   const value = /^-?\d+$/.test(text) ? Number(text) : NaN;
-  if (!(value >= min && value <= max)) throw new UsageError(`--${name} must be an integer in ${min}..${max}, got '${text}'`);
+  const flag = name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`); /* cac's camelCase key back to the flag */
+  if (!(value >= min && value <= max)) throw new UsageError(`--${flag} must be an integer in ${min}..${max}, got '${text}'`);
   return value;
 }
 

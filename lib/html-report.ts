@@ -492,6 +492,7 @@ export function renderReport(table: Table, opts: ReportOptions = {}): string {
   const title = `kpick table: ${id.backend} ${id.device}`;
   const identityRows = (Object.entries(id) as [string, string][]).map(([k, val]) => `<tr><td>${esc(k)}</td><td>${esc(val)}</td></tr>`);
   identityRows.push(`<tr><td>created</td><td>${esc(table.created)}</td></tr>`, `<tr><td>gate</td><td>${(table.gate.min_gain * 100).toFixed(1)} %</td></tr>`);
+  if (table.gate.pdl_rows !== undefined) identityRows.push(`<tr><td>.pdl picked at rows</td><td>&le; ${table.gate.pdl_rows}</td></tr>`);
   if (opts.source) identityRows.push(`<tr><td>source</td><td>${esc(opts.source)}</td></tr>`);
   const ceilingNote = ceiling
     ? `Read ceiling: <b>${esc(num(ceiling.gbps))} GB/s</b>, the best read floor of this table (weight bytes / floor time, at ${esc(shapeKey(ceiling.entry))} M=${ceiling.entry.bucket}).`

@@ -63,7 +63,8 @@ export function summaryLines(table: Table, opts: { path: string; colors: Colors 
   const c = opts.colors;
   const movedCount = table.entries.filter(moved).length;
   const gatePct = `${(table.gate.min_gain * 100).toFixed(1)} %`;
-  const header = `${opts.path}: ${table.entries.length} entries, ${movedCount} moved off the default (gate ${gatePct}; ${table.identity.backend} ${table.identity.device})`;
+  const pdl = table.gate.pdl_rows === undefined ? '' : `, .pdl at rows <= ${table.gate.pdl_rows}`;
+  const header = `${opts.path}: ${table.entries.length} entries, ${movedCount} moved off the default (gate ${gatePct}${pdl}; ${table.identity.backend} ${table.identity.device})`;
   const labels = table.entries.map(problemLabel);
   const labelWidth = Math.max(0, ...labels.map((l) => l.length));
   const choiceWidth = Math.max(0, ...table.entries.map((e) => e.choice.length));

@@ -4,7 +4,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { DEFAULT_GATE, MIN_SAMPLES, poolCandidate, promote, type Promoted } from '../lib/promote.ts';
-import type { TableEntry } from '../lib/schema.ts';
+import type { StoreRecord, TableEntry } from '../lib/schema.ts';
 import { evenSamples, problem, syntheticRecord, SYNTHETIC_IDENTITY } from './helpers/synthetic-records.ts';
 
 function promoted(records: Parameters<typeof promote>[0], gate = DEFAULT_GATE): Promoted {
@@ -64,7 +64,7 @@ test('pdl: a faster .pdl candidate is picked at rows <= pdl rows and kept out ab
     { candidate: 'gemv.rpb4.u16.pdl', samples_us: evenSamples(70, 0.01) },
     { candidate: 'gemv.rpb4.u16', samples_us: evenSamples(80, 0.01) },
   ];
-  const at = (rows: number, pdlRows: number) => {
+  const at = (rows: StoreRecord['rows'], pdlRows: number) => {
     const result = promote(problem({ samples_us: evenSamples(100, 0.01) }, others, { rows }), DEFAULT_GATE, pdlRows);
     if ('error' in result) throw new Error(result.error);
     return result.entries[0]!;

@@ -39,10 +39,11 @@ function writeSyntheticStore(dir: string): void {
 }
 
 test('parseArgs: repeated --store, defaults and value checks', () => {
-  assert.equal(parseArgs(['--store', 'a', '--store', 'b']), { stores: ['a', 'b'], gate: 0.02, out: null, tablesDir: 'tables', json: false, quiet: false });
-  assert.equal(parseArgs(['--store', 'a', '--gate', '0.05', '--out', 'x.json', '--json', '--quiet']), {
+  assert.equal(parseArgs(['--store', 'a', '--store', 'b']), { stores: ['a', 'b'], gate: 0.02, pdlRows: 2, out: null, tablesDir: 'tables', json: false, quiet: false });
+  assert.equal(parseArgs(['--store', 'a', '--gate', '0.05', '--pdl-rows', '8', '--out', 'x.json', '--json', '--quiet']), {
     stores: ['a'],
     gate: 0.05,
+    pdlRows: 8,
     out: 'x.json',
     tablesDir: 'tables',
     json: true,
@@ -52,6 +53,7 @@ test('parseArgs: repeated --store, defaults and value checks', () => {
   assert.throws(() => parseArgs([]), (e: unknown) => e instanceof UsageError && /--store/.test(e.message));
   assert.throws(() => parseArgs(['--store', 'a', '--gate', '1.5']), (e: unknown) => e instanceof UsageError && /--gate/.test(e.message));
   assert.throws(() => parseArgs(['--store', 'a', '--gate', 'fast']), (e: unknown) => e instanceof UsageError && /--gate/.test(e.message));
+  assert.throws(() => parseArgs(['--store', 'a', '--pdl-rows', 'x']), (e: unknown) => e instanceof UsageError && /--pdl-rows must be an integer in 0\.\.128, got 'x'/.test(e.message));
   assert.throws(() => parseArgs(['--store', 'a', '--bogus']), (e: unknown) => e instanceof UsageError && /bogus/.test(e.message));
 });
 
@@ -67,7 +69,7 @@ test('writes the table at tables/<arch>/<device>/decode_gemm.json, summary on st
   assert.ok('table' in read, JSON.stringify(read));
   if (!('table' in read)) return;
   assert.equal(read.table.identity, SYNTHETIC_IDENTITY);
-  assert.equal(read.table.gate, { min_gain: 0.02 });
+  assert.equal(read.table.gate, { min_gain: 0.02, pdl_rows: 2 });
   assert.equal(read.table.entries.map((e) => [e.bucket, e.choice]), [[1, 'rowblk.r2'], [2, 'plain']]);
   assert.is(read.table.entries[0]!.floor_us, 60);
 
