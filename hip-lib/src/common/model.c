@@ -556,14 +556,19 @@ static double rel_f32(const float *out, const double *ref, int64_t n) {
 static double worst(double a, double b) { return isnan(a) || a > b ? a : b; }
 
 /* Shapes with tails: no size a power of two, positions 0, mid and last. */
-enum { SC_M = 3, SC_H = 328, SC_HEADS = 4, SC_KV = 2, SC_CAP = 300, SC_V = 1003 };
+enum { SC_M = 3, SC_HEADS = 4, SC_KV = 2, SC_CAP = 300, SC_V = 1003 };
+/* hidden sizes of the norm and embed checks: a multiple of 8 and one of 2 but
+ * not 4 (the GPU kernels read 4 or 8 elements at once only when every row is
+ * so aligned), and one over 4096 (two groups of 4 per thread of the norm's
+ * 1024-thread block) */
+static const int sc_hiddens[] = {328, 330, 4100};
 /* head dims of the rotary and attention checks: tiny's, and every preset's */
 static const int sc_head_dims[] = {64, 128};
 static const int32_t sc_pos[SC_M] = {0, 77, SC_CAP - 1};
 static const float sc_theta = 1e6f;
 
-static int check_add_rmsnorm(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
-  const int64_t n = (int64_t)SC_M * SC_H;
+static int check_add_rmsnorm_h(bag *b, int dt, uint64_t seed, int corrupt, int H, double *err) {
+  const int64_t n = (int64_t)SC_M * H;
   const float eps = 1e-6f;
   float *resid;
   uint16_t *y, *y_dev_src, *gamma, *out;
@@ -571,33 +576,33 @@ static int check_add_rmsnorm(bag *b, int dt, uint64_t seed, int corrupt, double 
   KP_HOST(b, resid, n * 4);
   KP_HOST(b, y, n * 2);
   KP_HOST(b, y_dev_src, n * 2);
-  KP_HOST(b, gamma, SC_H * 2);
+  KP_HOST(b, gamma, H * 2);
   KP_HOST(b, out, n * 2);
   KP_HOST(b, r, n * 8);
   KP_HOST(b, ref, n * 8);
   for (int64_t i = 0; i < n; i++) resid[i] = 3.0f * kp_uniform(seed + 1, (uint64_t)i);
   random_dtype(y, n, dt, seed + 2, 0.0f, 1.0f);
-  random_dtype(gamma, SC_H, dt, seed + 3, 1.0f, 0.25f);
+  random_dtype(gamma, H, dt, seed + 3, 1.0f, 0.25f);
   memcpy(y_dev_src, y, n * 2);
-  if (corrupt) y_dev_src[SC_H + 5] = kp_from_f32(dt, val(dt, y[SC_H + 5]) + 4.0f);
+  if (corrupt) y_dev_src[H + 5] = kp_from_f32(dt, val(dt, y[H + 5]) + 4.0f);
   void *d_resid, *d_y, *d_gamma, *d_out;
   KP_TRY(bag_upload(b, resid, n * 4, &d_resid));
   KP_TRY(bag_upload(b, y_dev_src, n * 2, &d_y));
-  KP_TRY(bag_upload(b, gamma, SC_H * 2, &d_gamma));
+  KP_TRY(bag_upload(b, gamma, H * 2, &d_gamma));
   KP_TRY(bag_upload(b, out, n * 2, &d_out));
   for (int64_t i = 0; i < n; i++) r[i] = (double)resid[i] + val(dt, y[i]);
   *err = 0;
   /* with y, then without: the second call normalises the updated residual again */
   for (int pass = 0; pass < 2; pass++) {
-    KP_TRY(be_add_rmsnorm(dt, d_resid, pass == 0 ? d_y : NULL, d_gamma, d_out, SC_M, SC_H, eps, b->stream));
+    KP_TRY(be_add_rmsnorm(dt, d_resid, pass == 0 ? d_y : NULL, d_gamma, d_out, SC_M, H, eps, b->stream));
     KP_TRY(be_stream_sync(b->stream));
     KP_TRY(be_dev_download(out, d_out, n * 2));
     KP_TRY(be_dev_download(resid, d_resid, n * 4));
     for (int m = 0; m < SC_M; m++) {
       double ss = 0;
-      for (int j = 0; j < SC_H; j++) ss += r[m * SC_H + j] * r[m * SC_H + j];
-      const double inv = 1.0 / sqrt(ss / SC_H + eps);
-      for (int j = 0; j < SC_H; j++) ref[m * SC_H + j] = r[m * SC_H + j] * inv * val(dt, gamma[j]);
+      for (int j = 0; j < H; j++) ss += r[m * H + j] * r[m * H + j];
+      const double inv = 1.0 / sqrt(ss / H + eps);
+      for (int j = 0; j < H; j++) ref[m * H + j] = r[m * H + j] * inv * val(dt, gamma[j]);
     }
     *err = worst(*err, worst(rel_dtype(out, ref, n, dt), rel_f32(resid, r, n)));
   }
@@ -657,16 +662,25 @@ static int check_rope_append_d(bag *b, int dt, uint64_t seed, int corrupt, int D
   return KPICK_OK;
 }
 
-/* The worst error of one head_dim check over every head_dim the checks cover. */
-typedef int (*check_at_dim)(bag *b, int dt, uint64_t seed, int corrupt, int D, double *err);
-static int worst_over_head_dims(check_at_dim check, bag *b, int dt, uint64_t seed, int corrupt, double *err) {
+/* The worst error of one sized check over the sizes given. */
+typedef int (*check_at_size)(bag *b, int dt, uint64_t seed, int corrupt, int size, double *err);
+static int worst_over(check_at_size check, const int *sizes, size_t count, bag *b, int dt, uint64_t seed, int corrupt,
+                      double *err) {
   *err = 0;
-  for (size_t i = 0; i < sizeof sc_head_dims / sizeof sc_head_dims[0]; i++) {
+  for (size_t i = 0; i < count; i++) {
     double e = INFINITY;
-    KP_TRY(check(b, dt, seed + 16 * i, corrupt, sc_head_dims[i], &e));
+    KP_TRY(check(b, dt, seed + 16 * i, corrupt, sizes[i], &e));
     *err = worst(*err, e);
   }
   return KPICK_OK;
+}
+
+static int worst_over_head_dims(check_at_size check, bag *b, int dt, uint64_t seed, int corrupt, double *err) {
+  return worst_over(check, sc_head_dims, sizeof sc_head_dims / sizeof sc_head_dims[0], b, dt, seed, corrupt, err);
+}
+
+static int check_add_rmsnorm(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
+  return worst_over(check_add_rmsnorm_h, sc_hiddens, sizeof sc_hiddens / sizeof sc_hiddens[0], b, dt, seed, corrupt, err);
 }
 
 static int check_rope_append(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
@@ -777,8 +791,8 @@ static int check_argmax(bag *b, int dt, uint64_t seed, int corrupt, double *err)
   return KPICK_OK;
 }
 
-static int check_embed(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
-  const int64_t n = (int64_t)SC_V * SC_H, nout = (int64_t)SC_M * SC_H;
+static int check_embed_h(bag *b, int dt, uint64_t seed, int corrupt, int H, double *err) {
+  const int64_t n = (int64_t)SC_V * H, nout = (int64_t)SC_M * H;
   uint16_t *table;
   float *out;
   KP_HOST(b, table, n * 2);
@@ -791,16 +805,20 @@ static int check_embed(bag *b, int dt, uint64_t seed, int corrupt, double *err) 
   KP_TRY(bag_upload(b, table, n * 2, &d_table));
   KP_TRY(bag_upload(b, tokens, sizeof tokens, &d_tokens));
   KP_TRY(bag_upload(b, out, nout * 4, &d_out));
-  KP_TRY(be_embed(dt, d_table, d_tokens, d_out, SC_M, SC_H, SC_V, b->stream));
+  KP_TRY(be_embed(dt, d_table, d_tokens, d_out, SC_M, H, SC_V, b->stream));
   KP_TRY(be_stream_sync(b->stream));
   KP_TRY(be_dev_download(out, d_out, nout * 4));
   int64_t wrong = 0;
   for (int m = 0; m < SC_M; m++) {
     const int32_t row = want[m] >= 0 && want[m] < SC_V ? want[m] : 0;
-    for (int j = 0; j < SC_H; j++) wrong += out[m * SC_H + j] != kp_to_f32(dt, table[(int64_t)row * SC_H + j]);
+    for (int j = 0; j < H; j++) wrong += out[m * H + j] != kp_to_f32(dt, table[(int64_t)row * H + j]);
   }
   *err = (double)wrong / (double)nout;
   return KPICK_OK;
+}
+
+static int check_embed(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
+  return worst_over(check_embed_h, sc_hiddens, sizeof sc_hiddens / sizeof sc_hiddens[0], b, dt, seed, corrupt, err);
 }
 
 int kpick_decode_selfcheck(int32_t op, int32_t dtype, uint64_t seed, int32_t corrupt, double *rel_err_out,
