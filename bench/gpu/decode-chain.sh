@@ -9,7 +9,7 @@
 set -uo pipefail
 out=logs/decode-chain
 mkdir -p "$out" "${OUT:-build}"
-bash bench/gpu/pipeline.sh build > "$out/build.txt" 2>&1 # no step named build: it only builds
+bash bench/gpu/pipeline.sh build > "$out/build.txt" 2>&1
 export KPICK_BACKEND=cuda NO_COLOR=1
 for mode in ${MODES:-3 2 1 0}; do
   sed -i "s/kp_dec_chain = [0-9];/kp_dec_chain = $mode;/" hip-lib/src/gpu/decode.hip

@@ -5,8 +5,8 @@
 # parity of every candidate on every decode linear of the five presets at
 # every rows bucket. Run from the repo root with .devcarry carried
 # (../shared/device/prep.sh; node_modules packed as .devcarry/nm.tar.xz).
-#   bash bench/gpu/pipeline.sh [step ...]   steps: sweep promote bench parity timing serve profile
-#   (default: sweep promote bench parity; timing: a fresh Llama-3.1-8B sweep, for
+#   bash bench/gpu/pipeline.sh [step ...]   steps: build sweep promote bench parity timing serve profile
+#   (default: sweep promote bench parity; build: only the build every call does; timing: a fresh Llama-3.1-8B sweep, for
 #   the 60 s target; serve: serve-bench of the presets through the table)
 # Everything comes back as $OUT/pipeline.tar.xz (stores, tables, logs) and
 # $OUT/summary.txt; each step has its own time limit so the pack always runs.
@@ -57,6 +57,7 @@ presets="Llama-3.1-8B Qwen3-8B Qwen3-4B Qwen3-1.7B Qwen3-0.6B"
 rows=1,2,4,8,16,32,64,128
 for want in $steps; do
   case $want in
+    build) ;; # every call builds first: this step adds nothing
     sweep)
       for m in $presets; do step "sweep-$m" 150 node --import tsx scripts/sweep.ts --model "$m" --rows $rows --store stores/h200; done ;;
     promote)
