@@ -3,7 +3,7 @@
 //
 // Per problem (op, dtype, n, k, rows) a candidate is eligible when its status is
 // 'ok', its parity 'pass' and it has samples. An eligible candidate leaves the
-// class default only when all three hold:
+// class default only when all of these hold:
 //   gain  = median(default) / median(candidate) - 1 >= gate
 //   noise: both have >= MIN_SAMPLES samples and the interquartile ranges do not
 //          overlap (candidate p75 < default p25). A distribution-free check: it
@@ -26,6 +26,8 @@
 //          What flattered it is gone from the timing, so the default no longer
 //          limits it; `--pdl-rows 2` keeps the old rule, so serve-bench can
 //          compare the two tables from one store (bench/gpu/pipeline.sh pdl-rows).
+//          Should the default table lose to the --pdl-rows 2 one there, the
+//          rule is still needed and this default goes back to 2.
 // Among the candidates that pass, the fastest median wins (ties by name). Every
 // entry says in one line why it moved or why it kept the default.
 import { Identity, type CandidateResult, type StoreRecord, type TableEntry } from './schema.ts';
