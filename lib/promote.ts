@@ -3,7 +3,7 @@
 //
 // Per problem (op, dtype, n, k, rows) a candidate is eligible when its status is
 // 'ok', its parity 'pass' and it has samples. An eligible candidate leaves the
-// class default only when all three hold:
+// class default only when all of these hold:
 //   gain  = median(default) / median(candidate) - 1 >= gate
 //   noise: both have >= MIN_SAMPLES samples and the interquartile ranges do not
 //          overlap (candidate p75 < default p25). A distribution-free check: it
@@ -13,19 +13,29 @@
 //          'gated', whose default is two nodes and whose fused kernels are one:
 //          a gated entry needs the gain (and the noise check) alone.
 //   pdl:   a candidate that chains with programmatic dependent launch (its name
-//          ends '.pdl') is picked only at rows <= pdl rows. Timed back to back,
-//          such a kernel overlaps its own previous launch; in a decode step it
-//          follows a different kernel, and on the H200 the PDL picks at rows
-//          >= 4 made the step slower than the default while those at rows 1-2
-//          made it faster (bench/results/h200-2026-11-29-s2-variants).
+//          ends '.pdl') is picked only at rows <= pdl rows (default 128: any).
+//          The rule was added (default 2) when the sweep timed each kernel back
+//          to back with itself: a .pdl kernel then overlapped its own previous
+//          launch, which no decode step allows, and on the H200 the .pdl picks
+//          at rows >= 4 made the step slower than the default while those at
+//          rows 1-2 made it faster (bench/results/h200-2026-11-29-s2-variants).
+//          The GPU now times each call after a producer kernel that writes x
+//          as a decode op does (hip-lib/src/gpu/hooks.cpp, be_time): a .pdl
+//          candidate overlaps only that producer, as it overlaps the op before
+//          it in a step, and its own next launch cannot start before it ends.
+//          What flattered it is gone from the timing, so the default no longer
+//          limits it; `--pdl-rows 2` keeps the old rule, so serve-bench can
+//          compare the two tables from one store (bench/gpu/pipeline.sh pdl-rows).
+//          Should the default table lose to the --pdl-rows 2 one there, the
+//          rule is still needed and this default goes back to 2.
 // Among the candidates that pass, the fastest median wins (ties by name). Every
 // entry says in one line why it moved or why it kept the default.
 import { Identity, type CandidateResult, type StoreRecord, type TableEntry } from './schema.ts';
 import { median, quantile } from './stats.ts';
 
 export const DEFAULT_GATE = 0.02;
-/** The largest rows bucket where a '.pdl' candidate may be picked (see the rule above). */
-export const DEFAULT_PDL_ROWS = 2;
+/** The largest rows bucket where a '.pdl' candidate may be picked: the largest bucket, no limit (see the rule above). */
+export const DEFAULT_PDL_ROWS = 128;
 
 const chainsWithPdl = (name: string) => name.endsWith('.pdl');
 /** With fewer samples a quartile is one or two samples: no measure of spread. */

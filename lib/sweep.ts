@@ -2,7 +2,9 @@
 // one StoreRecord each. Per (dtype, shape) one problem (one weight fill) at
 // the largest rows; per rows bucket: parity on a sampled reference, node
 // count, then timing in rounds that visit every candidate and the read floor
-// in an order rotated each round, so drift hits them all alike.
+// in an order rotated each round, so drift hits them all alike. A sample is
+// what kpick_time gives: on a GPU the call's served cost after a kernel that
+// writes its input, as a decode step runs it (README, "How a candidate is timed").
 import { randomInt } from 'node:crypto';
 import { KpickError, type Candidate, type Dtype, type Kpick, type Problem } from './ffi.ts';
 import type { Bucket, Linear } from './models.ts';

@@ -1,6 +1,6 @@
 // promote: pool one or more stores of one machine and build into the per-device
 // table, tables/<arch>/<device>/decode_gemm.json. The rule is lib/promote.ts.
-//   tsx scripts/promote.ts --store stores/a [--store stores/b] [--gate 0.02] [--pdl-rows 2] [--out file] [--json] [--quiet]
+//   tsx scripts/promote.ts --store stores/a [--store stores/b] [--gate 0.02] [--pdl-rows 128] [--out file] [--json] [--quiet]
 // Exit 0 when written; 2 on bad usage, a missing or empty store, mixed
 // identities or an unwritable output (nothing is written then).
 import { colorsFor, EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, warn, scriptCli, type OptionSpec } from '../lib/cli.ts';
@@ -34,7 +34,7 @@ export interface PromoteArgs {
 function makeCli() {
   return scriptCli('promote', {
     summary: 'pool stores of one machine and build into its per-device table (+ compact route and HTML report beside it)',
-    usage: '--store <dir> [--store <dir>] [--gate 0.02] [--pdl-rows 2] [--out file] [--json] [--quiet]',
+    usage: '--store <dir> [--store <dir>] [--gate 0.02] [--pdl-rows 128] [--out file] [--json] [--quiet]',
     examples: ['tsx scripts/promote.ts --store stores/h200', 'tsx scripts/promote.ts --store stores/a --store stores/b --gate 0.03 --json | jq .choice'],
   }, OPTIONS);
 }

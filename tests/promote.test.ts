@@ -3,7 +3,7 @@
 // choice, gain and reason below follows from the rule, not from a measurement.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { DEFAULT_GATE, MIN_SAMPLES, poolCandidate, promote, type Promoted } from '../lib/promote.ts';
+import { DEFAULT_GATE, DEFAULT_PDL_ROWS, MIN_SAMPLES, poolCandidate, promote, type Promoted } from '../lib/promote.ts';
 import type { StoreRecord, TableEntry } from '../lib/schema.ts';
 import { evenSamples, problem, syntheticRecord, SYNTHETIC_IDENTITY } from './helpers/synthetic-records.ts';
 
@@ -74,6 +74,15 @@ test('pdl: a faster .pdl candidate is picked at rows <= pdl rows and kept out ab
   assert.is(above.choice, 'gemv.rpb4.u16');
   assert.is(above.reason, 'picked gemv.rpb4.u16: +25.0 % over plain');
   assert.is(at(4, 4).choice, 'gemv.rpb4.u16.pdl');
+});
+
+test('pdl: by default (in-step timing) a faster .pdl candidate is picked at every rows bucket, up to 128', () => {
+  assert.is(DEFAULT_PDL_ROWS, 128);
+  for (const rows of [1, 8, 128] as const) {
+    const result = promote(problem({ samples_us: evenSamples(100, 0.01) }, [{ candidate: 'mma.w4.u8.pdl', samples_us: evenSamples(80, 0.01) }], { rows }), DEFAULT_GATE);
+    if ('error' in result) throw new Error(result.error);
+    assert.is(result.entries[0]!.choice, 'mma.w4.u8.pdl', `rows ${rows}`);
+  }
 });
 
 test('pdl: when only a .pdl candidate beats the default above pdl rows, the default stays and the reason says why', () => {

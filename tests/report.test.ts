@@ -54,7 +54,7 @@ test('entryJson: one flat object per entry with choice, gain and reason', () => 
 
 test('summary: header counts entries and moves, one aligned line per entry', () => {
   const lines = summaryLines(syntheticTable(), { path: 'out/decode_gemm.json', colors: plain });
-  assert.is(lines[0], 'out/decode_gemm.json: 3 entries, 2 moved off the default (gate 2.0 %, .pdl at rows <= 2; cpu Synthetic Device 1)');
+  assert.is(lines[0], 'out/decode_gemm.json: 3 entries, 2 moved off the default (gate 2.0 %, .pdl at rows <= 128; cpu Synthetic Device 1)');
   assert.is(lines.length, 4);
   assert.match(lines[1]!, /^ {2}gated bf16 n=11008 k=4096 M=1 +gated\.rowblk\.r4 +picked gated\.rowblk\.r4: \+50\.0 % over gated\.plain$/);
   assert.match(lines[2]!, /^ {2}linear bf16 n=4096 k=4096 M=1 +rowblk\.r2 +picked rowblk\.r2: \+25\.0 % over plain$/);

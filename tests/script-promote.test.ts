@@ -39,7 +39,7 @@ function writeSyntheticStore(dir: string): void {
 }
 
 test('parseArgs: repeated --store, defaults and value checks', () => {
-  assert.equal(parseArgs(['--store', 'a', '--store', 'b']), { stores: ['a', 'b'], gate: 0.02, pdlRows: 2, out: null, tablesDir: 'tables', json: false, quiet: false });
+  assert.equal(parseArgs(['--store', 'a', '--store', 'b']), { stores: ['a', 'b'], gate: 0.02, pdlRows: 128, out: null, tablesDir: 'tables', json: false, quiet: false });
   assert.equal(parseArgs(['--store', 'a', '--gate', '0.05', '--pdl-rows', '8', '--out', 'x.json', '--json', '--quiet']), {
     stores: ['a'],
     gate: 0.05,
@@ -69,7 +69,7 @@ test('writes the table at tables/<arch>/<device>/decode_gemm.json, summary on st
   assert.ok('table' in read, JSON.stringify(read));
   if (!('table' in read)) return;
   assert.equal(read.table.identity, SYNTHETIC_IDENTITY);
-  assert.equal(read.table.gate, { min_gain: 0.02, pdl_rows: 2 });
+  assert.equal(read.table.gate, { min_gain: 0.02, pdl_rows: 128 });
   assert.equal(read.table.entries.map((e) => [e.bucket, e.choice]), [[1, 'rowblk.r2'], [2, 'plain']]);
   assert.is(read.table.entries[0]!.floor_us, 60);
 

@@ -38,7 +38,7 @@ test('buildTable: header from the records, entries sorted, every candidate kept'
   assert.is(table.format, TABLE_FORMAT);
   assert.equal(table.identity, SYNTHETIC_IDENTITY);
   assert.is(table.created, '2025-02-03T04:05:06.000Z');
-  assert.equal(table.gate, { min_gain: 0.02, pdl_rows: 2 });
+  assert.equal(table.gate, { min_gain: 0.02, pdl_rows: 128 });
   assert.equal(
     table.entries.map((e) => `${e.op} ${e.n} ${e.bucket} ${e.choice}`),
     ['gated 4096 1 gated.rowblk.r4', 'linear 1024 8 plain', 'linear 4096 1 rowblk.r2'],

@@ -5,9 +5,10 @@
 # parity of every candidate on every decode linear of the five presets at
 # every rows bucket. Run from the repo root with .devcarry carried
 # (../shared/device/prep.sh; node_modules packed as .devcarry/nm.tar.xz).
-#   bash bench/gpu/pipeline.sh [step ...]   steps: build sweep promote bench parity timing serve profile
+#   bash bench/gpu/pipeline.sh [step ...]   steps: build sweep promote bench parity timing serve pdl-rows profile
 #   (default: sweep promote bench parity; build: only the build every call does; timing: a fresh Llama-3.1-8B sweep, for
-#   the 60 s target; serve: serve-bench of the presets through the table)
+#   the 60 s target; serve: serve-bench of the presets through the table; pdl-rows: the same serve-bench through a
+#   second table promoted from the same store with the old rule, --pdl-rows 2, into tables-pdl2/)
 # Everything comes back as $OUT/pipeline.tar.xz (stores, tables, logs) and
 # $OUT/summary.txt; each step has its own time limit so the pack always runs.
 set -uo pipefail
@@ -76,6 +77,14 @@ for want in $steps; do
         step "serve-$m" 90 node --import tsx scripts/serve-bench.ts --model "$m" --c 1,4,8,16,32,64 --steps ${SERVE_STEPS:-32} --runs 2 --identity-steps 256 --json
         tail -n 12 "logs/serve-$m.log" >> "$summary"
       done ;;
+    pdl-rows)
+      # promote's old rule (.pdl picks only at rows <= 2) against its default
+      # (any rows), on one store: compare serve-pdl2-* with serve-* of this call
+      step promote-pdl2 60 node --import tsx scripts/promote.ts --store stores/h200 --pdl-rows 2 --out tables-pdl2/decode_gemm.json --json
+      for m in ${SERVE_MODELS:-Qwen3-0.6B Qwen3-1.7B Qwen3-8B Llama-3.1-8B}; do
+        step "serve-pdl2-$m" 90 node --import tsx scripts/serve-bench.ts --model "$m" --table tables-pdl2/decode_gemm.json --c 1,4,8,16,32,64 --steps ${SERVE_STEPS:-32} --runs 2 --identity-steps 0 --json
+        tail -n 12 "logs/serve-pdl2-$m.log" | sed 's/^/pdl-rows 2: /' >> "$summary"
+      done ;;
     profile)
       # every kernel of a short serve-bench run (both routes), timed alone by
       # Nsight Compute: where a decode step's time goes, op by op
@@ -89,5 +98,5 @@ for want in $steps; do
       tail -q -n 3 logs/parity-*.log >> "$summary" ;;
   esac
 done
-tar cJf "$out/pipeline.tar.xz" stores tables logs 2>/dev/null
+tar cJf "$out/pipeline.tar.xz" stores tables logs $(ls -d tables-pdl2 2>/dev/null) 2>/dev/null
 log "packed $(du -h "$out/pipeline.tar.xz" | cut -f1)"

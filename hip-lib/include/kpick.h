@@ -99,9 +99,13 @@ int kpick_poison(kpick_problem *p);
 /* y = cand(x, W[copy]); returns when y is complete. */
 int kpick_run(kpick_problem *p, int32_t cand, int32_t copy);
 /* nsamples timings of one call in microseconds, rotating weight copies;
- * warm-up happens before the first sample. */
+ * warm-up happens before the first sample. On a GPU a sample is the call's
+ * served cost where a decode step runs it: calls each after a producer kernel
+ * that writes x (as the op before a linear does), minus the producer alone
+ * (src/gpu/hooks.cpp says why); on the CPU, one call alone. */
 int kpick_time(kpick_problem *p, int32_t cand, int32_t nsamples, double *us_out);
-/* the read floor: a kernel streaming the same weight bytes, same rotation */
+/* the read floor: a kernel streaming the same weight bytes, same rotation,
+ * timed the way kpick_time times a candidate */
 int kpick_time_floor(kpick_problem *p, int32_t nsamples, double *us_out);
 /* graph nodes of one call, measured by capturing it (CPU: calls made) */
 int kpick_count_nodes(kpick_problem *p, int32_t cand, int32_t *out);

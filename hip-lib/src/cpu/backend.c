@@ -1,7 +1,13 @@
 /* backend.c: the CPU backend's hooks (common/backend.h). Timing: one call per
  * sample on the next weight copy of a rotation shared by every candidate of the
  * problem, so each call reads weights last touched `copies` calls ago (cold:
- * the copies exceed 8x the last-level cache). */
+ * the copies exceed 8x the last-level cache).
+ * The GPU times each call after a producer kernel that writes x, as a decode
+ * step runs it (gpu/hooks.cpp), because a GPU kernel may overlap the one
+ * before it. A CPU call starts when the previous one has returned and nothing
+ * overlaps it, so a producer would only add its own time, which the
+ * subtraction would take away again, plus its noise: the CPU keeps one call
+ * alone per sample, which already is what a step serves. */
 #include <gnu/libc-version.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,8 +4,9 @@
  * Ownership:
  *   - device 0, one non-blocking stream and two timing events: backend-global,
  *     made by be_init, kept for the process's life;
- *   - a problem's x, y, weight copies, float sink and cached graphs: owned by
- *     p->be, released by be_problem_free (which copes with a half-built state);
+ *   - a problem's x (and its source copy), y, weight copies, float sink and
+ *     cached graphs: owned by p->be, released by be_problem_free (which copes
+ *     with a half-built state);
  *   - the scratch (BLAS workspace, gated.blaslt's product, splitk's partials and
  *     arrival counters): backend-global, grown on demand and never shrunk.
  *     A grown-out buffer is retired, not freed, so a graph captured earlier
@@ -66,10 +67,12 @@ static struct {
 
 struct gpu_problem {
   void *x, *y;
+  void *x_src;          /* what the producer copies into x (the same values) */
   void **w;             /* p->copies weight copies */
   float *sink;          /* the read floor's never-written output */
-  hipGraphExec_t *graphs; /* [KP_NCAND][KP_ROWS_SLOTS] timing batches */
-  hipGraphExec_t floor;
+  hipGraphExec_t *graphs; /* [KP_NCAND][KP_ROWS_SLOTS] timing batches: (producer, candidate) pairs */
+  hipGraphExec_t floor[KP_ROWS_SLOTS];    /* (producer, read floor) pairs */
+  hipGraphExec_t producer[KP_ROWS_SLOTS]; /* the producer alone */
   int calls;            /* calls per timing batch */
 };
 
@@ -334,7 +337,7 @@ int be_problem_init(struct kpick_problem *p) {
   scratch_need(p, &temp, &counters);
   const size_t x_bytes = (size_t)p->m_max * (size_t)p->k * 2, y_bytes = (size_t)p->m_max * (size_t)p->n * 2;
   const size_t grow = (temp > scratch.temp_bytes ? temp : 0) + (scratch.blas ? 0 : kp_blas_workspace_bytes());
-  const double need = (double)p->copies * (double)p->w_bytes + (double)x_bytes + (double)y_bytes + (double)grow;
+  const double need = (double)p->copies * (double)p->w_bytes + 2.0 * (double)x_bytes + (double)y_bytes + (double)grow;
   int64_t free_b = 0, total_b = 0;
   KP_TRY(be_mem(&free_b, &total_b));
   if (need + (64 << 20) > (double)free_b)
@@ -342,10 +345,12 @@ int be_problem_init(struct kpick_problem *p) {
                    need / 1048576.0, (int)p->copies, p->w_bytes / 1048576.0, free_b / 1048576.0);
 
   KP_GPU(hipMalloc(&gp->x, x_bytes));
+  KP_GPU(hipMalloc(&gp->x_src, x_bytes));
   KP_GPU(hipMalloc(&gp->y, y_bytes));
   KP_GPU(hipMalloc((void **)&gp->sink, sizeof(float)));
   for (int32_t i = 0; i < p->copies; i++) KP_GPU(hipMalloc(&gp->w[i], p->w_bytes));
   KP_GPU(hipMemcpy(gp->x, p->x_host, x_bytes, hipMemcpyHostToDevice));
+  KP_GPU(hipMemcpy(gp->x_src, p->x_host, x_bytes, hipMemcpyHostToDevice));
   KP_GPU(hipMemcpy(gp->w[0], p->w_host, p->w_bytes, hipMemcpyHostToDevice));
   for (int32_t i = 1; i < p->copies; i++) KP_GPU(hipMemcpy(gp->w[i], gp->w[0], p->w_bytes, hipMemcpyDeviceToDevice));
   KP_GPU(hipDeviceSynchronize());
@@ -367,11 +372,15 @@ void be_problem_free(struct kpick_problem *p) {
   if (gp->graphs)
     for (size_t i = 0; i < (size_t)KP_NCAND * KP_ROWS_SLOTS; i++)
       if (gp->graphs[i]) (void)hipGraphExecDestroy(gp->graphs[i]);
-  if (gp->floor) (void)hipGraphExecDestroy(gp->floor);
+  for (int i = 0; i < KP_ROWS_SLOTS; i++) {
+    if (gp->floor[i]) (void)hipGraphExecDestroy(gp->floor[i]);
+    if (gp->producer[i]) (void)hipGraphExecDestroy(gp->producer[i]);
+  }
   if (gp->w)
     for (int32_t i = 0; i < p->copies; i++)
       if (gp->w[i]) (void)hipFree(gp->w[i]);
   if (gp->x) (void)hipFree(gp->x);
+  if (gp->x_src) (void)hipFree(gp->x_src);
   if (gp->y) (void)hipFree(gp->y);
   if (gp->sink) (void)hipFree(gp->sink);
   free(gp->w);
@@ -436,41 +445,125 @@ static int capture(int calls, hipGraphExec_t *out, F body) {
   return KPICK_OK;
 }
 
-/* one warm-up replay, then nsamples timed replays: us[i] = replay time / calls */
-static int replay(hipGraphExec_t ge, int calls, int32_t nsamples, double *us) {
+/* ---- timing: each call where a decode step runs it ----
+ * A decode step never runs a linear after itself: the op before it (a norm,
+ * attention, another linear) writes its input x, and the op after it waits for
+ * its output. Timed back to back with itself, a .pdl candidate (it lets the
+ * next kernel launch at its start) overlaps its own previous launch, which no
+ * step allows, and looked faster than it serves (lib/promote.ts, --pdl-rows).
+ * So a timing batch is `calls` pairs (producer, candidate), rotating weight
+ * copies: the producer (util.hip) writes x the way a decode op does: launched
+ * with PDL on sm_90, it waits for the kernel before it, then lets the next one
+ * launch. A .pdl candidate so overlaps the producer exactly as it overlaps the
+ * op before it in a step, and can start only once its own previous launch has
+ * ended; a plain candidate waits for the producer to end, as in a step.
+ * A sample is what the candidate adds to the step, its served cost:
+ *   (one replay of the pair batch - the median replay of a producer-only batch
+ *    of the same calls, timed interleaved in the same pass) / calls.
+ * The pass's median, not the neighbouring replay, is subtracted: a sample's
+ * spread is then the pair's own (promote's noise check reads it), and the
+ * producer, timed between the pairs, sees the same clocks and drift. The read
+ * floor is timed the same way, so pick / floor compares costs served alike.
+ * Timings of this kind and the older back-to-back kind never meet in one
+ * table: this file is in the space token (gpu.mk). */
+
+/* instantiate once, then a first replay that loads modules and warms clocks */
+template <class F>
+static int batch(hipGraphExec_t *slot, int calls, F body) {
+  if (*slot) return KPICK_OK;
+  KP_TRY(capture(calls, slot, body));
+  KP_GPU(hipGraphLaunch(*slot, g.stream));
+  return KPICK_OK;
+}
+
+static int time_replay(hipGraphExec_t ge, double *ms_out) {
+  float ms = 0.0f;
+  KP_GPU(hipEventRecord(g.e0, g.stream));
   KP_GPU(hipGraphLaunch(ge, g.stream));
-  KP_GPU(hipStreamSynchronize(g.stream));
-  for (int32_t i = 0; i < nsamples; i++) {
-    float ms = 0.0f;
-    KP_GPU(hipEventRecord(g.e0, g.stream));
-    KP_GPU(hipGraphLaunch(ge, g.stream));
-    KP_GPU(hipEventRecord(g.e1, g.stream));
-    KP_GPU(hipEventSynchronize(g.e1));
-    KP_GPU(hipEventElapsedTime(&ms, g.e0, g.e1));
-    us[i] = (double)ms * 1000.0 / calls;
+  KP_GPU(hipEventRecord(g.e1, g.stream));
+  KP_GPU(hipEventSynchronize(g.e1));
+  KP_GPU(hipEventElapsedTime(&ms, g.e0, g.e1));
+  *ms_out = (double)ms;
+  return KPICK_OK;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* one warm-up replay of each, then nsamples replays of each, in alternating
+ * order; us[i] = (pair replay i - median producer replay) / calls, in us */
+static int served(hipGraphExec_t pairs, hipGraphExec_t producer, int calls, int32_t nsamples, double *us) {
+  double *prod = (double *)malloc((size_t)nsamples * sizeof *prod);
+  if (!prod) return kp_fail(KPICK_E_NOMEM, "time", "host allocation failed");
+  double warm = 0.0;
+  int st = time_replay(pairs, &warm);
+  if (st == KPICK_OK) st = time_replay(producer, &warm);
+  for (int32_t i = 0; i < nsamples && st == KPICK_OK; i++) {
+    if (i % 2 == 0) {
+      st = time_replay(pairs, &us[i]);
+      if (st == KPICK_OK) st = time_replay(producer, &prod[i]);
+    } else {
+      st = time_replay(producer, &prod[i]);
+      if (st == KPICK_OK) st = time_replay(pairs, &us[i]);
+    }
   }
-  KP_GPU(hipGetLastError());
+  if (st == KPICK_OK) {
+    const hipError_t e = hipGetLastError();
+    if (e != hipSuccess) st = kp_fail(KPICK_E_DEVICE, "time", "%s", hipGetErrorString(e));
+  }
+  if (st == KPICK_OK) {
+    qsort(prod, (size_t)nsamples, sizeof *prod, cmp_double);
+    const double mid = nsamples % 2 ? prod[nsamples / 2] : 0.5 * (prod[nsamples / 2 - 1] + prod[nsamples / 2]);
+    for (int32_t i = 0; i < nsamples && st == KPICK_OK; i++) {
+      /* a pair batch holds the producer batch's kernels and more: not faster
+       * unless the clock cannot resolve the difference, which is no timing */
+      if (!(us[i] > mid))
+        st = kp_fail(KPICK_E_DEVICE, "time", "a pair batch (%.1f us) ran no slower than the producer alone (%.1f us): "
+                     "the difference is below what the clock resolves", us[i] * 1000.0, mid * 1000.0);
+      else us[i] = (us[i] - mid) * 1000.0 / calls;
+    }
+  }
+  free(prod);
+  return st;
+}
+
+static int launch_producer(struct kpick_problem *p) {
+  struct gpu_problem *gp = (struct gpu_problem *)p->be;
+  return kp_producer_launch(gp->x_src, gp->x, p->m, p->k, g.stream, g.has_pdl);
+}
+
+static int producer_batch(struct kpick_problem *p, hipGraphExec_t *out) {
+  struct gpu_problem *gp = (struct gpu_problem *)p->be;
+  hipGraphExec_t *slot = &gp->producer[p->m];
+  KP_TRY(batch(slot, gp->calls, [&](int) { return launch_producer(p); }));
+  *out = *slot;
   return KPICK_OK;
 }
 
 int be_time(struct kpick_problem *p, int32_t cand, int32_t nsamples, double *us) {
   struct gpu_problem *gp = (struct gpu_problem *)p->be;
   hipGraphExec_t *slot = &gp->graphs[(size_t)cand * KP_ROWS_SLOTS + (size_t)p->m];
-  if (!*slot) {
-    KP_TRY(capture(gp->calls, slot, [&](int i) { return launch_copy(p, cand, i % p->copies); }));
-    KP_GPU(hipGraphLaunch(*slot, g.stream)); /* a first replay loads modules and warms clocks */
-  }
-  return replay(*slot, gp->calls, nsamples, us);
+  KP_TRY(batch(slot, gp->calls, [&](int i) {
+    KP_TRY(launch_producer(p));
+    return launch_copy(p, cand, i % p->copies);
+  }));
+  hipGraphExec_t producer = NULL;
+  KP_TRY(producer_batch(p, &producer));
+  return served(*slot, producer, gp->calls, nsamples, us);
 }
 
 int be_time_floor(struct kpick_problem *p, int32_t nsamples, double *us) {
   struct gpu_problem *gp = (struct gpu_problem *)p->be;
-  if (!gp->floor) {
-    KP_TRY(capture(gp->calls, &gp->floor,
-                   [&](int i) { return kp_floor_launch(gp->w[i % p->copies], p->w_bytes, gp->sink, g.stream); }));
-    KP_GPU(hipGraphLaunch(gp->floor, g.stream));
-  }
-  return replay(gp->floor, gp->calls, nsamples, us);
+  hipGraphExec_t *slot = &gp->floor[p->m];
+  KP_TRY(batch(slot, gp->calls, [&](int i) {
+    KP_TRY(launch_producer(p));
+    return kp_floor_launch(gp->w[i % p->copies], p->w_bytes, gp->sink, g.stream, g.has_pdl);
+  }));
+  hipGraphExec_t producer = NULL;
+  KP_TRY(producer_batch(p, &producer));
+  return served(*slot, producer, gp->calls, nsamples, us);
 }
 
 int be_count_nodes(struct kpick_problem *p, int32_t cand, int32_t *out) {

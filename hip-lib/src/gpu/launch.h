@@ -48,8 +48,11 @@ int kp_gated_gemv_has(int u, int pdl);
 int kp_gated_gemv_launch(const struct kp_call *c, int rows_per_block, int u);
 int kp_gated_mma_has(int u, int pdl);
 int kp_gated_mma_launch(const struct kp_call *c, int warps, int u);
-/* util.hip: the read floor, the silu-mul node, the warp probe */
-int kp_floor_launch(const void *w, size_t bytes, float *sink, hipStream_t stream);
+/* util.hip: the read floor, the producer of in-step timing, the silu-mul node,
+ * the warp probe. pdl: launch with programmatic dependent launch (CUDA sm_90). */
+int kp_floor_launch(const void *w, size_t bytes, float *sink, hipStream_t stream, int pdl);
+/* x[m, k] = src[m, k], one block per row, after waiting for the previous kernel */
+int kp_producer_launch(const void *src, void *x, int32_t m, int64_t k, hipStream_t stream, int pdl);
 int kp_silu_mul_launch(int32_t dtype, const void *gu, void *y, int32_t m, int64_t n, hipStream_t stream);
 int kp_warp_probe(int *device_warp);
 

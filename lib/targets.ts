@@ -1,0 +1,126 @@
+// The targets of bench/table-bench.ts (issue 11), as pure functions over its
+// measured rows: geomeans of the two ratios per rows bucket and per rows group,
+// and one verdict per target, each met, missed or not measured. Ratios, never
+// times: speedup = default time / pick time (the default is cuBLASLt on CUDA),
+// pick_over_floor = pick time / read floor, both from one run.
+import { geomean } from './stats.ts';
+
+/** What table-bench measured on one shape at one rows bucket. */
+export interface BenchRow {
+  op: string;
+  n: number;
+  k: number;
+  rows: number;
+  speedup: number;
+  pick_over_floor: number;
+}
+
+export interface RowsGroup {
+  label: string;
+  /** the rows buckets the group spans */
+  buckets: readonly number[];
+  /** pick / floor geomean at most this */
+  floorMax: number;
+  /** speedup over the default, geomean at least this */
+  speedupMin: number;
+}
+
+export const GROUPS: readonly RowsGroup[] = [
+  { label: 'rows 1-16', buckets: [1, 2, 4, 8, 16], floorMax: 1.06, speedupMin: 1.25 },
+  { label: 'rows 32-128', buckets: [32, 64, 128], floorMax: 1.12, speedupMin: 1.15 },
+];
+/** no shape at any rows slower than this fraction of the default */
+export const WORST_SPEEDUP_MIN = 0.98;
+
+export interface Summary {
+  group: string;
+  shapes: number;
+  geomean_speedup: number;
+  worst_speedup: number;
+  /** the shape and rows of the worst speedup: "linear 4096x4096 M=8" */
+  worst_at: string;
+  geomean_pick_over_floor: number;
+}
+
+export const where = (r: BenchRow) => `${r.op} ${r.n}x${r.k} M=${r.rows}`;
+
+function worstOf(rows: readonly BenchRow[]): BenchRow {
+  return rows.reduce((w, r) => (r.speedup < w.speedup ? r : w));
+}
+
+/** Geomeans of both ratios over rows, or null when rows is empty. */
+export function summarize(group: string, rows: readonly BenchRow[]): Summary | null {
+  if (rows.length === 0) return null;
+  const worst = worstOf(rows);
+  return {
+    group,
+    shapes: rows.length,
+    geomean_speedup: geomean(rows.map((r) => r.speedup)),
+    worst_speedup: worst.speedup,
+    worst_at: where(worst),
+    geomean_pick_over_floor: geomean(rows.map((r) => r.pick_over_floor)),
+  };
+}
+
+/** One summary per rows bucket measured, in bucket order, then one per group that has any. */
+export function summaries(rows: readonly BenchRow[]): Summary[] {
+  const buckets = [...new Set(rows.map((r) => r.rows))].sort((a, b) => a - b);
+  const perRows = buckets.map((m) => summarize(`rows ${m}`, rows.filter((r) => r.rows === m)));
+  const perGroup = GROUPS.map((g) => summarize(g.label, rows.filter((r) => g.buckets.includes(r.rows))));
+  return [...perRows, ...perGroup].filter((s): s is Summary => s !== null);
+}
+
+export type VerdictStatus = 'met' | 'missed' | 'not measured';
+
+export interface Verdict {
+  target: string;
+  want: string;
+  status: VerdictStatus;
+  /** the measured value; null when not measured */
+  value: number | null;
+  shapes: number;
+  /** buckets of the group that were not measured (the verdict covers the others) */
+  missing_rows: number[];
+  /** for the worst-shape target: where the worst speedup is */
+  where?: string;
+}
+
+function verdict(target: string, want: string, value: number | null, ok: (v: number) => boolean, shapes: number, missing: number[]): Verdict {
+  const status: VerdictStatus = value === null ? 'not measured' : ok(value) ? 'met' : 'missed';
+  return { target, want, status, value, shapes, missing_rows: missing };
+}
+
+/** Every target, in a fixed order: per group pick/floor then speedup, then the worst shape. */
+export function targetVerdicts(rows: readonly BenchRow[]): Verdict[] {
+  const out: Verdict[] = [];
+  for (const g of GROUPS) {
+    const s = summarize(g.label, rows.filter((r) => g.buckets.includes(r.rows)));
+    const missing = g.buckets.filter((m) => !rows.some((r) => r.rows === m));
+    out.push(verdict(`${g.label} pick/floor geomean`, `<= ${g.floorMax}`, s?.geomean_pick_over_floor ?? null, (v) => v <= g.floorMax, s?.shapes ?? 0, missing));
+    out.push(verdict(`${g.label} vs default geomean`, `>= ${g.speedupMin}`, s?.geomean_speedup ?? null, (v) => v >= g.speedupMin, s?.shapes ?? 0, missing));
+  }
+  const all = [...new Set(GROUPS.flatMap((g) => g.buckets))];
+  const worst = rows.length > 0 ? worstOf(rows) : null;
+  const w = verdict('every shape and rows vs default', `>= ${WORST_SPEEDUP_MIN}`, worst?.speedup ?? null, (v) => v >= WORST_SPEEDUP_MIN, rows.length, all.filter((m) => !rows.some((r) => r.rows === m)));
+  out.push(worst ? { ...w, where: where(worst) } : w);
+  return out;
+}
+
+/** "target met: rows 1-16 pick/floor geomean 1.045 (want <= 1.06; 115 shapes)" */
+export function verdictLine(v: Verdict): string {
+  const head = v.status === 'met' ? 'target met' : v.status === 'missed' ? 'target MISSED' : 'target not measured';
+  if (v.value === null) return `${head}: ${v.target} (want ${v.want}; no rows of it in this run)`;
+  const at = v.where ? ` at ${v.where}` : '';
+  const partial = v.missing_rows.length > 0 ? `; rows ${v.missing_rows.join(',')} not measured` : '';
+  return `${head}: ${v.target} ${v.value.toFixed(3)}${at} (want ${v.want}; ${v.shapes} shapes${partial})`;
+}
+
+/** The human table of the summaries: one header, one line per summary; every line starts with "rows". */
+export function summaryTable(list: readonly Summary[]): string[] {
+  const head = `${'rows'.padEnd(12)} ${'shapes'.padStart(6)}  ${'vs default'.padStart(10)}  ${'worst'.padStart(7)}  ${'pick/floor'.padStart(10)}  worst at`;
+  const lines = list.map(
+    (s) =>
+      `${s.group.padEnd(12)} ${String(s.shapes).padStart(6)}  ${`x${s.geomean_speedup.toFixed(3)}`.padStart(10)}  ${`x${s.worst_speedup.toFixed(3)}`.padStart(7)}  ${s.geomean_pick_over_floor.toFixed(3).padStart(10)}  ${s.worst_at}`,
+  );
+  return [head, ...lines];
+}

@@ -1,0 +1,98 @@
+// bench/table-bench.ts on the cpu build (make runs before the tests): the
+// route it times, the ratios of each shape line, the per-rows and per-group
+// summaries, and the target verdicts, on the tiny model through a table
+// written here that moves one shape off the default.
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { DEFAULT_BUILD_DIR, loadKpick } from '../lib/ffi.ts';
+import { identityFromInfo } from '../lib/identity.ts';
+import { TABLE_FORMAT, type Table } from '../lib/schema.ts';
+import { defaultTablePath, writeTable } from '../lib/table.ts';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
+const CPU_LIB = path.join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so');
+
+const tables = fs.mkdtempSync(path.join(os.tmpdir(), 'kpick-table-bench-'));
+test.after(() => fs.rmSync(tables, { recursive: true, force: true }));
+
+function runBench(args: string[]) {
+  const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1' };
+  for (const knob of ['KPICK_LIB', 'KPICK_BACKEND', 'KPICK_FORCE', 'KPICK_NO_BLASLT']) delete env[knob];
+  const r = spawnSync(TSX, ['bench/table-bench.ts', '--backend', 'cpu', '--model', 'tiny', '--samples', '2', '--rounds', '2', '--copies', '2', ...args], { cwd: ROOT, encoding: 'utf8', env });
+  return { code: r.status, lines: r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, any>), stderr: r.stderr };
+}
+
+/** The cpu build's table, with tiny's o projection (256x256) at rows 1 on rowblk.r4. */
+function writeCpuTable(): string {
+  const identity = identityFromInfo(loadKpick({ lib: CPU_LIB }).info());
+  const result = { median_us: 10, p25_us: 9.9, p75_us: 10.1, samples: 9, nodes: 1, params: {}, parity: 'pass', rel_err: 1e-3, stack_bound: false, status: 'ok' } as const;
+  const table: Table = {
+    format: TABLE_FORMAT,
+    identity,
+    created: '2025-01-01T00:00:00.000Z',
+    gate: { min_gain: 0.02, pdl_rows: 128 },
+    entries: [{ op: 'linear', dtype: 'bf16', n: 256, k: 256, bucket: 1, default: 'plain', choice: 'rowblk.r4', reason: 'test', floor_us: 5, candidates: { plain: result, 'rowblk.r4': result } }],
+  };
+  const file = defaultTablePath(tables, identity);
+  assert.ok('path' in writeTable(file, table));
+  return file;
+}
+
+test('table-bench: shape lines through the table, per-rows and per-group geomeans, a verdict per target, then the run', () => {
+  const file = writeCpuTable();
+  const r = runBench(['--rows', '1,2', '--tables-dir', tables]);
+  assert.is(r.code, 0, r.stderr);
+  const kinds = r.lines.map((l) => l.kind);
+  assert.equal(kinds, [...Array(10).fill('shape'), 'summary', 'summary', 'summary', 'target', 'target', 'target', 'target', 'target', 'run']);
+
+  const shapes = r.lines.filter((l) => l.kind === 'shape');
+  const moved = shapes.filter((l) => l.pick !== l.default);
+  assert.equal(moved.map((l) => [l.op, l.n, l.k, l.rows, l.pick, l.default]), [['linear', 256, 256, 1, 'rowblk.r4', 'plain']]);
+  for (const l of shapes) {
+    assert.ok(l.pick_us > 0 && l.default_us > 0 && l.floor_us > 0, JSON.stringify(l));
+    assert.ok(Math.abs(l.speedup - l.default_us / l.pick_us) < 1e-9);
+    assert.ok(Math.abs(l.pick_over_floor - l.pick_us / l.floor_us) < 1e-9);
+    if (l.pick === l.default) assert.is(l.speedup, 1, 'the default is timed once when it is the pick');
+  }
+
+  const summaries = r.lines.filter((l) => l.kind === 'summary');
+  assert.equal(summaries.map((s) => [s.group, s.shapes]), [['rows 1', 5], ['rows 2', 5], ['rows 1-16', 10]]);
+  const rows1 = shapes.filter((l) => l.rows === 1);
+  const geo = Math.exp(rows1.reduce((sum, l) => sum + Math.log(l.pick_over_floor), 0) / rows1.length);
+  assert.ok(Math.abs(summaries[0]!.geomean_pick_over_floor - geo) < 1e-9);
+
+  const targets = r.lines.filter((l) => l.kind === 'target');
+  assert.equal(targets.map((t) => t.target), [
+    'rows 1-16 pick/floor geomean',
+    'rows 1-16 vs default geomean',
+    'rows 32-128 pick/floor geomean',
+    'rows 32-128 vs default geomean',
+    'every shape and rows vs default',
+  ]);
+  assert.equal(targets[0]!.missing_rows, [4, 8, 16]);
+  assert.equal([targets[2]!.status, targets[3]!.status], ['not measured', 'not measured']);
+  const run = r.lines.at(-1)!;
+  assert.equal([run.table, run.table_used, run.models, run.shapes], [file, true, ['tiny'], 5]);
+
+  assert.match(r.stderr, `kpick: table ${file}: loaded 1 entries`);
+  assert.match(r.stderr, /^rows 1-16 +10 +x\d\.\d{3}/m);
+  assert.match(r.stderr, /^target not measured: rows 32-128 pick\/floor geomean/m);
+  assert.match(r.stderr, 'note: the targets are set on all five presets; this run measured tiny');
+});
+
+test('table-bench: bad usage (a rows bucket, a model) exits 2 and says why', () => {
+  const r = spawnSync(TSX, ['bench/table-bench.ts', '--backend', 'cpu', '--rows', '3'], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, NO_COLOR: '1' } });
+  const unknown = spawnSync(TSX, ['bench/table-bench.ts', '--backend', 'cpu', '--model', 'nope'], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, NO_COLOR: '1' } });
+  assert.is(unknown.status, 2, unknown.stderr);
+  assert.match(unknown.stderr, /unknown model 'nope'/);
+  assert.is(r.status, 2, r.stderr);
+  assert.match(r.stderr, /rows '3' is not a bucket/);
+});
+
+test.run();
