@@ -127,4 +127,29 @@ test('the pooled shard stores promote to a table of the same entries as the unsh
   assert.equal(pooled.entries.map((e) => Object.keys(e.candidates)), one.entries.map((e) => Object.keys(e.candidates)));
 });
 
+test('agree.ts: tables of the same records agree entry by entry; a moved choice is named and exits 1', () => {
+  const a = join(scratch, 'out-one', 'table.json');
+  const b = join(scratch, 'out-alternate', 'table.json');
+  const same = tsx('scripts/agree.ts', ['--table', a, '--table', b, '--json']);
+  assert.is(same.code, 0, same.stderr);
+  const rows = same.stdout.trim().split('\n').map((l) => JSON.parse(l) as { agreement: string });
+  assert.ok(rows.length > 0 && rows.every((r) => r.agreement === 'same'));
+  assert.match(same.stderr, new RegExp(`agree: ${rows.length} entries: ${rows.length} same, .*: the tables agree`));
+
+  // move one entry's choice to its slowest timed candidate
+  const t = JSON.parse(readFileSync(a, 'utf8')) as { entries: { choice: string; candidates: Record<string, { median_us: number | null }> }[] };
+  const e = t.entries[0]!;
+  e.choice = Object.entries(e.candidates).filter(([, c]) => c.median_us !== null).sort(([, x], [, y]) => y.median_us! - x.median_us!)[0]![0];
+  const moved = join(scratch, 'moved.json');
+  writeFileSync(moved, JSON.stringify(t));
+  const differ = tsx('scripts/agree.ts', ['--table', a, '--table', moved]);
+  assert.is(differ.code, 1, differ.stderr);
+  assert.match(differ.stderr, new RegExp(`^differ +\\S+ \\S+ \\d+x\\d+ m=\\d+: a \\S+, b ${e.choice.replace(/\./g, '\\.')} `, 'm'));
+  assert.match(differ.stderr, /the tables DISAGREE\n$/);
+
+  const usage = tsx('scripts/agree.ts', ['--table', a]);
+  assert.is(usage.code, 2);
+  assert.is(usage.stderr, 'agree: give exactly two --table files, got 1\n');
+});
+
 test.run();
