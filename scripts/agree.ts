@@ -9,7 +9,7 @@ import { DEFAULT_GATE } from '../lib/promote.ts';
 import type { Table } from '../lib/schema.ts';
 import { readTable } from '../lib/table.ts';
 
-const OPTIONS = {
+export const OPTIONS = {
   table: { flag: '--table <file>', help: 'a table; give exactly two' },
   gate: { flag: '--gate <fraction>', help: 'how much slower the other pick may time and still agree, 0..1', default: DEFAULT_GATE },
   json: { flag: '--json', help: 'one JSON line per entry on stdout', default: false },

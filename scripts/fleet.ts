@@ -9,7 +9,7 @@ import { colorsFor, EXIT, isMainModule, optionText, parseWithCacArgs, printJsonL
 import { DEFAULT_BOUNDS, parseSummaries, poolFleet } from '../lib/fleet.ts';
 import { parseBound } from './check.ts';
 
-const OPTIONS = {
+export const OPTIONS = {
   maxGeomean: { flag: '--max-geomean <x>', help: "flag a node past this geomean of measured/recorded over its picks", default: DEFAULT_BOUNDS.geomean },
   maxRatio: { flag: '--max-ratio <x>', help: 'flag a node when any pick is past this measured/recorded', default: DEFAULT_BOUNDS.entry },
   json: { flag: '--json', help: 'one JSON line per node on stdout', default: false },
