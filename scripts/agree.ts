@@ -13,12 +13,13 @@ export const OPTIONS = {
   table: { flag: '--table <file>', help: 'a table; give exactly two' },
   gate: { flag: '--gate <fraction>', help: 'how much slower the other pick may time and still agree, 0..1', default: DEFAULT_GATE },
   json: { flag: '--json', help: 'one JSON line per entry on stdout', default: false },
+  quiet: { flag: '--quiet', help: 'only the verdict line on stderr, not each entry that is not the same', default: false },
 } satisfies Record<string, OptionSpec>;
 
 export function main(argv: readonly string[]): number {
   const cli = scriptCli('agree', {
     summary: 'compare the choices of two tables of one machine, entry by entry',
-    usage: '--table a.json --table b.json [--gate 0.02] [--json]',
+    usage: '--table a.json --table b.json [--gate 0.02] [--json] [--quiet]',
     examples: ['tsx scripts/agree.ts --table a/decode_gemm.json --table b/decode_gemm.json --json'],
   }, OPTIONS);
   const o = parseWithCac(cli, argv);
@@ -37,7 +38,7 @@ export function main(argv: readonly string[]): number {
   const count = (what: string) => rows.filter((r) => r.agreement === what).length;
   for (const r of rows) {
     if (o.json === true) printJsonLine({ kind: 'agreement', ...r });
-    if (r.agreement !== 'same') {
+    if (r.agreement !== 'same' && o.quiet !== true) {
       const ratios = r.a_ratio === null || r.b_ratio === null ? '' : ` (other pick x${r.a_ratio.toFixed(3)} in a, x${r.b_ratio.toFixed(3)} in b)`;
       say(`${r.agreement.padEnd(11)} ${r.dtype} ${r.op} ${r.n}x${r.k} m=${r.bucket}: a ${r.a ?? '-'}, b ${r.b ?? '-'}${ratios}`);
     }
