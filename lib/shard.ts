@@ -55,6 +55,25 @@ export function shardTag(shard: Shard): string {
   return `shard${shard.index}of${shard.count}`;
 }
 
+/**
+ * Could writers of these two names (lib/store.ts writerKey: "sweep",
+ * "sweep-shard1of2") measure the same unit? Then they must not write one
+ * store at once. An unsharded sweep overlaps every shard of its prefix; two
+ * shards of one partition (same n) overlap only when they are the same shard;
+ * shards of different n cut the plan differently, so they overlap.
+ */
+export function writersOverlap(a: string, b: string): boolean {
+  const parse = (key: string) => {
+    const m = /^(.*)-shard(\d+)of(\d+)$/.exec(key);
+    return m ? { prefix: m[1], index: Number(m[2]), count: Number(m[3]) } : { prefix: key, index: -1, count: 0 };
+  };
+  const x = parse(a);
+  const y = parse(b);
+  if (x.prefix !== y.prefix) return false;
+  if (x.count === 0 || y.count === 0 || x.count !== y.count) return true;
+  return x.index === y.index;
+}
+
 export interface Unit {
   dtype: Dtype;
   linear: Linear;

@@ -95,6 +95,15 @@ function timestampForName(date: Date): string {
   return date.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
 }
 
+/**
+ * The name of a store writer: "sweep", or "sweep-shard1of2" for one shard of
+ * a sharded sweep (tag from lib/shard.ts). Its files carry it, and a store
+ * lock is taken per writer name (shards of one sweep share a store folder).
+ */
+export function writerKey(prefix: string, tag?: string): string {
+  return tag === undefined ? prefix : `${prefix}-${tag}`;
+}
+
 /** Appends records to a new file of its own; each append is on disk before it returns. */
 export class StoreWriter {
   readonly file: string;
@@ -120,7 +129,7 @@ export class StoreWriter {
    * sweep-<time>-<pid>-shard1of2.jsonl).
    */
   static open(dir: string, prefix: string, tag?: string): StoreWriter {
-    const key = tag === undefined ? prefix : `${prefix}-${tag}`;
+    const key = writerKey(prefix, tag);
     try {
       mkdirSync(dir, { recursive: true });
       if (!statSync(dir).isDirectory()) throw new Error('not a directory');

@@ -100,7 +100,9 @@ export async function main(argv: readonly string[]): Promise<number> {
   const args = parseSweepArgs(argv);
   if (args === null) return EXIT.ok;
   const human = !args.quiet;
-  const writer = asUsage(() => StoreWriter.open(args.store, 'sweep', args.shard === undefined ? undefined : shardTag(args.shard)));
+  // the shard names the writer: its files, and the store lock it holds
+  const tag = args.shard === undefined ? undefined : shardTag(args.shard);
+  const writer = asUsage(() => StoreWriter.open(args.store, 'sweep', tag));
   try {
     const kpick = loadKpick({ backend: args.backend });
     const info = kpick.info();

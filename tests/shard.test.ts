@@ -2,7 +2,8 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { decodeLinears, findModel, MODELS, uniqueShapes } from '../lib/models.ts';
 import { BUCKETS } from '../lib/schema.ts';
-import { joinShardValue, parseShard, partition, planUnits, shardKeys, shardTag, unitKey, weightBytes, type Unit } from '../lib/shard.ts';
+import { joinShardValue, parseShard, partition, planUnits, shardKeys, shardTag, unitKey, weightBytes, writersOverlap, type Unit } from '../lib/shard.ts';
+import { writerKey } from '../lib/store.ts';
 
 // a space like the CPU build's: 6 linear candidates, 4 gated ones
 const candidates = [...Array(6).fill({ op: 'linear' }), ...Array(4).fill({ op: 'gated' })] as { op: 'linear' | 'gated' }[];
@@ -45,6 +46,18 @@ test('joinShardValue keeps a negative value with its option, so its error names 
 
 test('shardTag names the shard as a store file shows it', () => {
   assert.is(shardTag({ index: 1, count: 2 }), 'shard1of2');
+});
+
+test('writersOverlap: shards of one partition coexist; the same shard, an unsharded sweep or another partition do not', () => {
+  assert.not.ok(writersOverlap('sweep-shard0of2', 'sweep-shard1of2'));
+  assert.ok(writersOverlap('sweep-shard1of2', 'sweep-shard1of2'));
+  assert.ok(writersOverlap('sweep', 'sweep-shard1of2'));
+  assert.ok(writersOverlap('sweep-shard0of2', 'sweep'));
+  assert.ok(writersOverlap('sweep', 'sweep'));
+  assert.ok(writersOverlap('sweep-shard0of2', 'sweep-shard1of3'));
+  assert.not.ok(writersOverlap('sweep', 'parity'));
+  assert.is(writerKey('sweep', shardTag({ index: 1, count: 2 })), 'sweep-shard1of2');
+  assert.is(writerKey('sweep'), 'sweep');
 });
 
 test('a unit costs the weight bytes it reads times the timings of its op (candidates + floor)', () => {
