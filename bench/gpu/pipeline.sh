@@ -105,6 +105,7 @@ for want in $steps; do
       step shard-fleet-plain 90 node --import tsx scripts/check.ts --quick --tables-dir tables-shard1 --node h200-plain
       python3 bench/gpu/bandwidth-hog.py logs/shard-hog.ready 150 2> logs/shard-hog.log & hog=$!
       for _ in $(seq 60); do [ -e logs/shard-hog.ready ] && break; sleep 1; done
+      [ -e logs/shard-hog.ready ] && log "shard: bandwidth hog running" || log "shard: the bandwidth hog did not start (logs/shard-hog.log)"
       step shard-fleet-hog 90 node --import tsx scripts/check.ts --quick --tables-dir tables-shard1 --node h200-hog
       kill "$hog" 2>/dev/null; wait "$hog" 2>/dev/null
       tail -n 1 logs/shard-fleet-plain.log logs/shard-fleet-hog.log >> "$summary"
