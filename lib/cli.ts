@@ -151,6 +151,21 @@ export function parseWithCac(cli: CAC, argv: readonly string[]): Record<string, 
   return options;
 }
 
+/** parseWithCac for a script that also takes positional arguments (files): those come back as `args`. */
+export function parseWithCacArgs(cli: CAC, argv: readonly string[]): { options: Record<string, unknown>; args: string[] } | null {
+  let parsed;
+  try {
+    parsed = cli.parse(['node', cli.name || 'script', ...argv], { run: false });
+    if (parsed.options.help || parsed.options.version) return null;
+    const command = cli.matchedCommand ?? cli.globalCommand;
+    command.checkUnknownOptions();
+    command.checkOptionValue();
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  return { options: parsed.options, args: parsed.args.map(String) };
+}
+
 /** Reads an option as text: cac (mri) turns "8" into a number, "1,2" stays text. */
 export function optionText(options: Record<string, unknown>, name: string, fallback?: string | number): string | undefined {
   const value = options[name] ?? fallback;

@@ -101,6 +101,41 @@ export const Table = v.strictObject({
 });
 export type Table = v.InferOutput<typeof Table>;
 
+/** One probed table entry of a fleet check (scripts/check.ts --quick). */
+export const FleetEntry = v.strictObject({
+  op: Op,
+  dtype: Dtype,
+  n: Dim,
+  k: Dim,
+  bucket: Bucket,
+  choice: Name,
+  recorded_us: v.pipe(v.nullable(Micros), v.description("the table's median of the choice")),
+  measured_us: v.pipe(v.nullable(Micros), v.description('the median measured now; null when it could not run')),
+  ratio: v.pipe(v.nullable(v.pipe(v.number(), v.finite(), v.minValue(0))), v.description('measured / recorded')),
+  parity: v.picklist(['pass', 'fail']),
+  reason: v.pipe(v.string(), v.description('why parity failed or the choice could not run; empty otherwise')),
+});
+export type FleetEntry = v.InferOutput<typeof FleetEntry>;
+
+/** One node's fleet check: one JSON line, pooled across nodes by scripts/fleet.ts. */
+export const FleetSummary = v.strictObject({
+  kind: v.literal('fleet-check'),
+  node: v.pipe(Name, v.description('--node, else the host name (+ /gpu<visible> under CUDA_ or HIP_VISIBLE_DEVICES)')),
+  host: Name,
+  device: v.pipe(Name, v.description("the library's device name (no index or UUID)")),
+  visible: v.pipe(v.nullable(v.string()), v.description('CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES, as set')),
+  identity: Identity,
+  table: v.string(),
+  entries: v.array(FleetEntry),
+  geomean_ratio: v.nullable(v.pipe(v.number(), v.finite(), v.minValue(0))),
+  worst_ratio: v.nullable(v.pipe(v.number(), v.finite(), v.minValue(0))),
+  bounds: v.strictObject({ geomean: v.number(), entry: v.number() }),
+  verdict: v.pipe(v.picklist(['pass', 'flagged', 'refused']), v.description('refused: the table would not load here')),
+  flags: v.pipe(v.array(v.string()), v.description('one line per reason the node is flagged')),
+  at: v.pipe(v.string(), v.isoTimestamp()),
+});
+export type FleetSummary = v.InferOutput<typeof FleetSummary>;
+
 /** valibot issues as one line: `path: message; path: message`. */
 export function issuesLine(issues: readonly v.BaseIssue<unknown>[]): string {
   return issues

@@ -95,22 +95,41 @@ function timestampForName(date: Date): string {
   return date.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
 }
 
+/**
+ * The name of a store writer: "sweep", or "sweep-shard1of2" for one shard of
+ * a sharded sweep (tag from lib/shard.ts). Its files carry it, and a store
+ * lock is taken per writer name (shards of one sweep share a store folder).
+ */
+export function writerKey(prefix: string, tag?: string): string {
+  return tag === undefined ? prefix : `${prefix}-${tag}`;
+}
+
 /** Appends records to a new file of its own; each append is on disk before it returns. */
 export class StoreWriter {
   readonly file: string;
+  /**
+   * Who writes: "sweep", or "sweep-shard1of2" for one shard of a sharded
+   * sweep. Writers of different keys may share a store folder (the shards of
+   * one sweep on a shared volume); a store lock must be taken per key.
+   */
+  readonly key: string;
   private fd: number | null;
   private count = 0;
 
-  private constructor(file: string, fd: number) {
+  private constructor(file: string, key: string, fd: number) {
     this.file = file;
+    this.key = key;
     this.fd = fd;
   }
 
   /**
    * Creates dir if needed and a new file in it, so an unwritable store fails
-   * here, before anything is measured. prefix names the writer: "sweep".
+   * here, before anything is measured. prefix names the writer: "sweep"; tag,
+   * when given, what part it writes: "shard1of2" (the file is then
+   * sweep-<time>-<pid>-shard1of2.jsonl).
    */
-  static open(dir: string, prefix: string): StoreWriter {
+  static open(dir: string, prefix: string, tag?: string): StoreWriter {
+    const key = writerKey(prefix, tag);
     try {
       mkdirSync(dir, { recursive: true });
       if (!statSync(dir).isDirectory()) throw new Error('not a directory');
@@ -118,11 +137,12 @@ export class StoreWriter {
       throw new Error(`store ${dir} is not a writable folder: ${(err as Error).message}`);
     }
     const base = `${prefix}-${timestampForName(new Date())}-${process.pid}`;
+    const suffix = tag === undefined ? '' : `-${tag}`;
     for (let attempt = 0; attempt < 100; attempt++) {
-      const file = join(dir, attempt === 0 ? `${base}.jsonl` : `${base}-${attempt}.jsonl`);
+      const file = join(dir, attempt === 0 ? `${base}${suffix}.jsonl` : `${base}-${attempt}${suffix}.jsonl`);
       try {
         // 'wx': never open, let alone truncate, a file that exists
-        return new StoreWriter(file, openSync(file, 'wx'));
+        return new StoreWriter(file, key, openSync(file, 'wx'));
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code === 'EEXIST') continue;
         throw new Error(`store ${dir} is not writable: ${(err as Error).message}`);

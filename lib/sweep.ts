@@ -10,6 +10,7 @@ import { KpickError, type Candidate, type Dtype, type Kpick, type Problem } from
 import type { Bucket, Linear } from './models.ts';
 import { ParityChecker, computeReference, referenceColumns } from './parity.ts';
 import { STORE_VERSION, type Identity, type Parity, type StoreRecord } from './schema.ts';
+import { planUnits, shardKeys, unitKey, type Shard } from './shard.ts';
 import { recordKey } from './store.ts';
 
 /** The name the read floor is stored under. */
@@ -32,6 +33,8 @@ export interface SweepPlan {
   seed?: number;
   /** record keys already in the store for this identity: not measured again */
   done: ReadonlySet<string>;
+  /** measure only this shard's part of the plan (lib/shard.ts); undefined: all of it */
+  shard?: Shard;
 }
 
 export interface SweepEvents {
@@ -109,12 +112,15 @@ export function runSweep(kpick: Kpick, plan: SweepPlan, events: SweepEvents): Sw
   const key = (g: Pick<Group, 'dtype' | 'linear' | 'rows'>, candidate: string) =>
     recordKey({ identity: plan.identity, op: g.linear.op, dtype: g.dtype, n: g.linear.n, k: g.linear.k, rows: g.rows, candidate });
 
+  // the shard's part comes from the full plan, before the store is consulted
+  const mine = plan.shard === undefined ? null : shardKeys(planUnits(plan), plan.shard);
   const groups: Group[] = [];
   let skipped = 0;
   for (const dtype of plan.dtypes) {
     for (const linear of plan.linears) {
       const ofOp = plan.candidates.filter((c) => c.op === linear.op);
       for (const rows of plan.rows) {
+        if (mine !== null && !mine.has(unitKey(dtype, linear, rows))) continue;
         const g = { dtype, linear, rows };
         const todo = ofOp.filter((c) => !plan.done.has(key(g, c.name)));
         const floor = !plan.done.has(key(g, FLOOR));

@@ -11,7 +11,7 @@ import { routePathFor, writeCompactRoute } from '../lib/route.ts';
 import { readStoreFolders } from '../lib/store.ts';
 import { buildTable, defaultTablePath, writeTable } from '../lib/table.ts';
 
-const OPTIONS = {
+export const OPTIONS = {
   store: { flag: '--store <dir>', help: 'store folder to pool; repeat to pool several (required)' },
   gate: { flag: '--gate <fraction>', help: 'least gain over the default to leave it, 0..1', default: DEFAULT_GATE },
   pdlRows: { flag: '--pdl-rows <n>', help: 'largest rows bucket where a .pdl candidate may be picked (lib/promote.ts says why)', default: DEFAULT_PDL_ROWS },

@@ -22,6 +22,7 @@ import { BACKENDS, parseBackend, loadKpick, type Dtype } from '../lib/ffi.ts';
 import { describeIdentity, identityFromInfo } from '../lib/identity.ts';
 import { decodeLinears, findModel, linearsOf, modelNames, parseDtypes, parseRows, parseShapes, uniqueShapes, type Bucket, type Linear } from '../lib/models.ts';
 import { StoreWriter, formatWarning, measuredKeys, readStore } from '../lib/store.ts';
+import { joinShardValue, parseShard, shardTag, type Shard } from '../lib/shard.ts';
 import { runSweep, selectCandidates } from '../lib/sweep.ts';
 
 export const OPTIONS = {
@@ -35,6 +36,7 @@ export const OPTIONS = {
   rounds: { flag: '--rounds <n>', help: 'rounds; each visits every candidate, order rotated', default: 3 },
   copies: { flag: '--copies <n>', help: 'rotating weight copies; 0: the library picks > 8x the LLC', default: 0 },
   seed: { flag: '--seed <n>', help: 'input seed (default: a fresh random one per problem)' },
+  shard: { flag: '--shard <i/n>', help: 'measure only shard i (0-based) of n of the plan, into a file of its own (deploy/ runs one per GPU)' },
   backend: { flag: '--backend <name>', help: `${BACKENDS.join(' | ')} (default: $KPICK_BACKEND, else the best build; $KPICK_LIB wins)` },
   json: { flag: '--json', help: 'print each record as one JSON line on stdout', default: false },
   quiet: { flag: '--quiet', help: 'no progress or summary on stderr', default: false },
@@ -51,6 +53,7 @@ export interface SweepArgs {
   rounds: number;
   copies: number;
   seed: number | undefined;
+  shard: Shard | undefined;
   backend: string | undefined;
   json: boolean;
   quiet: boolean;
@@ -61,11 +64,12 @@ export function parseSweepArgs(argv: readonly string[]): SweepArgs | null {
   const cli = scriptCli('sweep', {
     summary: 'time every candidate on every decode linear and rows bucket into a store; resumes',
     usage: '--model <name> --store <dir> [options]',
-    examples: ['tsx scripts/sweep.ts --model Qwen3-0.6B --rows 1,2,4,8 --store stores/cpu', 'tsx scripts/sweep.ts --shapes 4096x4096,1024x3072 --rows 1,16 --dtype bf16,fp16 --store stores/x --json | jq -c .candidate'],
+    examples: ['tsx scripts/sweep.ts --model Qwen3-0.6B --rows 1,2,4,8 --store stores/cpu', 'tsx scripts/sweep.ts --shapes 4096x4096,1024x3072 --rows 1,16 --dtype bf16,fp16 --store stores/x --json | jq -c .candidate', 'CUDA_VISIBLE_DEVICES=1 tsx scripts/sweep.ts --model Qwen3-8B --store stores/x --shard 1/2'],
   }, OPTIONS);
-  const o = parseWithCac(cli, argv);
+  const o = parseWithCac(cli, joinShardValue(argv));
   if (o === null) return null;
   return asUsage(() => {
+    const shardText = optionText(o, 'shard');
     const model = optionText(o, 'model') ?? null;
     const linears = linearsOf(model ?? undefined, optionText(o, 'shapes'));
     const store = optionText(o, 'store');
@@ -84,6 +88,7 @@ export function parseSweepArgs(argv: readonly string[]): SweepArgs | null {
       rounds: optionInt(o, 'rounds', OPTIONS.rounds.default, 1, 1000),
       copies: optionInt(o, 'copies', OPTIONS.copies.default, 0, 4096),
       seed: seedText === undefined ? undefined : optionInt(o, 'seed', 0, 0, Number.MAX_SAFE_INTEGER),
+      shard: shardText === undefined ? undefined : parseShard(shardText),
       backend,
       json: o.json === true,
       quiet: o.quiet === true,
@@ -95,7 +100,9 @@ export async function main(argv: readonly string[]): Promise<number> {
   const args = parseSweepArgs(argv);
   if (args === null) return EXIT.ok;
   const human = !args.quiet;
-  const writer = asUsage(() => StoreWriter.open(args.store, 'sweep'));
+  // the shard names the writer: its files, and the store lock it holds
+  const tag = args.shard === undefined ? undefined : shardTag(args.shard);
+  const writer = asUsage(() => StoreWriter.open(args.store, 'sweep', tag));
   try {
     const kpick = loadKpick({ backend: args.backend });
     const info = kpick.info();
@@ -108,7 +115,8 @@ export async function main(argv: readonly string[]): Promise<number> {
 
     const existing = readStore(args.store);
     for (const w of existing.warnings) warn(`skipped store line ${formatWarning(w)}`);
-    if (human) say(`sweep: ${describeIdentity(identity)} from ${kpick.path}`);
+    const part = args.shard === undefined ? '' : ` (shard ${args.shard.index} of ${args.shard.count})`;
+    if (human) say(`sweep${part}: ${describeIdentity(identity)} from ${kpick.path}`);
 
     const progress = new Progress(human && !args.json);
     const summary = runSweep(
@@ -125,6 +133,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         copies: args.copies,
         seed: args.seed,
         done: measuredKeys(existing.records, identity),
+        shard: args.shard,
       },
       {
         record(record) {

@@ -178,4 +178,17 @@ test('an unwritable store is a clear error before anything else', () => {
   assert.throws(() => StoreWriter.open(file, 'sweep'), /is not a writable folder/);
 });
 
+test('a tagged writer (one shard of a sweep) carries its tag in its file name and its key', () => {
+  const dir = tmp();
+  const shard = StoreWriter.open(dir, 'sweep', 'shard1of2');
+  const plain = StoreWriter.open(dir, 'sweep');
+  assert.match(shard.file, /\/sweep-\d{8}T\d{6}Z-\d+-shard1of2\.jsonl$/);
+  assert.equal([shard.key, plain.key], ['sweep-shard1of2', 'sweep']);
+  assert.match(plain.file, /\/sweep-\d{8}T\d{6}Z-\d+\.jsonl$/);
+  shard.append(record({}));
+  shard.close();
+  plain.close();
+  assert.equal(readdirSync(dir).map((f) => f.replace(/^sweep-\d{8}T\d{6}Z-\d+-/, '')), ['shard1of2.jsonl'], 'the unwritten plain file is gone');
+});
+
 test.run();

@@ -5,10 +5,11 @@
 # parity of every candidate on every decode linear of the five presets at
 # every rows bucket. Run from the repo root with .devcarry carried
 # (../shared/device/prep.sh; node_modules packed as .devcarry/nm.tar.xz).
-#   bash bench/gpu/pipeline.sh [step ...]   steps: build sweep promote bench parity timing serve pdl-rows profile
+#   bash bench/gpu/pipeline.sh [step ...]   steps: build sweep promote bench parity timing serve pdl-rows profile shard
 #   (default: sweep promote bench parity; build: only the build every call does; timing: a fresh Llama-3.1-8B sweep, for
 #   the 60 s target; serve: serve-bench of the presets through the table; pdl-rows: the same serve-bench through a
-#   second table promoted from the same store with the old rule, --pdl-rows 2, into tables-pdl2/)
+#   second table promoted from the same store with the old rule, --pdl-rows 2, into tables-pdl2/; shard: a sharded
+#   sweep on one GPU against an unsharded one, their tables compared, and the fleet check plain and beside a bandwidth hog)
 # Everything comes back as $OUT/pipeline.tar.xz (stores, tables, logs) and
 # $OUT/summary.txt; each step has its own time limit so the pack always runs.
 set -uo pipefail
@@ -93,10 +94,38 @@ for want in $steps; do
         step "profile-$m" 240 "$ncu_bin" --clock-control none --target-processes all --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size --csv \
           node --import tsx scripts/serve-bench.ts --model "$m" --layers 2 --c ${PROFILE_C:-1} --steps 2 --runs 1 --identity-steps 0 --json
       done ;;
+    shard)
+      # SHARD_MODEL swept as two shard processes at once on this one GPU (the
+      # one-host launcher with the GPU listed twice) into one store, then
+      # unsharded into another; both promoted; their choices compared. Then the
+      # fleet check against the unsharded table (its medians were timed alone
+      # on the GPU), plain and beside a bandwidth hog: the pool must flag the
+      # hogged run and pass the plain one.
+      sm=${SHARD_MODEL:-Qwen3-0.6B}
+      rm -rf stores/shard2 stores/shard1 tables-shard2 tables-shard1 logs/shard-*
+      step shard-sweep-2 150 env KPICK_GPUS=0,0 KPICK_LOG_DIR=logs bash deploy/one-host.sh --model "$sm" --rows $rows --store stores/shard2
+      step shard-sweep-1 150 node --import tsx scripts/sweep.ts --model "$sm" --rows $rows --store stores/shard1
+      grep -h 'sweep:' logs/shard-0of2.log logs/shard-1of2.log logs/shard-sweep-1.log >> "$summary"
+      step shard-promote-2 60 node --import tsx scripts/promote.ts --store stores/shard2 --tables-dir tables-shard2 --json
+      step shard-promote-1 60 node --import tsx scripts/promote.ts --store stores/shard1 --tables-dir tables-shard1 --json
+      t2=$(find tables-shard2 -name decode_gemm.json | head -1); t1=$(find tables-shard1 -name decode_gemm.json | head -1)
+      step shard-agree 30 node --import tsx scripts/agree.ts --table "$t2" --table "$t1" --json
+      tail -n 1 logs/shard-agree.log >> "$summary"
+      step shard-fleet-plain 90 node --import tsx scripts/check.ts --quick --tables-dir tables-shard1 --node h200-plain
+      python3 bench/gpu/bandwidth-hog.py logs/shard-hog.ready 150 2> logs/shard-hog.log & hog=$!
+      for _ in $(seq 60); do [ -e logs/shard-hog.ready ] && break; sleep 1; done
+      [ -e logs/shard-hog.ready ] && log "shard: bandwidth hog running" || log "shard: the bandwidth hog did not start (logs/shard-hog.log)"
+      step shard-fleet-hog 90 node --import tsx scripts/check.ts --quick --tables-dir tables-shard1 --node h200-hog
+      kill "$hog" 2>/dev/null; wait "$hog" 2>/dev/null
+      tail -n 1 logs/shard-fleet-plain.log logs/shard-fleet-hog.log >> "$summary"
+      step shard-fleet-pool-plain 30 node --import tsx scripts/fleet.ts logs/shard-fleet-plain.jsonl --json
+      step shard-fleet-pool 30 node --import tsx scripts/fleet.ts logs/shard-fleet-plain.jsonl logs/shard-fleet-hog.jsonl --json
+      tail -n 1 logs/shard-fleet-pool-plain.log >> "$summary"
+      cat logs/shard-fleet-pool.log >> "$summary" ;;
     parity)
       for m in $presets; do step "parity-$m" 120 node --import tsx scripts/parity.ts --model "$m" --rows $rows --dtype bf16,fp16; done
       tail -q -n 3 logs/parity-*.log >> "$summary" ;;
   esac
 done
-tar cJf "$out/pipeline.tar.xz" stores tables logs $(ls -d tables-pdl2 2>/dev/null) 2>/dev/null
+tar cJf "$out/pipeline.tar.xz" stores tables logs $(ls -d tables-pdl2 tables-shard* 2>/dev/null) 2>/dev/null
 log "packed $(du -h "$out/pipeline.tar.xz" | cut -f1)"

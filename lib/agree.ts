@@ -1,0 +1,64 @@
+// Do two tables of one machine pick alike? (A sharded sweep against an
+// unsharded one, two runs of one sweep.) Per entry: the same choice; else
+// "within the gate" when each table finds the other's pick less than the gate
+// slower than its own (timing noise can swap two candidates that close, and
+// the gate is the margin promote itself asks of a move); else they differ.
+import type { Table, TableEntry } from './schema.ts';
+
+export type Agreement = 'same' | 'within-gate' | 'differ' | 'only-a' | 'only-b';
+
+export interface EntryAgreement {
+  op: string;
+  dtype: string;
+  n: number;
+  k: number;
+  bucket: number;
+  a: string | null;
+  b: string | null;
+  /** in table a, median(b's choice) / median(a's choice); likewise in b */
+  a_ratio: number | null;
+  b_ratio: number | null;
+  agreement: Agreement;
+}
+
+const keyOf = (e: TableEntry) => `${e.op}/${e.dtype}/${e.n}/${e.k}/${e.bucket}`;
+
+/** median(other) / median(own) inside one entry; null when either was not timed there. */
+function ratioIn(e: TableEntry, other: string): number | null {
+  const own = e.candidates[e.choice]?.median_us ?? null;
+  const them = e.candidates[other]?.median_us ?? null;
+  return own !== null && them !== null && own > 0 ? them / own : null;
+}
+
+/** Every entry of either table, in a's order then b's extras. */
+export function compareChoices(a: Table, b: Table, gate: number): EntryAgreement[] {
+  const inB = new Map(b.entries.map((e) => [keyOf(e), e]));
+  const inA = new Set(a.entries.map(keyOf));
+  const out: EntryAgreement[] = [];
+  for (const ea of a.entries) {
+    const eb = inB.get(keyOf(ea));
+    const base = { op: ea.op, dtype: ea.dtype, n: ea.n, k: ea.k, bucket: ea.bucket, a: ea.choice };
+    if (!eb) {
+      out.push({ ...base, b: null, a_ratio: null, b_ratio: null, agreement: 'only-a' });
+      continue;
+    }
+    if (ea.choice === eb.choice) {
+      out.push({ ...base, b: eb.choice, a_ratio: 1, b_ratio: 1, agreement: 'same' });
+      continue;
+    }
+    const aRatio = ratioIn(ea, eb.choice);
+    const bRatio = ratioIn(eb, ea.choice);
+    const close = aRatio !== null && bRatio !== null && aRatio - 1 < gate && bRatio - 1 < gate;
+    out.push({ ...base, b: eb.choice, a_ratio: aRatio, b_ratio: bRatio, agreement: close ? 'within-gate' : 'differ' });
+  }
+  for (const eb of b.entries) {
+    if (inA.has(keyOf(eb))) continue;
+    out.push({ op: eb.op, dtype: eb.dtype, n: eb.n, k: eb.k, bucket: eb.bucket, a: null, b: eb.choice, a_ratio: null, b_ratio: null, agreement: 'only-b' });
+  }
+  return out;
+}
+
+/** True when every entry is the same or within the gate. */
+export function tablesAgree(rows: readonly EntryAgreement[]): boolean {
+  return rows.every((r) => r.agreement === 'same' || r.agreement === 'within-gate');
+}

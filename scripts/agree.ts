@@ -1,0 +1,52 @@
+// agree: do two tables of one machine pick alike? Per entry: same, within the
+// gate (each table times the other's pick less than the gate slower than its
+// own), differ, or in one table only. lib/agree.ts holds the rule.
+//   tsx scripts/agree.ts --table tables-shard/.../decode_gemm.json --table tables-one/.../decode_gemm.json
+// Exit 0 when every entry agrees, 1 when any differs or is in one table only, 2 on bad usage.
+import { EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../lib/cli.ts';
+import { compareChoices, tablesAgree } from '../lib/agree.ts';
+import { DEFAULT_GATE } from '../lib/promote.ts';
+import type { Table } from '../lib/schema.ts';
+import { readTable } from '../lib/table.ts';
+
+export const OPTIONS = {
+  table: { flag: '--table <file>', help: 'a table; give exactly two' },
+  gate: { flag: '--gate <fraction>', help: 'how much slower the other pick may time and still agree, 0..1', default: DEFAULT_GATE },
+  json: { flag: '--json', help: 'one JSON line per entry on stdout', default: false },
+  quiet: { flag: '--quiet', help: 'only the verdict line on stderr, not each entry that is not the same', default: false },
+} satisfies Record<string, OptionSpec>;
+
+export function main(argv: readonly string[]): number {
+  const cli = scriptCli('agree', {
+    summary: 'compare the choices of two tables of one machine, entry by entry',
+    usage: '--table a.json --table b.json [--gate 0.02] [--json] [--quiet]',
+    examples: ['tsx scripts/agree.ts --table a/decode_gemm.json --table b/decode_gemm.json --json'],
+  }, OPTIONS);
+  const o = parseWithCac(cli, argv);
+  if (o === null) return EXIT.ok;
+  const files = (Array.isArray(o.table) ? o.table : o.table === undefined ? [] : [o.table]).map(String);
+  if (files.length !== 2) throw new UsageError(`give exactly two --table files, got ${files.length}`);
+  const gateText = optionText(o, 'gate', OPTIONS.gate.default) ?? '';
+  const gate = /^\d*\.?\d+$/.test(gateText) ? Number(gateText) : Number.NaN;
+  if (!(gate >= 0 && gate <= 1)) throw new UsageError(`--gate must be a fraction in 0..1, got '${gateText}'`);
+  const [a, b] = files.map((f): Table => {
+    const read = readTable(f);
+    if ('error' in read) throw new UsageError(read.error);
+    return read.table;
+  }) as [Table, Table];
+  const rows = compareChoices(a, b, gate);
+  const count = (what: string) => rows.filter((r) => r.agreement === what).length;
+  for (const r of rows) {
+    if (o.json === true) printJsonLine({ kind: 'agreement', ...r });
+    if (r.agreement !== 'same' && o.quiet !== true) {
+      const ratios = r.a_ratio === null || r.b_ratio === null ? '' : ` (other pick x${r.a_ratio.toFixed(3)} in a, x${r.b_ratio.toFixed(3)} in b)`;
+      say(`${r.agreement.padEnd(11)} ${r.dtype} ${r.op} ${r.n}x${r.k} m=${r.bucket}: a ${r.a ?? '-'}, b ${r.b ?? '-'}${ratios}`);
+    }
+  }
+  const agree = tablesAgree(rows);
+  say(`agree: ${rows.length} entries: ${count('same')} same, ${count('within-gate')} within the gate ${gate}, ${count('differ')} differ, ` +
+    `${count('only-a') + count('only-b')} in one table only: ${agree ? 'the tables agree' : 'the tables DISAGREE'}`);
+  return agree ? EXIT.ok : EXIT.failed;
+}
+
+if (isMainModule(import.meta.url)) void runMain('agree', () => main(process.argv.slice(2)));
