@@ -503,12 +503,13 @@ int64_t be_attention_scratch(int32_t m, int32_t heads, int32_t kv_heads, int32_t
 }
 
 template <int DT, int D, int QPB>
-__global__ void __launch_bounds__(kp_attn_threads)
+__global__ void __launch_bounds__(kp_attn_threads, 2)
     kp_attention_kernel(const uint16_t *qkv, const uint16_t *kc, const uint16_t *vc, const int32_t *pos,
                         uint16_t *__restrict__ out, unsigned *counters, float *part_o, float *part_ml,
                         int heads, int kv_heads, int cap, float scale) {
   constexpr int P = kp_attn_shape<D>::P, KP = kp_attn_shape<D>::KP, U = kp_attn_u;
   __shared__ float part[KP * QPB * D];
+  __shared__ __attribute__((aligned(16))) float qs[QPB * D];
   __shared__ float gmax[KP * QPB], gsum[KP * QPB], gweight[KP * QPB];
   __shared__ float bden[QPB];
   __shared__ int last;
@@ -528,13 +529,16 @@ __global__ void __launch_bounds__(kp_attn_threads)
   const size_t base = ((size_t)row * kv_heads + g) * (size_t)cap * D + (size_t)piece * 8;
   const uint16_t *K = kc + base, *V = vc + base;
 
-  float q[QPB][8];
+  /* the block's queries, scaled, in shared memory: read again at every pass
+   * (volatile), so registers go to loads in flight rather than to q */
+  for (int x = threadIdx.x; x < QPB * D / 8; x += blockDim.x) {
+    float f[8];
+    kp_unpack8<DT>(kp_ld_act(qkv + row * nqkv + (int64_t)h0 * D + x * 8), f);
 #pragma unroll
-  for (int j = 0; j < QPB; ++j) {
-    kp_unpack8<DT>(kp_ld_act(qkv + row * nqkv + (int64_t)(h0 + j) * D + piece * 8), q[j]);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) q[j][e] *= scale;
+    for (int e = 0; e < 8; ++e) qs[x * 8 + e] = f[e] * scale;
   }
+  __syncthreads();
+  const volatile float4 *qv = reinterpret_cast<const volatile float4 *>(qs);
 
   float mx[QPB], sum[QPB], acc[QPB][8];
 #pragma unroll
@@ -555,18 +559,20 @@ __global__ void __launch_bounds__(kp_attn_threads)
     /* the U scores of each head (every lane of the group ends with each) */
     float sc[QPB][U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      float f[8];
-      kp_unpack8<DT>(kv[u], f);
-      const bool in = t0 + u * KP + grp < t_end;
+    for (int j = 0; j < QPB; ++j) {
+      const float4 qa = const_cast<const float4 &>(qv[(j * D + piece * 8) / 4]);
+      const float4 qb = const_cast<const float4 &>(qv[(j * D + piece * 8) / 4 + 1]);
+      const float q[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
 #pragma unroll
-      for (int j = 0; j < QPB; ++j) {
+      for (int u = 0; u < U; ++u) {
+        float f[8];
+        kp_unpack8<DT>(kv[u], f);
         float a = 0.0f;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) a = fmaf(q[j][e], f[e], a);
+        for (int e = 0; e < 8; ++e) a = fmaf(q[e], f[e], a);
 #pragma unroll
         for (int o = P / 2; o > 0; o >>= 1) a += kp_shfl_xor(a, o);
-        sc[j][u] = in ? a : -INFINITY;
+        sc[j][u] = t0 + u * KP + grp < t_end ? a : -INFINITY;
       }
     }
     if (t0 + grp >= t_end) continue; /* this group has no position in this pass */
