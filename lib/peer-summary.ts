@@ -50,6 +50,7 @@ const PeerRowSchema = v.object({
   tok_s: v.pipe(v.number(), v.finite()),
   device: v.optional(v.string()),
 });
+const SetupSchema = v.object({ kind: v.literal('setup'), model: v.string(), table: v.object({ used: v.boolean() }) });
 const CeilingSchema = v.object({ kind: v.literal('ceiling'), read_gb_s: v.pipe(v.number(), v.finite(), v.minValue(1)), device: v.optional(v.string()) });
 
 export type ServeRow = v.InferOutput<typeof ServeRowSchema>;
@@ -60,6 +61,8 @@ export interface Parsed {
   serve: ServeRow[];
   peer: PeerRow[];
   ceiling: Ceiling | null;
+  /** per model, whether serve-bench's table route used the table (from its setup line) */
+  tableUsed: Record<string, boolean>;
 }
 
 /**
@@ -69,7 +72,7 @@ export interface Parsed {
  * throws naming its source and line.
  */
 export function parseLines(sources: readonly { name: string; text: string }[]): Parsed {
-  const out: Parsed = { serve: [], peer: [], ceiling: null };
+  const out: Parsed = { serve: [], peer: [], ceiling: null, tableUsed: {} };
   for (const { name, text } of sources) {
     text.split('\n').forEach((line, i) => {
       if (line.trim() === '') return;
@@ -80,7 +83,10 @@ export function parseLines(sources: readonly { name: string; text: string }[]): 
         throw new Error(`${name}:${i + 1}: not JSON`);
       }
       const kind = (value as { kind?: unknown } | null)?.kind;
-      if (kind === 'ceiling') {
+      if (kind === 'setup') {
+        const s = v.safeParse(SetupSchema, value);
+        if (s.success) out.tableUsed[s.output.model] = s.output.table.used;
+      } else if (kind === 'ceiling') {
         const c = v.safeParse(CeilingSchema, value);
         if (!c.success) throw new Error(`${name}:${i + 1}: a ceiling line without a positive read_gb_s`);
         out.ceiling = c.output;
@@ -105,6 +111,8 @@ export interface SummaryRow {
   peer_compiled_tok_s: number | null;
   commit: string;
   device: string;
+  /** whether the table arm ran the table (false: refused, so it ran the defaults); null: no setup line */
+  table_used: boolean | null;
   default_vs_compiled: number | null;
   table_vs_compiled: number | null;
   context: number;
@@ -155,6 +163,7 @@ export function buildSummary(
       peer_compiled_tok_s: compiled,
       commit: meta.commit,
       device: meta.device,
+      table_used: parsed.tableUsed[s.model] ?? null,
       default_vs_compiled: ratio(s.default.tok_s, compiled),
       table_vs_compiled: ratio(s.table.tok_s, compiled),
       context: s.context,

@@ -28,7 +28,7 @@ const peerLine = (model: string, c: number, arm: string, tok: number, context = 
 
 test('each serve-bench row is joined with both peer arms, ratios and shares of the limit', () => {
   const parsed = parseLines([
-    { name: 'serve', text: [JSON.stringify({ kind: 'setup' }), serveLine('Llama-3.1-8B', 1, 220, 240), serveLine('Llama-3.1-8B', 64, 9000, 9100), ''].join('\n') },
+    { name: 'serve', text: [JSON.stringify({ kind: 'setup', model: 'Llama-3.1-8B', table: { used: true } }), serveLine('Llama-3.1-8B', 1, 220, 240), serveLine('Llama-3.1-8B', 64, 9000, 9100), ''].join('\n') },
     { name: 'peer', text: [JSON.stringify({ kind: 'ceiling', read_gb_s: 4000 }), peerLine('Llama-3.1-8B', 1, 'eager', 200), peerLine('Llama-3.1-8B', 1, 'compiled', 230)].join('\n') },
   ]);
   const rows = buildSummary(parsed, dims, { commit: 'abc', device: 'NVIDIA H200' });
@@ -37,6 +37,7 @@ test('each serve-bench row is joined with both peer arms, ratios and shares of t
   assert.equal([r1!.kpick_default_tok_s, r1!.kpick_table_tok_s, r1!.peer_eager_tok_s, r1!.peer_compiled_tok_s], [220, 240, 200, 230]);
   assert.is(r1!.table_vs_compiled, 240 / 230);
   assert.is(r1!.default_vs_compiled, 220 / 230);
+  assert.is(r1!.table_used, true);
   const limit = (4000e9) / stepBytes(dims('Llama-3.1-8B', 32), 1, 256, 32).total;
   assert.ok(Math.abs(r1!.limit_tok_s! - limit) < 1e-9);
   assert.ok(Math.abs(r1!.kpick_table_bw_pct! - (100 * 240) / limit) < 1e-9);
@@ -51,6 +52,7 @@ test('without a ceiling line there is no limit, and no share of it', () => {
   const rows = buildSummary(parseLines([{ name: 's', text: serveLine('Qwen3-0.6B', 4, 100, 120) }]), dims, { commit: 'x', device: 'd' });
   assert.is(rows[0]!.limit_tok_s, null);
   assert.is(rows[0]!.kpick_table_bw_pct, null);
+  assert.is(rows[0]!.table_used, null);
 });
 
 test('a peer row at another context is refused, not joined', () => {
