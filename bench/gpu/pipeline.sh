@@ -81,10 +81,11 @@ for want in $steps; do
       # kpick's step against the same step in PyTorch (bench/peers/decode_step.py:
       # eager ops in a CUDA graph, and torch.compile max-autotune in one), same
       # models, concurrencies, context and steps; one summary line per (model, c)
+      # the peer runs the concurrencies in the order given (serve-bench sorts them)
       pm=${PEER_MODELS:-Llama-3.1-8B Qwen3-8B Qwen3-0.6B}; pcs=${PEER_C:-1,4,16,64}; psteps=${PEER_STEPS:-32}; pruns=${PEER_RUNS:-2}
       for c in 1 5; do
         step "peer-check-c$c" 60 node --import tsx scripts/serve-bench.ts --model Qwen3-0.6B --layers 2 --c $c --steps 8 --runs 1 --identity-steps 16 --check-step --json
-        grep -h "step check\|failed" "logs/peer-check-c$c.log" >> "$summary"
+        grep -hiE "step check|fail|differs|error" "logs/peer-check-c$c.log" >> "$summary"
       done
       for m in $pm; do
         step "serve-$m" 90 node --import tsx scripts/serve-bench.ts --model "$m" --c $pcs --steps $psteps --runs $pruns --identity-steps 0 --json

@@ -280,7 +280,7 @@ def compiled_fns():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dims", required=True, help="JSON lines of bench/peers/dims.ts")
-    ap.add_argument("--c", default="1,4,16,64", help="concurrencies, comma separated")
+    ap.add_argument("--c", default="1,4,16,64", help="concurrencies, comma separated, run in this order")
     ap.add_argument("--context", type=int, default=256)
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--runs", type=int, default=2)
@@ -289,7 +289,7 @@ def main():
     ap.add_argument("--no-ceiling", action="store_true", help="skip the read-ceiling measurement")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
-    cs = sorted({int(x) for x in a.c.split(",")})
+    cs = list(dict.fromkeys(int(x) for x in a.c.split(",")))  # in the order given: a run cut short has the first
     arms = [x for x in a.arms.split(",") if x]
     if not torch.cuda.is_available():
         print("peer: no CUDA device", file=sys.stderr)
