@@ -285,12 +285,14 @@ def main():
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--arms", default="eager,compiled")
+    ap.add_argument("--compiled-c", default="", help="concurrencies of the compiled arm (default: --c); compiling is the slow part")
     ap.add_argument("--autotune-backends", default="ATEN,TRITON", help="inductor's max_autotune_gemm_backends")
     ap.add_argument("--no-ceiling", action="store_true", help="skip the read-ceiling measurement")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     cs = list(dict.fromkeys(int(x) for x in a.c.split(",")))  # in the order given: a run cut short has the first
     arms = [x for x in a.arms.split(",") if x]
+    compiled_cs = [int(x) for x in a.compiled_c.split(",") if x] or cs
     if not torch.cuda.is_available():
         print("peer: no CUDA device", file=sys.stderr)
         return 2
@@ -313,9 +315,9 @@ def main():
         fns = fns_compiled if arm == "compiled" else fns_eager
         for d in dims:
             with torch.no_grad():
-                m = Model(d, max(cs), cap, a.seed)
+                m = Model(d, max(cs + compiled_cs), cap, a.seed)
                 say(f"{d['model']} {arm}: {m.weight_bytes() / 1e9:.2f} GB of weights, cache {cap} positions")
-                for c in cs:
+                for c in compiled_cs if arm == "compiled" else cs:
                     t0 = time.time()
                     graph = capture(m, c, Step(m, c, fns), a.context)
                     build_s = time.time() - t0
