@@ -444,17 +444,16 @@ int be_rope_append(int32_t dtype, void *qkv, const int32_t *pos, void *kcache, v
  * keeps U passes of loads in flight before it uses the first. Each thread
  * group keeps a running (online) softmax per query head; the groups are then
  * merged in group order.
- * Flash-decoding: when (rows x kv heads) would leave the chip idle, each row's
- * positions are split over S blocks (kp_attn_splits). Each writes its
- * unnormalised output, max and sum to scratch; the last block of a (row, kv
- * head) to finish, found by a counter it then puts back to 0, merges the S
+ * Flash-decoding: when (rows x kv heads) would leave multiprocessors idle,
+ * each row's positions are split over S blocks (kp_attn_splits). Each writes
+ * its unnormalised output, max and sum to scratch; the last block of a (row,
+ * kv head) to finish, found by a counter it then puts back to 0, merges the S
  * partials in split order. The order of every sum is fixed, so a step's
  * output does not change from run to run. */
 
 static constexpr int kp_attn_threads = 256;
 static constexpr int kp_attn_u = 4;          /* passes of loads in flight */
 static constexpr int kp_attn_max_splits = 32;
-static constexpr int kp_attn_min_span = 32;  /* positions a split covers, at least (of the cache's capacity) */
 
 template <int D>
 struct kp_attn_shape {
@@ -480,13 +479,18 @@ static int kp_dec_units() {
   return units;
 }
 
-/* splits per (row, kv head, query-head block): enough blocks for two per
- * multiprocessor, each split covering at least kp_attn_min_span of the cap
- * positions a row may hold */
-static int kp_attn_splits(int m, int heads, int kv_heads, int cap) {
+/* positions one pass of the kernel's loop reads: a split shorter than this
+ * leaves loads idle */
+static int kp_attn_pass(int head_dim) { return kp_attn_threads / (head_dim / 8) * kp_attn_u; }
+
+/* splits per (row, query-head block): enough blocks for one per
+ * multiprocessor, no more (a block past the first wave doubles the time), and
+ * no split shorter than one pass over the cap positions a row may hold */
+static int kp_attn_splits(int m, int heads, int kv_heads, int head_dim, int cap) {
   const int64_t blocks = (int64_t)m * (heads / kp_attn_qpb(heads, kv_heads));
-  const int64_t want = (2 * (int64_t)kp_dec_units() + blocks - 1) / blocks;
-  const int64_t most = (cap + kp_attn_min_span - 1) / kp_attn_min_span;
+  const int64_t want = ((int64_t)kp_dec_units() + blocks - 1) / blocks;
+  const int64_t span = kp_attn_pass(head_dim);
+  const int64_t most = (cap + span - 1) / span;
   int64_t s = want < most ? want : most;
   if (s > kp_attn_max_splits) s = kp_attn_max_splits;
   return s < 1 ? 1 : (int)s;
@@ -497,7 +501,7 @@ static int kp_attn_splits(int m, int heads, int kv_heads, int cap) {
 static size_t kp_attn_counter_bytes(int heads) { return ((size_t)KP_MODEL_MAX_ROWS * heads * 4 + 255) / 256 * 256; }
 
 int64_t be_attention_scratch(int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap) {
-  const int s = kp_attn_splits(m, heads, kv_heads, cap);
+  const int s = kp_attn_splits(m, heads, kv_heads, head_dim, cap);
   if (s == 1) return 0;
   return (int64_t)kp_attn_counter_bytes(heads) + (int64_t)m * heads * s * (head_dim + 2) * 4;
 }
@@ -512,6 +516,7 @@ __global__ void __launch_bounds__(kp_attn_threads, 2)
   __shared__ __attribute__((aligned(16))) float qs[QPB * D];
   __shared__ float gmax[KP * QPB], gsum[KP * QPB], gweight[KP * QPB];
   __shared__ float bden[QPB];
+  __shared__ float cmax[kp_attn_max_splits * QPB], csum[kp_attn_max_splits * QPB]; /* the merge of splits */
   __shared__ int last;
   kp_dec_release();
   kp_dec_wait();
@@ -652,21 +657,36 @@ __global__ void __launch_bounds__(kp_attn_threads, 2)
   __syncthreads();
   if (!last) return;
   __threadfence();
-  /* the last split of (row, heads) merges the S partials in split order */
+  /* the last split of (row, heads) merges the S partials in split order:
+   * every split's (max, sum) loaded at once, each head's weights computed
+   * once, then every output's S partials loaded in batches */
+  for (int x = threadIdx.x; x < QPB * S; x += blockDim.x) {
+    const int j = x / S, sp = x - j * S;
+    const float *ml = part_ml + ((row * heads + h0 + j) * S + sp) * 2;
+    cmax[x] = kp_ld_coherent(ml), csum[x] = kp_ld_coherent(ml + 1);
+  }
+  __syncthreads();
+  if (threadIdx.x < QPB) {
+    const int j = threadIdx.x;
+    float m_all = -INFINITY;
+    for (int sp = 0; sp < S; ++sp) m_all = fmaxf(m_all, cmax[j * S + sp]);
+    float den = 0.0f;
+    for (int sp = 0; sp < S; ++sp) {
+      const float w = cmax[j * S + sp] == -INFINITY ? 0.0f : expf(cmax[j * S + sp] - m_all); /* 0: an empty split */
+      cmax[j * S + sp] = w; /* the split's weight from here on */
+      den = fmaf(csum[j * S + sp], w, den);
+    }
+    bden[j] = den;
+  }
+  __syncthreads();
   for (int x = threadIdx.x; x < QPB * D; x += blockDim.x) {
     const int j = x / D, d = x - j * D;
     const int64_t rh = row * heads + h0 + j;
-    float m_all = -INFINITY;
-    for (int s = 0; s < S; ++s) m_all = fmaxf(m_all, kp_ld_coherent(part_ml + (rh * S + s) * 2));
-    float a = 0.0f, den = 0.0f;
-    for (int s = 0; s < S; ++s) {
-      const float ms = kp_ld_coherent(part_ml + (rh * S + s) * 2);
-      if (ms == -INFINITY) continue; /* an empty split */
-      const float w = expf(ms - m_all);
-      den = fmaf(kp_ld_coherent(part_ml + (rh * S + s) * 2 + 1), w, den);
-      a = fmaf(kp_ld_coherent(part_o + (rh * S + s) * D + d), w, a);
-    }
-    out[rh * (int64_t)D + d] = kp_round<DT>(a / den);
+    const float *po = part_o + rh * S * (int64_t)D + d;
+    float a = 0.0f;
+#pragma unroll 8
+    for (int sp = 0; sp < S; ++sp) a = fmaf(kp_ld_coherent(po + (int64_t)sp * D), cmax[j * S + sp], a);
+    out[rh * (int64_t)D + d] = kp_round<DT>(a / bden[j]);
   }
   if (threadIdx.x == 0) *counter = 0u; /* ready for the next launch */
 }
@@ -702,7 +722,7 @@ int be_attention(int32_t dtype, const void *qkv, const void *kcache, const void 
   if (head_dim != 64 && head_dim != 128 && head_dim != 256)
     return kp_fail(KPICK_E_UNSUPPORTED, "attention", "head_dim %d: the GPU kernel is built for 64, 128 and 256", head_dim);
   const int qpb = kp_attn_qpb(heads, kv_heads);
-  const int splits = scratch ? kp_attn_splits(m, heads, kv_heads, cap) : 1;
+  const int splits = scratch ? kp_attn_splits(m, heads, kv_heads, head_dim, cap) : 1;
   unsigned *counters = (unsigned *)scratch;
   float *part_o = splits > 1 ? (float *)((char *)scratch + kp_attn_counter_bytes(heads)) : NULL;
   float *part_ml = splits > 1 ? part_o + (size_t)m * heads * splits * head_dim : NULL;
