@@ -93,7 +93,7 @@ for want in $steps; do
       done
       node --import tsx bench/peers/dims.ts --models "$(echo $pm | tr ' ' ,)" --max-batch 64 --context 256 --max-new "$psteps" > logs/peer-dims.jsonl
       step peer ${PEER_LIMIT_S:-420} env PYTHONUNBUFFERED=1 python3 bench/peers/decode_step.py --dims logs/peer-dims.jsonl \
-        --c $pcs --compiled-c "${PEER_COMPILED_C:-$pcs}" --context 256 --steps $psteps --runs $pruns --arms ${PEER_ARMS:-eager,compiled}
+        --c $pcs --compiled-c "${PEER_COMPILED_C:-$pcs}" --context 256 --steps $psteps --runs $pruns --arms ${PEER_ARMS:-eager,compiled} --attention ${PEER_ATTENTION:-bmm}
       grep -h "^peer: " logs/peer.log >> "$summary"
       node --import tsx bench/peers/summary.ts --serve "$(for m in $pm; do printf 'logs/serve-%s.jsonl,' "$m"; done)" \
         --peer logs/peer.jsonl --commit "${KPICK_COMMIT:-unknown}" --out logs/peer-summary.jsonl 2>> "$summary"

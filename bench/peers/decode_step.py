@@ -9,7 +9,8 @@ The step, bf16 weights (random, uniform, 1/sqrt(K) like kpick's), fp32 residual:
   rope of q and k, k and v into the KV cache at the row's position, grouped-
   query attention over the cache (each KV head read once for its group: q as
   [rows, kv heads, group, dim] against the cache by batched matmul, fp32
-  softmax with positions past the row's masked), o linear + residual, rmsnorm,
+  softmax with positions past the row's masked; --attention sdpa uses
+  scaled_dot_product_attention with enable_gqa instead), o linear + residual, rmsnorm,
   fused gate_up linear, silu(gate) * up, down linear + residual; final rmsnorm,
   lm_head, argmax, position + 1.
 The attention reads the cache's whole capacity (context + steps + 1 positions)
@@ -162,7 +163,7 @@ def step_start(embed, tokens, pos, inv_freq, cap):
     return x, ang.cos()[:, None, :], ang.sin()[:, None, :], mask[:, None, None, :]
 
 
-def layer(x, pos, cos, sin, mask, g1, wqkv, wo, g2, wgu, wdown, kc, vc, heads: int, kvh: int, eps: float):
+def layer(x, pos, cos, sin, mask, g1, wqkv, wo, g2, wgu, wdown, kc, vc, heads: int, kvh: int, eps: float, sdpa: bool):
     B, D = x.shape[0], kc.shape[-1]
     h = rmsnorm(x, g1, eps)
     qkv = h @ wqkv.t()
@@ -172,10 +173,13 @@ def layer(x, pos, cos, sin, mask, g1, wqkv, wo, g2, wgu, wdown, kc, vc, heads: i
     rows = torch.arange(B, device=x.device)
     kc[rows, :, pos] = k
     vc[rows, :, pos] = v
-    qg = q.view(B, kvh, heads // kvh, D)
-    s = torch.matmul(qg, kc.transpose(-1, -2)).float() * (1.0 / math.sqrt(D))
-    p = torch.softmax(s.masked_fill(~mask, float("-inf")), -1).to(DT)
-    attn = torch.matmul(p, vc).reshape(B, heads * D)
+    if sdpa:  # the library's kernel, grouped-query through enable_gqa
+        attn = F.scaled_dot_product_attention(q.view(B, heads, 1, D), kc, vc, attn_mask=mask, enable_gqa=True).reshape(B, heads * D)
+    else:
+        qg = q.view(B, kvh, heads // kvh, D)
+        s = torch.matmul(qg, kc.transpose(-1, -2)).float() * (1.0 / math.sqrt(D))
+        p = torch.softmax(s.masked_fill(~mask, float("-inf")), -1).to(DT)
+        attn = torch.matmul(p, vc).reshape(B, heads * D)
     x = x + (attn @ wo.t()).float()
     h = rmsnorm(x, g2, eps)
     gu = h @ wgu.t()
@@ -191,8 +195,8 @@ def step_head(x, g, lm_head, eps: float):
 class Step:
     """One decode step at c rows, through the given (maybe compiled) functions."""
 
-    def __init__(self, m, c, fns):
-        self.m, self.c = m, c
+    def __init__(self, m, c, fns, sdpa):
+        self.m, self.c, self.sdpa = m, c, sdpa
         self.start, self.layer, self.head = fns
         self.eps = float(m.d["rmsEps"])
 
@@ -202,7 +206,7 @@ class Step:
         x, cos, sin, mask = self.start(m.embed, tokens, pos, m.inv_freq, m.cap)
         for L in m.layers:
             x = self.layer(x, pos, cos, sin, mask, L["g1"], L["wqkv"], L["wo"], L["g2"], L["wgu"], L["wdown"],
-                           L["kc"][:c], L["vc"][:c], m.heads, m.kvh, self.eps)
+                           L["kc"][:c], L["vc"][:c], m.heads, m.kvh, self.eps, self.sdpa)
         tok = self.head(x, m.g_final, m.lm_head, self.eps)
         tokens.copy_(tok)
         pos.add_(1)
@@ -289,6 +293,8 @@ def main():
     ap.add_argument("--autotune-backends", default="ATEN,TRITON", help="inductor's max_autotune_gemm_backends")
     ap.add_argument("--no-ceiling", action="store_true", help="skip the read-ceiling measurement")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--attention", choices=("bmm", "sdpa"), default="bmm",
+                    help="bmm: q grouped per KV head against the cache by batched matmul (measured); sdpa: scaled_dot_product_attention with enable_gqa")
     a = ap.parse_args()
     cs = list(dict.fromkeys(int(x) for x in a.c.split(",")))  # in the order given: a run cut short has the first
     arms = [x for x in a.arms.split(",") if x]
@@ -319,7 +325,7 @@ def main():
                 say(f"{d['model']} {arm}: {m.weight_bytes() / 1e9:.2f} GB of weights, cache {cap} positions")
                 for c in compiled_cs if arm == "compiled" else cs:
                     t0 = time.time()
-                    graph = capture(m, c, Step(m, c, fns), a.context)
+                    graph = capture(m, c, Step(m, c, fns, a.attention == "sdpa"), a.context)
                     build_s = time.time() - t0
                     tok_s, us = time_graph(m, c, graph, a.context, a.steps, a.runs)
                     reset(m, c, a.context)
@@ -330,7 +336,7 @@ def main():
                     row = {"kind": "row", "model": d["model"], "c": c, "arm": arm, "context": a.context, "steps": a.steps,
                            "runs": a.runs, "tok_s": median(tok_s), "step_p50_us": quantile(us, 0.5),
                            "step_p90_us": quantile(us, 0.9), "build_s": build_s, "device": device,
-                           "torch": torch.__version__}
+                           "torch": torch.__version__, "attention": a.attention}
                     if arm == "compiled":
                         row["mode"] = "max-autotune-no-cudagraphs"
                         row["autotune_backends"] = a.autotune_backends
