@@ -7,9 +7,9 @@
  *                sum of squares, scale
  *   rope_append  a thread per rotated pair: rotate-half rotary embedding of q
  *                and k in place; k and v into the cache at the row's position
- *   attention    one block per (row, kv head, split): every query head of the
- *                group shares each key and value row read, one pass with a
- *                running softmax; short of blocks, a row's positions are split
+ *   attention    one block per (row, query heads of one kv head (up to 4),
+ *                split): those heads share each key and value row read, one
+ *                pass with a running softmax; short of blocks, a row's positions are split
  *                over several and the last to finish merges them
  *                (flash-decoding); head_dim 64, 128 or 256
  *   argmax       several blocks per row, a slice each, the last to finish
