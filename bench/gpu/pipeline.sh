@@ -5,11 +5,13 @@
 # parity of every candidate on every decode linear of the five presets at
 # every rows bucket. Run from the repo root with .devcarry carried
 # (../shared/device/prep.sh; node_modules packed as .devcarry/nm.tar.xz).
-#   bash bench/gpu/pipeline.sh [step ...]   steps: build sweep promote bench parity timing serve pdl-rows profile shard
+#   bash bench/gpu/pipeline.sh [step ...]   steps: build sweep promote bench parity timing serve pdl-rows peer profile shard
 #   (default: sweep promote bench parity; build: only the build every call does; timing: a fresh Llama-3.1-8B sweep, for
 #   the 60 s target; serve: serve-bench of the presets through the table; pdl-rows: the same serve-bench through a
-#   second table promoted from the same store with the old rule, --pdl-rows 2, into tables-pdl2/; shard: a sharded
-#   sweep on one GPU against an unsharded one, their tables compared, and the fleet check plain and beside a bandwidth hog)
+#   second table promoted from the same store with the old rule, --pdl-rows 2, into tables-pdl2/; peer: the whole-step
+#   check, then serve-bench and the PyTorch peer of bench/peers/ on $PEER_MODELS at $PEER_C, joined in
+#   $OUT/peer-summary.jsonl; shard: a sharded sweep on one GPU against an unsharded one, their tables compared, and the
+#   fleet check plain and beside a bandwidth hog)
 # Everything comes back as $OUT/pipeline.tar.xz (stores, tables, logs) and
 # $OUT/summary.txt; each step has its own time limit so the pack always runs.
 set -uo pipefail
@@ -86,6 +88,27 @@ for want in $steps; do
         step "serve-pdl2-$m" 90 node --import tsx scripts/serve-bench.ts --model "$m" --table tables-pdl2/decode_gemm.json --c 1,4,8,16,32,64 --steps ${SERVE_STEPS:-32} --runs 2 --identity-steps 0 --json
         tail -n 12 "logs/serve-pdl2-$m.log" | sed 's/^/pdl-rows 2: /' >> "$summary"
       done ;;
+    peer)
+      # kpick's step against the same step in PyTorch (bench/peers/decode_step.py:
+      # eager ops in a CUDA graph, and torch.compile max-autotune in one), same
+      # models, concurrencies, context and steps; one summary line per (model, c)
+      # the peer runs the concurrencies in the order given (serve-bench sorts them)
+      pm=${PEER_MODELS:-Llama-3.1-8B Qwen3-8B Qwen3-0.6B}; pcs=${PEER_C:-1,4,16,64}; psteps=${PEER_STEPS:-32}; pruns=${PEER_RUNS:-2}
+      for c in 1 5; do
+        step "peer-check-c$c" 60 node --import tsx scripts/serve-bench.ts --model Qwen3-0.6B --layers 2 --c $c --steps 8 --runs 1 --identity-steps 16 --check-step --json
+        grep -hiE "step check|fail|differs|error" "logs/peer-check-c$c.log" >> "$summary"
+      done
+      for m in $pm; do
+        step "serve-$m" 90 node --import tsx scripts/serve-bench.ts --model "$m" --c $pcs --steps $psteps --runs $pruns --identity-steps 0 --json
+        grep -E '^ +[0-9]+ ' "logs/serve-$m.log" | sed "s/^/$m: /" >> "$summary"
+      done
+      node --import tsx bench/peers/dims.ts --models "$(echo $pm | tr ' ' ,)" --max-batch 64 --context 256 --max-new "$psteps" > logs/peer-dims.jsonl
+      step peer ${PEER_LIMIT_S:-420} env PYTHONUNBUFFERED=1 python3 bench/peers/decode_step.py --dims logs/peer-dims.jsonl \
+        --c $pcs --compiled-c "${PEER_COMPILED_C:-$pcs}" --context 256 --steps $psteps --runs $pruns --arms ${PEER_ARMS:-eager,compiled} --attention ${PEER_ATTENTION:-bmm}
+      grep -h "^peer: " logs/peer.log >> "$summary"
+      node --import tsx bench/peers/summary.ts --serve "$(for m in $pm; do printf 'logs/serve-%s.jsonl,' "$m"; done)" \
+        --peer logs/peer.jsonl --commit "${KPICK_COMMIT:-unknown}" --out logs/peer-summary.jsonl 2>> "$summary"
+      cp logs/peer-summary.jsonl "$out/" 2>/dev/null ;;
     profile)
       # every kernel of a short serve-bench run (both routes), timed alone by
       # Nsight Compute: where a decode step's time goes, op by op

@@ -63,14 +63,19 @@ int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *ga
 int be_rope_append(int32_t dtype, void *qkv, const int32_t *pos, void *kcache, void *vcache, int32_t m,
                    int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap, float theta, void *stream);
 /* out[m, heads head_dim]: q head h attends to kv head h / (heads / kv_heads) over
- * cache positions 0..pos, scaled by 1/sqrt(head_dim) */
+ * cache positions 0..pos, scaled by 1/sqrt(head_dim). scratch: device memory
+ * of be_attention_scratch bytes (at these sizes, or more), zero before the
+ * first call and left so; NULL (allowed always) keeps each row in one block. */
 int be_attention(int32_t dtype, const void *qkv, const void *kcache, const void *vcache, const int32_t *pos,
                  void *out, int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap,
-                 void *stream);
+                 void *scratch, void *stream);
+/* bytes of scratch be_attention uses at m rows; 0: it uses none */
+int64_t be_attention_scratch(int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap);
 /* tokens[r] = argmax of logits row r (lowest index on ties; NaN never wins),
- * then pos[r] += 1 */
+ * then pos[r] += 1. scratch as be_attention's, of be_argmax_scratch bytes. */
 int be_argmax_advance(int32_t dtype, const void *logits, int32_t m, int64_t vocab, int32_t *tokens, int32_t *pos,
-                      void *stream);
+                      void *scratch, void *stream);
+int64_t be_argmax_scratch(int32_t m, int64_t vocab);
 /* residual[r] = table row tokens[r] (tokens outside 0..vocab-1 give row 0) */
 int be_embed(int32_t dtype, const void *table, const int32_t *tokens, float *residual, int32_t m,
              int64_t hidden, int64_t vocab, void *stream);

@@ -52,6 +52,7 @@ typedef struct layout {
   size_t kv, cache_bytes;     /* [layers][k, v] caches of cache_bytes each */
   size_t embed, lm_head, gamma_final;
   size_t resid, hbuf, qkv, attn, act, ybuf, logits, tokens, pos;
+  size_t attn_scratch, attn_scratch_bytes, argmax_scratch, argmax_scratch_bytes; /* zeroed once; 0 bytes: none */
   size_t total;
 } layout;
 
@@ -96,6 +97,15 @@ static void plan(const kpick_model_dims *d, layout *L) {
   L->logits = take(&c, B * V * e);
   L->tokens = take(&c, B * 4);
   L->pos = take(&c, B * 4);
+  /* the ops' scratch: the most any batch up to max_batch takes */
+  for (int32_t m = 1; m <= d->max_batch; m++) {
+    const int64_t a = be_attention_scratch(m, d->heads, d->kv_heads, d->head_dim, (int32_t)cap);
+    const int64_t g = be_argmax_scratch(m, d->vocab);
+    if ((size_t)a > L->attn_scratch_bytes) L->attn_scratch_bytes = (size_t)a;
+    if ((size_t)g > L->argmax_scratch_bytes) L->argmax_scratch_bytes = (size_t)g;
+  }
+  L->attn_scratch = take(&c, L->attn_scratch_bytes);
+  L->argmax_scratch = take(&c, L->argmax_scratch_bytes);
   L->total = c;
 }
 
@@ -106,7 +116,9 @@ static double arena_estimate(const kpick_model_dims *d) {
   const double cap = (double)d->context + d->max_new;
   const double layer = 2 * H + nqkv * H + H * qdim + 3 * I * H;
   const double per_layer = 2 * layer + 2 * 2 * B * d->kv_heads * cap * D + 20 * KP_ALIGN;
-  return d->layers * per_layer + 2 * 2 * V * H + B * (4 * H + 2 * (H + qdim + nqkv + I + H + V) + 8) + 20 * KP_ALIGN;
+  /* scratch: at most 64 splits of (head_dim + 2) floats per head and row, 64 pairs per row, and counters */
+  const double scratch = B * (d->heads * 64.0 * (D + 2) * 4 + 64.0 * 8) + KP_MODEL_MAX_ROWS * (d->heads + 1) * 4.0;
+  return d->layers * per_layer + 2 * 2 * V * H + B * (4 * H + 2 * (H + qdim + nqkv + I + H + V) + 8) + scratch + 20 * KP_ALIGN;
 }
 
 #define KP_DIM(x, lo, hi) \
@@ -204,6 +216,8 @@ static void *layer_at(const struct kpick_model *md, int32_t l, size_t offset) {
 static void *cache_at(const struct kpick_model *md, int32_t l, int which) {
   return md->arena + md->L.kv + ((size_t)l * 2 + (size_t)which) * md->L.cache_bytes;
 }
+/* a region that may be empty: NULL then */
+static void *scratch_at(const struct kpick_model *md, size_t offset, size_t bytes) { return bytes ? md->arena + offset : NULL; }
 
 static void model_release(struct kpick_model *md) {
   for (int32_t i = 0; i < md->ngraphs; i++) be_graph_free(md->graphs[i].graph);
@@ -250,6 +264,16 @@ static int fill_weights(struct kpick_model *md, uint64_t seed) {
   return be_stream_sync(md->stream);
 }
 
+/* bytes at offset set to 0: the ops' counters start there */
+static int zero(struct kpick_model *md, size_t offset, size_t bytes) {
+  if (bytes == 0) return KPICK_OK;
+  void *host = calloc(1, bytes);
+  if (!host) return kp_fail(KPICK_E_NOMEM, "model", "host allocation failed");
+  const int st = be_dev_upload(at(md, offset), host, bytes);
+  free(host);
+  return st;
+}
+
 static int set_positions(struct kpick_model *md) {
   for (int32_t b = 0; b < md->d.max_batch; b++) md->pos_host[b] = md->d.context;
   KP_TRY(be_stream_sync(md->stream));
@@ -293,6 +317,8 @@ int kpick_model_create(const kpick_model_dims *d, uint64_t seed, kpick_model **o
   if (st == KPICK_OK) st = be_stream_create(&md->stream);
   if (st == KPICK_OK) st = be_dev_alloc((void **)&md->arena, md->L.total);
   if (st == KPICK_OK) st = fill_weights(md, seed);
+  if (st == KPICK_OK) st = zero(md, md->L.attn_scratch, md->L.attn_scratch_bytes);
+  if (st == KPICK_OK) st = zero(md, md->L.argmax_scratch, md->L.argmax_scratch_bytes);
   if (st == KPICK_OK) st = reset(md, seed);
   if (st == KPICK_OK) {
     if (!kp_handles_add(&models, md))
@@ -367,6 +393,7 @@ static int enqueue_step(void *ctx) {
   void *hbuf = at(md, L->hbuf), *qkv = at(md, L->qkv), *attn = at(md, L->attn), *act = at(md, L->act);
   void *ybuf = at(md, L->ybuf);
   int32_t *tokens = at(md, L->tokens), *pos = at(md, L->pos);
+  void *attn_scratch = scratch_at(md, L->attn_scratch, L->attn_scratch_bytes);
 
   KP_TRY(be_embed(dt, at(md, L->embed), tokens, resid, m, H, d->vocab, s));
   const void *pending = NULL; /* the last linear's output, not yet in the residual */
@@ -375,7 +402,7 @@ static int enqueue_step(void *ctx) {
     KP_TRY(be_add_rmsnorm(dt, resid, pending, layer_at(md, l, L->gamma_attn), hbuf, m, H, d->rms_eps, s));
     KP_TRY(be_launch(a->cands[KPICK_LIN_QKV], KPICK_OP_LINEAR, dt, hbuf, layer_at(md, l, L->wqkv), qkv, m, L->nqkv, H, s));
     KP_TRY(be_rope_append(dt, qkv, pos, kc, vc, m, d->heads, d->kv_heads, d->head_dim, md->cap, d->rope_theta, s));
-    KP_TRY(be_attention(dt, qkv, kc, vc, pos, attn, m, d->heads, d->kv_heads, d->head_dim, md->cap, s));
+    KP_TRY(be_attention(dt, qkv, kc, vc, pos, attn, m, d->heads, d->kv_heads, d->head_dim, md->cap, attn_scratch, s));
     KP_TRY(be_launch(a->cands[KPICK_LIN_O], KPICK_OP_LINEAR, dt, attn, layer_at(md, l, L->wo), ybuf, m, H, L->qdim, s));
     KP_TRY(be_add_rmsnorm(dt, resid, ybuf, layer_at(md, l, L->gamma_mlp), hbuf, m, H, d->rms_eps, s));
     KP_TRY(be_launch(a->cands[KPICK_LIN_GATE_UP], KPICK_OP_GATED, dt, hbuf, layer_at(md, l, L->wgu), act, m, I, H, s));
@@ -385,7 +412,8 @@ static int enqueue_step(void *ctx) {
   KP_TRY(be_add_rmsnorm(dt, resid, pending, at(md, L->gamma_final), hbuf, m, H, d->rms_eps, s));
   KP_TRY(be_launch(a->cands[KPICK_LIN_LM_HEAD], KPICK_OP_LINEAR, dt, hbuf, at(md, L->lm_head), at(md, L->logits), m,
                    d->vocab, H, s));
-  return be_argmax_advance(dt, at(md, L->logits), m, d->vocab, tokens, pos, s);
+  return be_argmax_advance(dt, at(md, L->logits), m, d->vocab, tokens, pos,
+                           scratch_at(md, L->argmax_scratch, L->argmax_scratch_bytes), s);
 }
 
 /* One eager step whose effect on tokens and positions is undone: it grows the
@@ -730,16 +758,30 @@ static int check_attention_d(bag *b, int dt, uint64_t seed, int corrupt, int D, 
       }
     }
   }
-  void *d_qkv, *d_kc, *d_vc, *d_pos, *d_out;
+  void *d_qkv, *d_kc, *d_vc, *d_pos, *d_out, *d_scratch = NULL;
   KP_TRY(bag_upload(b, qkv, n * 2, &d_qkv));
   KP_TRY(bag_upload(b, kc, ncache * 2, &d_kc));
   KP_TRY(bag_upload(b, vc_dev_src, ncache * 2, &d_vc));
   KP_TRY(bag_upload(b, sc_pos, sizeof sc_pos, &d_pos));
   KP_TRY(bag_upload(b, out, nout * 2, &d_out));
-  KP_TRY(be_attention(dt, d_qkv, d_kc, d_vc, d_pos, d_out, SC_M, SC_HEADS, SC_KV, D, SC_CAP, b->stream));
-  KP_TRY(be_stream_sync(b->stream));
-  KP_TRY(be_dev_download(out, d_out, nout * 2));
-  *err = rel_dtype(out, ref, nout, dt);
+  /* a row in one block (no scratch), then split over blocks twice: the second
+   * split run needs the counters the first put back to 0 */
+  const int64_t scratch_bytes = be_attention_scratch(SC_M, SC_HEADS, SC_KV, D, SC_CAP);
+  if (scratch_bytes > 0) {
+    uint16_t *zeros;
+    KP_HOST(b, zeros, (size_t)scratch_bytes);
+    KP_TRY(bag_upload(b, zeros, (size_t)scratch_bytes, &d_scratch));
+  }
+  *err = 0;
+  for (int run = 0; run < (d_scratch ? 3 : 1); run++) {
+    for (int64_t i = 0; i < nout; i++) out[i] = 0xffffu; /* NaN in both dtypes: an unwritten output fails */
+    KP_TRY(be_dev_upload(d_out, out, nout * 2));
+    KP_TRY(be_attention(dt, d_qkv, d_kc, d_vc, d_pos, d_out, SC_M, SC_HEADS, SC_KV, D, SC_CAP, run ? d_scratch : NULL,
+                        b->stream));
+    KP_TRY(be_stream_sync(b->stream));
+    KP_TRY(be_dev_download(out, d_out, nout * 2));
+    *err = worst(*err, rel_dtype(out, ref, nout, dt));
+  }
   return KPICK_OK;
 }
 
@@ -777,17 +819,31 @@ static int check_argmax(bag *b, int dt, uint64_t seed, int corrupt, double *err)
     tokens[m] = -1;
   }
   if (corrupt) logits[(want_tok[0] + 1) % SC_V] = kp_from_f32(dt, 8.0f);
-  void *d_logits, *d_tokens, *d_pos;
+  void *d_logits, *d_tokens, *d_pos, *d_scratch = NULL;
   KP_TRY(bag_upload(b, logits, n * 2, &d_logits));
   KP_TRY(bag_upload(b, tokens, sizeof tokens, &d_tokens));
   KP_TRY(bag_upload(b, pos, sizeof pos, &d_pos));
-  KP_TRY(be_argmax_advance(dt, d_logits, SC_M, SC_V, d_tokens, d_pos, b->stream));
-  KP_TRY(be_stream_sync(b->stream));
-  KP_TRY(be_dev_download(tokens, d_tokens, sizeof tokens));
-  KP_TRY(be_dev_download(pos, d_pos, sizeof pos));
+  /* a row in one block (no scratch), then over several blocks twice: the
+   * second needs the counters the first put back to 0 */
+  const int64_t scratch_bytes = be_argmax_scratch(SC_M, SC_V);
+  if (scratch_bytes > 0) {
+    uint16_t *zeros;
+    KP_HOST(b, zeros, (size_t)scratch_bytes);
+    KP_TRY(bag_upload(b, zeros, (size_t)scratch_bytes, &d_scratch));
+  }
+  const int runs = d_scratch ? 3 : 1;
   int wrong = 0;
-  for (int m = 0; m < SC_M; m++) wrong += (tokens[m] != want_tok[m]) + (pos[m] != want_pos[m]);
-  *err = wrong / (2.0 * SC_M);
+  for (int run = 0; run < runs; run++) {
+    for (int m = 0; m < SC_M; m++) tokens[m] = -1;
+    KP_TRY(be_dev_upload(d_tokens, tokens, sizeof tokens));
+    KP_TRY(be_argmax_advance(dt, d_logits, SC_M, SC_V, d_tokens, d_pos, run ? d_scratch : NULL, b->stream));
+    KP_TRY(be_stream_sync(b->stream));
+    KP_TRY(be_dev_download(tokens, d_tokens, sizeof tokens));
+    for (int m = 0; m < SC_M; m++) wrong += tokens[m] != want_tok[m];
+  }
+  KP_TRY(be_dev_download(pos, d_pos, sizeof pos));
+  for (int m = 0; m < SC_M; m++) wrong += pos[m] != want_pos[m] + runs - 1; /* one step per run */
+  *err = wrong / ((runs + 1.0) * SC_M);
   return KPICK_OK;
 }
 

@@ -94,7 +94,8 @@ int be_rope_append(int32_t dtype, void *qkv, const int32_t *pos, void *kcache, v
 }
 
 int be_attention(int32_t dtype, const void *qkv, const void *kcache, const void *vcache, const int32_t *pos, void *out,
-                 int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap, void *stream) {
+                 int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap, void *scratch,
+                 void *stream) {
   const int64_t nqkv = (int64_t)(heads + 2 * kv_heads) * head_dim;
   const float scale = 1.0f / sqrtf((float)head_dim);
   float *p = malloc(sizeof(float) * (size_t)cap), *acc = malloc(sizeof(float) * (size_t)head_dim);
@@ -130,8 +131,11 @@ int be_attention(int32_t dtype, const void *qkv, const void *kcache, const void 
   return KPICK_OK;
 }
 
+/* one pass per row: no scratch */
+int64_t be_attention_scratch(int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap) { return 0; }
+
 int be_argmax_advance(int32_t dtype, const void *logits, int32_t m, int64_t vocab, int32_t *tokens, int32_t *pos,
-                      void *stream) {
+                      void *scratch, void *stream) {
   for (int32_t r = 0; r < m; r++) {
     const uint16_t *row = (const uint16_t *)logits + r * vocab;
     int64_t best = -1;
@@ -146,6 +150,8 @@ int be_argmax_advance(int32_t dtype, const void *logits, int32_t m, int64_t voca
   }
   return KPICK_OK;
 }
+
+int64_t be_argmax_scratch(int32_t m, int64_t vocab) { return 0; }
 
 int be_embed(int32_t dtype, const void *table, const int32_t *tokens, float *residual, int32_t m, int64_t hidden,
              int64_t vocab, void *stream) {

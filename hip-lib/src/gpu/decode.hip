@@ -7,11 +7,14 @@
  *                sum of squares, scale
  *   rope_append  a thread per rotated pair: rotate-half rotary embedding of q
  *                and k in place; k and v into the cache at the row's position
- *   attention    one block per (head, row), one pass with a running softmax:
- *                thread groups read whole key and value rows, many in flight;
- *                head_dim 64, 128 or 256
- *   argmax       one block per row: batches of 16-byte pieces, lowest index on
- *                ties, then the position moves on
+ *   attention    one block per (row, query heads of one kv head (up to 4),
+ *                split): those heads share each key and value row read, one
+ *                pass with a running softmax; short of blocks, a row's positions are split
+ *                over several and the last to finish merges them
+ *                (flash-decoding); head_dim 64, 128 or 256
+ *   argmax       several blocks per row, a slice each, the last to finish
+ *                picks among them: lowest index on ties, then the position
+ *                moves on
  *   embed        one block per row: residual = the token's row of the table
  * On CUDA sm_90 each op is launched with programmatic dependent launch (see
  * "chaining" below); no op's result depends on it.
@@ -33,6 +36,15 @@
 #ifndef hipStreamDestroy
 #define hipStreamDestroy cudaStreamDestroy
 #endif
+#ifndef hipGetDevice
+#define hipGetDevice cudaGetDevice
+#endif
+#ifndef hipDeviceGetAttribute
+#define hipDeviceGetAttribute cudaDeviceGetAttribute
+#endif
+#ifndef hipDeviceAttributeMultiprocessorCount
+#define hipDeviceAttributeMultiprocessorCount cudaDevAttrMultiProcessorCount
+#endif
 #endif
 
 /* One runtime call, checked: records the call, file and line on failure. */
@@ -52,9 +64,6 @@
   } while (0)
 
 static constexpr int kp_row_threads = 256;   /* norm, rope, embed */
-static constexpr int kp_attn_threads = 512;
-static constexpr int kp_argmax_threads = 1024;
-static constexpr int kp_argmax_u = 8; /* 16-byte pieces a thread loads at once */
 static constexpr int kp_max_warps = 1024 / 32; /* the most warps a block of this file has */
 
 /* ---- memory, streams, graphs ---- */
@@ -426,17 +435,25 @@ int be_rope_append(int32_t dtype, void *qkv, const int32_t *pos, void *kcache, v
   return KPICK_OK;
 }
 
-/* ---- attention: one query per (row, head) over cache positions 0..pos ----
- * One pass over the cache with a running (online) softmax. A key row is D/8
- * 16-byte pieces; a group of P = D/8 threads reads one key row and its value
- * row, a thread per piece, so KP = threads / P positions are read per pass and
- * every thread keeps U passes of key and value loads in flight before it uses
- * the first: a decode step at one row has few blocks, so latency, not
- * bandwidth, sets the time. Each group keeps its own running max, sum and 8
- * output dims per thread over its positions; the groups are then merged in
- * group order. */
+/* ---- attention: every query head of a KV head's group over cache positions 0..pos ----
+ * One block per (row, kv head, split): the block's qpb query heads (all of the
+ * group, up to 4) share each key and value row it reads, so the cache is read
+ * once per group, not once per query head. A key row is D/8 16-byte pieces; a
+ * group of P = D/8 threads reads one key row and its value row, a thread per
+ * piece, so KP = threads / P positions are read per pass, and every thread
+ * keeps U passes of loads in flight before it uses the first. Each thread
+ * group keeps a running (online) softmax per query head; the groups are then
+ * merged in group order.
+ * Flash-decoding: when (rows x kv heads) would leave multiprocessors idle,
+ * each row's positions are split over S blocks (kp_attn_splits). Each writes
+ * its unnormalised output, max and sum to scratch; the last block of a (row,
+ * kv head) to finish, found by a counter it then puts back to 0, merges the S
+ * partials in split order. The order of every sum is fixed, so a step's
+ * output does not change from run to run. */
 
-static constexpr int kp_attn_u = 8; /* passes of loads in flight */
+static constexpr int kp_attn_threads = 256;
+static constexpr int kp_attn_u = 4;          /* passes of loads in flight */
+static constexpr int kp_attn_max_splits = 32;
 
 template <int D>
 struct kp_attn_shape {
@@ -446,151 +463,365 @@ struct kp_attn_shape {
   static_assert(kp_attn_threads % P == 0, "groups fill the block");
 };
 
-template <int DT, int D>
-__global__ void __launch_bounds__(kp_attn_threads)
+/* the query heads of one block: the largest of 4, 2, 1 that divides the group */
+static int kp_attn_qpb(int heads, int kv_heads) {
+  const int group = heads / kv_heads;
+  return group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
+}
+
+/* multiprocessors of the current device (132 if it cannot say) */
+static int kp_dec_units() {
+  static int units = 0; /* a race here only computes the same answer twice */
+  if (units == 0) {
+    int dev = 0, n = 0;
+    units = hipGetDevice(&dev) == hipSuccess && hipDeviceGetAttribute(&n, hipDeviceAttributeMultiprocessorCount, dev) == hipSuccess && n > 0 ? n : 132;
+  }
+  return units;
+}
+
+/* positions one pass of the kernel's loop reads: a split shorter than this
+ * leaves loads idle */
+static int kp_attn_pass(int head_dim) { return kp_attn_threads / (head_dim / 8) * kp_attn_u; }
+
+/* splits per (row, query-head block): enough blocks for one per
+ * multiprocessor, no more (a block past the first wave doubles the time), and
+ * no split shorter than one pass over the cap positions a row may hold */
+static int kp_attn_splits(int m, int heads, int kv_heads, int head_dim, int cap) {
+  const int64_t blocks = (int64_t)m * (heads / kp_attn_qpb(heads, kv_heads));
+  const int64_t want = ((int64_t)kp_dec_units() + blocks - 1) / blocks;
+  const int64_t span = kp_attn_pass(head_dim);
+  const int64_t most = (cap + span - 1) / span;
+  int64_t s = want < most ? want : most;
+  if (s > kp_attn_max_splits) s = kp_attn_max_splits;
+  return s < 1 ? 1 : (int)s;
+}
+
+/* scratch: a counter per (row, query-head block) for up to KP_MODEL_MAX_ROWS
+ * rows, then per (row, head, split) the partial output [D] and (max, sum) */
+static size_t kp_attn_counter_bytes(int heads) { return ((size_t)KP_MODEL_MAX_ROWS * heads * 4 + 255) / 256 * 256; }
+
+int64_t be_attention_scratch(int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap) {
+  const int s = kp_attn_splits(m, heads, kv_heads, head_dim, cap);
+  if (s == 1) return 0;
+  return (int64_t)kp_attn_counter_bytes(heads) + (int64_t)m * heads * s * (head_dim + 2) * 4;
+}
+
+template <int DT, int D, int QPB>
+__global__ void __launch_bounds__(kp_attn_threads, 2)
     kp_attention_kernel(const uint16_t *qkv, const uint16_t *kc, const uint16_t *vc, const int32_t *pos,
-                        uint16_t *__restrict__ out,
+                        uint16_t *__restrict__ out, unsigned *counters, float *part_o, float *part_ml,
                         int heads, int kv_heads, int cap, float scale) {
   constexpr int P = kp_attn_shape<D>::P, KP = kp_attn_shape<D>::KP, U = kp_attn_u;
-  __shared__ float part[KP * D];
-  __shared__ float gmax[KP], gsum[KP], gweight[KP];
+  __shared__ float part[KP * QPB * D];
+  __shared__ __attribute__((aligned(16))) float qs[QPB * D];
+  __shared__ float gmax[KP * QPB], gsum[KP * QPB], gweight[KP * QPB];
+  __shared__ float bden[QPB];
+  __shared__ float cmax[kp_attn_max_splits * QPB], csum[kp_attn_max_splits * QPB]; /* the merge of splits */
+  __shared__ int last;
   kp_dec_release();
   kp_dec_wait();
-  const int h = blockIdx.x;
+  const int blocks_per_row = heads / QPB; /* query-head blocks of a row */
+  const int hb = blockIdx.x;              /* this block's heads: hb * QPB .. + QPB - 1 */
+  const int h0 = hb * QPB;
   const int64_t row = blockIdx.y;
-  const int g = h / (heads / kv_heads);
+  const int split = blockIdx.z, S = gridDim.z;
+  const int g = h0 / (heads / kv_heads);
   const int len = min(pos[row] + 1, cap);
+  const int span = (len + S - 1) / S;
+  const int t_begin = split * span, t_end = min(len, t_begin + span);
   const int piece = threadIdx.x % P, grp = threadIdx.x / P;
   const int64_t nqkv = (int64_t)(heads + 2 * kv_heads) * D;
   const size_t base = ((size_t)row * kv_heads + g) * (size_t)cap * D + (size_t)piece * 8;
   const uint16_t *K = kc + base, *V = vc + base;
 
-  float q[8];
-  kp_unpack8<DT>(kp_ld_act(qkv + row * nqkv + (int64_t)h * D + piece * 8), q);
+  /* the block's queries, scaled, in shared memory: read again at every pass
+   * (volatile), so registers go to loads in flight rather than to q */
+  for (int x = threadIdx.x; x < QPB * D / 8; x += blockDim.x) {
+    float f[8];
+    kp_unpack8<DT>(kp_ld_act(qkv + row * nqkv + (int64_t)h0 * D + x * 8), f);
 #pragma unroll
-  for (int e = 0; e < 8; ++e) q[e] *= scale;
+    for (int e = 0; e < 8; ++e) qs[x * 8 + e] = f[e] * scale;
+  }
+  __syncthreads();
+  const volatile float4 *qv = reinterpret_cast<const volatile float4 *>(qs);
 
-  float mx = -INFINITY, sum = 0.0f;
-  float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  for (int t0 = 0; t0 < len; t0 += KP * U) {
+  float mx[QPB], sum[QPB], acc[QPB][8];
+#pragma unroll
+  for (int j = 0; j < QPB; ++j) {
+    mx[j] = -INFINITY, sum[j] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[j][e] = 0.0f;
+  }
+  for (int t0 = t_begin; t0 < t_end; t0 += KP * U) {
     kp_v16 kv[U], vv[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int t = t0 + u * KP + grp;
-      const bool in = t < len;
+      const bool in = t < t_end;
       kv[u] = in ? kp_ld_act(K + (size_t)t * D) : kp_v16{0u, 0u, 0u, 0u};
       vv[u] = in ? kp_ld_act(V + (size_t)t * D) : kp_v16{0u, 0u, 0u, 0u};
     }
-    /* the U scores (every lane of the group ends with each), and their max */
-    float sc[U];
-    float bmx = mx;
+    /* the U scores of each head (every lane of the group ends with each) */
+    float sc[QPB][U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      float f[8];
-      kp_unpack8<DT>(kv[u], f);
-      float a = 0.0f;
+    for (int j = 0; j < QPB; ++j) {
+      const float4 qa = const_cast<const float4 &>(qv[(j * D + piece * 8) / 4]);
+      const float4 qb = const_cast<const float4 &>(qv[(j * D + piece * 8) / 4 + 1]);
+      const float q[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
 #pragma unroll
-      for (int e = 0; e < 8; ++e) a = fmaf(q[e], f[e], a);
+      for (int u = 0; u < U; ++u) {
+        float f[8];
+        kp_unpack8<DT>(kv[u], f);
+        float a = 0.0f;
 #pragma unroll
-      for (int o = P / 2; o > 0; o >>= 1) a += kp_shfl_xor(a, o);
-      sc[u] = t0 + u * KP + grp < len ? a : -INFINITY;
-      bmx = fmaxf(bmx, sc[u]);
+        for (int e = 0; e < 8; ++e) a = fmaf(q[e], f[e], a);
+#pragma unroll
+        for (int o = P / 2; o > 0; o >>= 1) a += kp_shfl_xor(a, o);
+        sc[j][u] = t0 + u * KP + grp < t_end ? a : -INFINITY;
+      }
     }
-    if (bmx == -INFINITY) continue; /* this group has no position in this pass */
-    const float corr = expf(mx - bmx); /* 0 on the group's first positions */
-    sum *= corr;
+    if (t0 + grp >= t_end) continue; /* this group has no position in this pass */
 #pragma unroll
-    for (int e = 0; e < 8; ++e) acc[e] *= corr;
+    for (int j = 0; j < QPB; ++j) {
+      float bmx = mx[j];
+#pragma unroll
+      for (int u = 0; u < U; ++u) bmx = fmaxf(bmx, sc[j][u]);
+      const float corr = expf(mx[j] - bmx); /* 0 on the group's first positions */
+      sum[j] *= corr;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[j][e] *= corr;
+      mx[j] = bmx;
+    }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const float p = expf(sc[u] - bmx); /* 0 past len */
-      sum += p;
       float f[8];
       kp_unpack8<DT>(vv[u], f);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) acc[e] = fmaf(p, f[e], acc[e]);
+      for (int j = 0; j < QPB; ++j) {
+        const float p = expf(sc[j][u] - mx[j]); /* 0 past the split's end */
+        sum[j] += p;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[j][e] = fmaf(p, f[e], acc[j][e]);
+      }
     }
-    mx = bmx;
   }
 #pragma unroll
-  for (int e = 0; e < 8; ++e) part[grp * D + piece * 8 + e] = acc[e];
-  if (piece == 0) gmax[grp] = mx, gsum[grp] = sum;
-  __syncthreads();
-  /* merge the groups in order: weight exp(group max - block max) */
-  if (threadIdx.x < KP) {
-    float bm = -INFINITY;
-    for (int i = 0; i < KP; ++i) bm = fmaxf(bm, gmax[i]);
-    gweight[threadIdx.x] = gmax[threadIdx.x] == -INFINITY ? 0.0f : expf(gmax[threadIdx.x] - bm);
+  for (int j = 0; j < QPB; ++j) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) part[(grp * QPB + j) * D + piece * 8 + e] = acc[j][e];
+    if (piece == 0) gmax[grp * QPB + j] = mx[j], gsum[grp * QPB + j] = sum[j];
   }
   __syncthreads();
-  float den = 0.0f;
-  for (int i = 0; i < KP; ++i) den = fmaf(gsum[i], gweight[i], den);
-  const float inv = 1.0f / den;
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+  /* merge the groups in order: weight exp(group max - block max) per head */
+  if (threadIdx.x < QPB) {
+    const int j = threadIdx.x;
+    float bm = -INFINITY;
+    for (int i = 0; i < KP; ++i) bm = fmaxf(bm, gmax[i * QPB + j]);
+    float den = 0.0f;
+    for (int i = 0; i < KP; ++i) {
+      const float w = gmax[i * QPB + j] == -INFINITY ? 0.0f : expf(gmax[i * QPB + j] - bm);
+      gweight[i * QPB + j] = w;
+      den = fmaf(gsum[i * QPB + j], w, den);
+    }
+    gmax[j] = bm; /* group 0's slot, read no more: the block's max */
+    bden[j] = den;
+  }
+  __syncthreads();
+  if (S == 1) { /* the whole row: normalise and store */
+    for (int x = threadIdx.x; x < QPB * D; x += blockDim.x) {
+      const int j = x / D, d = x - j * D;
+      float a = 0.0f;
+#pragma unroll 4
+      for (int i = 0; i < KP; ++i) a = fmaf(part[(i * QPB + j) * D + d], gweight[i * QPB + j], a);
+      out[(row * heads + h0 + j) * (int64_t)D + d] = kp_round<DT>(a / bden[j]);
+    }
+    return;
+  }
+  /* one split: its partial to scratch, unnormalised, relative to its own max */
+  for (int x = threadIdx.x; x < QPB * D; x += blockDim.x) {
+    const int j = x / D, d = x - j * D;
     float a = 0.0f;
 #pragma unroll 4
-    for (int i = 0; i < KP; ++i) a = fmaf(part[i * D + d], gweight[i], a);
-    out[(row * heads + h) * (int64_t)D + d] = kp_round<DT>(a * inv);
+    for (int i = 0; i < KP; ++i) a = fmaf(part[(i * QPB + j) * D + d], gweight[i * QPB + j], a);
+    part_o[((row * heads + h0 + j) * S + split) * (int64_t)D + d] = a;
+  }
+  if (threadIdx.x < QPB) {
+    const int j = threadIdx.x;
+    float *ml = part_ml + ((row * heads + h0 + j) * S + split) * 2;
+    ml[0] = gmax[j], ml[1] = bden[j]; /* an empty split: -inf and 0 */
+  }
+  __threadfence();
+  __syncthreads();
+  unsigned *counter = counters + row * blocks_per_row + hb;
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == (unsigned)S - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  /* the last split of (row, heads) merges the S partials in split order:
+   * every split's (max, sum) loaded at once, each head's weights computed
+   * once, then every output's S partials loaded in batches */
+  for (int x = threadIdx.x; x < QPB * S; x += blockDim.x) {
+    const int j = x / S, sp = x - j * S;
+    const float *ml = part_ml + ((row * heads + h0 + j) * S + sp) * 2;
+    cmax[x] = kp_ld_coherent(ml), csum[x] = kp_ld_coherent(ml + 1);
+  }
+  __syncthreads();
+  if (threadIdx.x < QPB) {
+    const int j = threadIdx.x;
+    float m_all = -INFINITY;
+    for (int sp = 0; sp < S; ++sp) m_all = fmaxf(m_all, cmax[j * S + sp]);
+    float den = 0.0f;
+    for (int sp = 0; sp < S; ++sp) {
+      const float w = cmax[j * S + sp] == -INFINITY ? 0.0f : expf(cmax[j * S + sp] - m_all); /* 0: an empty split */
+      cmax[j * S + sp] = w; /* the split's weight from here on */
+      den = fmaf(csum[j * S + sp], w, den);
+    }
+    bden[j] = den;
+  }
+  __syncthreads();
+  for (int x = threadIdx.x; x < QPB * D; x += blockDim.x) {
+    const int j = x / D, d = x - j * D;
+    const int64_t rh = row * heads + h0 + j;
+    const float *po = part_o + rh * S * (int64_t)D + d;
+    float a = 0.0f;
+#pragma unroll 8
+    for (int sp = 0; sp < S; ++sp) a = fmaf(kp_ld_coherent(po + (int64_t)sp * D), cmax[j * S + sp], a);
+    out[rh * (int64_t)D + d] = kp_round<DT>(a / bden[j]);
+  }
+  if (threadIdx.x == 0) *counter = 0u; /* ready for the next launch */
+}
+
+template <int DT, int D>
+static hipError_t kp_attention_qpb(int qpb, dim3 grid, hipStream_t s, const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                                   const int32_t *pos, uint16_t *o, unsigned *counters, float *part_o, float *part_ml,
+                                   int heads, int kv_heads, int cap, float scale) {
+  const dim3 block(kp_attn_threads);
+  switch (qpb) {
+    case 4: return kp_launch(kp_attention_kernel<DT, D, 4>, grid, block, s, kp_dec_pdl(), q, k, v, pos, o, counters, part_o, part_ml, heads, kv_heads, cap, scale);
+    case 2: return kp_launch(kp_attention_kernel<DT, D, 2>, grid, block, s, kp_dec_pdl(), q, k, v, pos, o, counters, part_o, part_ml, heads, kv_heads, cap, scale);
+    default: return kp_launch(kp_attention_kernel<DT, D, 1>, grid, block, s, kp_dec_pdl(), q, k, v, pos, o, counters, part_o, part_ml, heads, kv_heads, cap, scale);
   }
 }
 
 template <int DT>
-static hipError_t kp_attention_dispatch(int head_dim, dim3 grid, hipStream_t s, const void *qkv, const void *kcache,
-                                        const void *vcache, const int32_t *pos, void *out, int heads, int kv_heads,
-                                        int cap, float scale) {
+static hipError_t kp_attention_dispatch(int head_dim, int qpb, dim3 grid, hipStream_t s, const void *qkv, const void *kcache,
+                                        const void *vcache, const int32_t *pos, void *out, unsigned *counters, float *part_o,
+                                        float *part_ml, int heads, int kv_heads, int cap, float scale) {
   const uint16_t *q = (const uint16_t *)qkv, *k = (const uint16_t *)kcache, *v = (const uint16_t *)vcache;
   uint16_t *o = (uint16_t *)out;
-  const dim3 block(kp_attn_threads);
   switch (head_dim) {
-    case 64: return kp_launch(kp_attention_kernel<DT, 64>, grid, block, s, kp_dec_pdl(), q, k, v, pos, o, heads, kv_heads, cap, scale);
-    case 128: return kp_launch(kp_attention_kernel<DT, 128>, grid, block, s, kp_dec_pdl(), q, k, v, pos, o, heads, kv_heads, cap, scale);
-    case 256: return kp_launch(kp_attention_kernel<DT, 256>, grid, block, s, kp_dec_pdl(), q, k, v, pos, o, heads, kv_heads, cap, scale);
+    case 64: return kp_attention_qpb<DT, 64>(qpb, grid, s, q, k, v, pos, o, counters, part_o, part_ml, heads, kv_heads, cap, scale);
+    case 128: return kp_attention_qpb<DT, 128>(qpb, grid, s, q, k, v, pos, o, counters, part_o, part_ml, heads, kv_heads, cap, scale);
+    case 256: return kp_attention_qpb<DT, 256>(qpb, grid, s, q, k, v, pos, o, counters, part_o, part_ml, heads, kv_heads, cap, scale);
     default: return hipErrorNotSupported; /* be_attention checks head_dim first */
   }
 }
 
 int be_attention(int32_t dtype, const void *qkv, const void *kcache, const void *vcache, const int32_t *pos, void *out,
-                 int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap, void *stream) {
+                 int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap, void *scratch, void *stream) {
   if (head_dim != 64 && head_dim != 128 && head_dim != 256)
     return kp_fail(KPICK_E_UNSUPPORTED, "attention", "head_dim %d: the GPU kernel is built for 64, 128 and 256", head_dim);
-  const dim3 grid((unsigned)heads, (unsigned)m);
+  const int qpb = kp_attn_qpb(heads, kv_heads);
+  const int splits = scratch ? kp_attn_splits(m, heads, kv_heads, head_dim, cap) : 1;
+  unsigned *counters = (unsigned *)scratch;
+  float *part_o = splits > 1 ? (float *)((char *)scratch + kp_attn_counter_bytes(heads)) : NULL;
+  float *part_ml = splits > 1 ? part_o + (size_t)m * heads * splits * head_dim : NULL;
+  const dim3 grid((unsigned)(heads / qpb), (unsigned)m, (unsigned)splits);
   const float scale = 1.0f / sqrtf((float)head_dim);
   const hipStream_t s = (hipStream_t)stream;
   const hipError_t e =
-      dtype == KP_DT_BF16 ? kp_attention_dispatch<KP_DT_BF16>(head_dim, grid, s, qkv, kcache, vcache, pos, out, heads, kv_heads, cap, scale)
-                          : kp_attention_dispatch<KP_DT_FP16>(head_dim, grid, s, qkv, kcache, vcache, pos, out, heads, kv_heads, cap, scale);
+      dtype == KP_DT_BF16 ? kp_attention_dispatch<KP_DT_BF16>(head_dim, qpb, grid, s, qkv, kcache, vcache, pos, out, counters, part_o, part_ml, heads, kv_heads, cap, scale)
+                          : kp_attention_dispatch<KP_DT_FP16>(head_dim, qpb, grid, s, qkv, kcache, vcache, pos, out, counters, part_o, part_ml, heads, kv_heads, cap, scale);
   if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "attention launch", "%s", hipGetErrorString(e));
   return KPICK_OK;
 }
 
-/* ---- argmax + advance ---- */
+/* ---- argmax + advance ----
+ * Each row's logits are split over several blocks (kp_argmax_blocks), a
+ * contiguous slice each: batches of 16-byte pieces, lowest index on ties. With
+ * scratch, each block writes its (value, index) and the last block of the row
+ * to finish, found by a counter it then puts back to 0, picks among them,
+ * writes the token and moves the position on. Without scratch, one block per
+ * row does it all. */
+
+static constexpr int kp_argmax_threads = 256;
+static constexpr int kp_argmax_u = 4; /* 16-byte pieces a thread loads at once */
+static constexpr int kp_argmax_max_blocks = 64;
+static constexpr int kp_argmax_min_slice = 256; /* logits a block reads, at least */
+
+/* the elements each block of a row covers: a multiple of 8, so every slice of
+ * an aligned row starts 16-byte aligned */
+static int64_t kp_argmax_slice(int32_t m, int64_t vocab) {
+  int64_t blocks = (2 * (int64_t)kp_dec_units() + m - 1) / m;
+  const int64_t most = (vocab + kp_argmax_min_slice - 1) / kp_argmax_min_slice;
+  if (blocks > most) blocks = most;
+  if (blocks > kp_argmax_max_blocks) blocks = kp_argmax_max_blocks;
+  if (blocks < 1) blocks = 1;
+  return ((vocab + blocks - 1) / blocks + 7) / 8 * 8;
+}
+
+static int kp_argmax_blocks(int32_t m, int64_t vocab) {
+  const int64_t slice = kp_argmax_slice(m, vocab);
+  return (int)((vocab + slice - 1) / slice);
+}
+
+/* scratch: a counter per row for up to KP_MODEL_MAX_ROWS rows, then per
+ * (row, block) a value and an index */
+static constexpr size_t kp_argmax_counter_bytes = ((size_t)KP_MODEL_MAX_ROWS * 4 + 255) / 256 * 256;
+
+int64_t be_argmax_scratch(int32_t m, int64_t vocab) {
+  const int blocks = kp_argmax_blocks(m, vocab);
+  return blocks == 1 ? 0 : (int64_t)kp_argmax_counter_bytes + (int64_t)m * blocks * 8;
+}
 
 /* (value, index) a beats b: larger, or equal and earlier; NaN never beats */
 __device__ __forceinline__ bool kp_beats(float va, int32_t ia, float vb, int32_t ib) {
   return va > vb || (va == vb && ia < ib);
 }
 
+/* the block's best (value, index), in thread 0; red_v/red_i hold kp_max_warps */
+__device__ __forceinline__ void kp_block_best(float &bv, int32_t &bi, float *red_v, int32_t *red_i) {
+#pragma unroll
+  for (int o = kp_warp / 2; o > 0; o >>= 1) {
+    const float ov = kp_shfl_xor(bv, o);
+    const int32_t oi = (int32_t)kp_shfl_xor((float)bi, o); /* exact: indices <= 2^24 */
+    if (kp_beats(ov, oi, bv, bi)) bv = ov, bi = oi;
+  }
+  const int warp = threadIdx.x / kp_warp;
+  __syncthreads(); /* red may still be read by a previous reduction */
+  if (threadIdx.x % kp_warp == 0) red_v[warp] = bv, red_i[warp] = bi;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int i = 1; i < (int)(blockDim.x / kp_warp); ++i)
+      if (kp_beats(red_v[i], red_i[i], bv, bi)) bv = red_v[i], bi = red_i[i];
+}
+
 template <int DT>
 __global__ void __launch_bounds__(kp_argmax_threads)
-    kp_argmax_kernel(const uint16_t *logits, int64_t V, int32_t *__restrict__ tokens,
-                     int32_t *__restrict__ pos) {
-  __shared__ float best_v[kp_max_warps];
-  __shared__ int32_t best_i[kp_max_warps];
+    kp_argmax_kernel(const uint16_t *logits, int64_t V, int64_t slice, int32_t *__restrict__ tokens,
+                     int32_t *__restrict__ pos, unsigned *counters, float *part_v, int32_t *part_i) {
+  __shared__ float red_v[kp_max_warps];
+  __shared__ int32_t red_i[kp_max_warps];
+  __shared__ int last;
   kp_dec_release();
   kp_dec_wait();
-  const int64_t row = blockIdx.x;
+  const int64_t row = blockIdx.y;
+  const int b = blockIdx.x, nb = gridDim.x;
   const uint16_t *x = logits + row * V;
+  const int64_t lo = (int64_t)b * slice, hi = min(V, lo + slice);
   float bv = -INFINITY;
   int32_t bi = (int32_t)V; /* past the end: loses every tie */
-  /* 16-byte pieces while the row start is aligned, the tail one by one; within
-   * a thread indices only grow, so a strict > keeps the earliest maximum */
-  const int64_t vec = ((uintptr_t)x & 15) == 0 ? V / 8 : 0;
+  /* 16-byte pieces while the row start is aligned (then so is lo, a multiple
+   * of 8), the tail one by one; within a thread indices only grow, so a strict
+   * > keeps the earliest maximum */
+  const int64_t vec = ((uintptr_t)x & 15) == 0 ? (hi - lo) / 8 : 0;
+  const uint16_t *xs = x + lo;
   for (int64_t c0 = threadIdx.x; c0 < vec; c0 += (int64_t)blockDim.x * kp_argmax_u) {
     kp_v16 piece[kp_argmax_u]; /* every load of the batch in flight before the first compare */
 #pragma unroll
     for (int u = 0; u < kp_argmax_u; ++u) {
       const int64_t c = c0 + (int64_t)u * blockDim.x;
-      piece[u] = c < vec ? kp_ld_act(x + c * 8) : kp_v16{0u, 0u, 0u, 0u};
+      piece[u] = c < vec ? kp_ld_act(xs + c * 8) : kp_v16{0u, 0u, 0u, 0u};
     }
 #pragma unroll
     for (int u = 0; u < kp_argmax_u; ++u) {
@@ -600,38 +831,52 @@ __global__ void __launch_bounds__(kp_argmax_threads)
         kp_unpack8<DT>(piece[u], f);
 #pragma unroll
         for (int e = 0; e < 8; ++e)
-          if (kp_beats(f[e], (int32_t)(c * 8 + e), bv, bi)) bv = f[e], bi = (int32_t)(c * 8 + e);
+          if (kp_beats(f[e], (int32_t)(lo + c * 8 + e), bv, bi)) bv = f[e], bi = (int32_t)(lo + c * 8 + e);
       }
     }
   }
-  for (int64_t j = vec * 8 + threadIdx.x; j < V; j += blockDim.x) {
+  for (int64_t j = lo + vec * 8 + threadIdx.x; j < hi; j += blockDim.x) {
     const float f = kp_load1<DT>(x + j);
     if (kp_beats(f, (int32_t)j, bv, bi)) bv = f, bi = (int32_t)j;
   }
-#pragma unroll
-  for (int o = kp_warp / 2; o > 0; o >>= 1) {
-    const float ov = kp_shfl_xor(bv, o);
-    const int32_t oi = (int32_t)kp_shfl_xor((float)bi, o); /* exact: indices <= 2^24 */
-    if (kp_beats(ov, oi, bv, bi)) bv = ov, bi = oi;
+  kp_block_best(bv, bi, red_v, red_i);
+  if (nb > 1) {
+    if (threadIdx.x == 0) {
+      part_v[row * nb + b] = bv, part_i[row * nb + b] = bi;
+      __threadfence();
+      last = atomicAdd(counters + row, 1u) == (unsigned)nb - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    /* the last block of the row picks among the nb slices' bests */
+    bv = -INFINITY, bi = (int32_t)V;
+    for (int i = threadIdx.x; i < nb; i += blockDim.x) {
+      const float v = kp_ld_coherent(part_v + row * nb + i);
+      const int32_t k = __float_as_int(kp_ld_coherent(reinterpret_cast<const float *>(part_i + row * nb + i)));
+      if (kp_beats(v, k, bv, bi)) bv = v, bi = k;
+    }
+    kp_block_best(bv, bi, red_v, red_i);
   }
-  const int warp = threadIdx.x / kp_warp;
-  if (threadIdx.x % kp_warp == 0) best_v[warp] = bv, best_i[warp] = bi;
-  __syncthreads();
   if (threadIdx.x == 0) {
-    for (int i = 1; i < (int)(blockDim.x / kp_warp); ++i)
-      if (kp_beats(best_v[i], best_i[i], bv, bi)) bv = best_v[i], bi = best_i[i];
     tokens[row] = bi < V ? bi : 0; /* an all-NaN row: token 0 */
     pos[row] += 1;
+    if (nb > 1) counters[row] = 0u; /* ready for the next launch */
   }
 }
 
 int be_argmax_advance(int32_t dtype, const void *logits, int32_t m, int64_t vocab, int32_t *tokens, int32_t *pos,
-                      void *stream) {
+                      void *scratch, void *stream) {
   const hipStream_t s = (hipStream_t)stream;
-  const dim3 grid((unsigned)m), block(kp_argmax_threads);
+  const int nb = scratch ? kp_argmax_blocks(m, vocab) : 1;
+  const int64_t slice = nb > 1 ? kp_argmax_slice(m, vocab) : vocab;
+  unsigned *counters = (unsigned *)scratch;
+  float *part_v = nb > 1 ? (float *)((char *)scratch + kp_argmax_counter_bytes) : NULL;
+  int32_t *part_i = nb > 1 ? (int32_t *)(part_v + (size_t)m * nb) : NULL;
+  const dim3 grid((unsigned)nb, (unsigned)m), block(kp_argmax_threads);
   const uint16_t *l = (const uint16_t *)logits;
-  const hipError_t e = dtype == KP_DT_BF16 ? kp_launch(kp_argmax_kernel<KP_DT_BF16>, grid, block, s, kp_dec_pdl(), l, (int64_t)vocab, tokens, pos)
-                                           : kp_launch(kp_argmax_kernel<KP_DT_FP16>, grid, block, s, kp_dec_pdl(), l, (int64_t)vocab, tokens, pos);
+  const hipError_t e = dtype == KP_DT_BF16 ? kp_launch(kp_argmax_kernel<KP_DT_BF16>, grid, block, s, kp_dec_pdl(), l, (int64_t)vocab, slice, tokens, pos, counters, part_v, part_i)
+                                           : kp_launch(kp_argmax_kernel<KP_DT_FP16>, grid, block, s, kp_dec_pdl(), l, (int64_t)vocab, slice, tokens, pos, counters, part_v, part_i);
   if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "argmax launch", "%s", hipGetErrorString(e));
   return KPICK_OK;
 }
