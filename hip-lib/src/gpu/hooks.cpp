@@ -40,8 +40,7 @@
   } while (0)
 
 #define KP_ROWS_SLOTS (128 + 1) /* graph cache index: rows 1..128 */
-static const size_t kp_splitk_cap = 256u << 20; /* largest splitk / wgmma partial scratch */
-static const size_t kp_wgmma_smem_cap = 227u << 10; /* shared memory a block may opt into on sm_90 */
+static const size_t kp_splitk_cap = 256u << 20; /* largest splitk partial scratch */
 static const int64_t kp_batch_bytes = 2LL << 30; /* a timing batch streams at least this much... */
 static const int kp_batch_calls = 20;            /* ...or has this many calls, whichever is fewer */
 
@@ -185,14 +184,7 @@ static int launch_splitk(const kp_row *r, const kp_call *c) {
 }
 
 static int launch_wgmma(const kp_row *r, const kp_call *c) {
-  const int wg = r->params[0], stages = r->params[1], s = r->params[2], gated = c->op == KPICK_OP_GATED;
-  const size_t temp = kp_wgmma_temp_bytes(wg, s, gated, c->m, c->n);
-  if (temp > kp_splitk_cap)
-    return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "%.0f MiB of partials is past the %.0f MiB cap", temp / 1048576.0,
-                   kp_splitk_cap / 1048576.0);
-  kp_scratch ws;
-  KP_TRY(scratch_get(temp, kp_wgmma_counters(wg, s, gated, c->n), c->stream, &ws));
-  return kp_wgmma_launch(c, wg, stages, s, &ws);
+  return kp_wgmma_launch(c, r->params[0], r->params[1], r->params[2]);
 }
 
 /* in space.def order: the GPU rows are exactly the ids 0..KP_NCAND-1 */
@@ -316,9 +308,7 @@ int be_supports(const struct kpick_problem *p, int32_t cand) {
   }
   if (p->k % 8 != 0) return 0; /* the kernels read rows in 16-byte pieces */
   if (family_is(r, "splitk")) return kp_splitk_temp_bytes(r->params[0], p->m, p->n) <= kp_splitk_cap;
-  if (family_is(r, "wgmma"))
-    return kp_wgmma_smem_bytes(r->params[0], r->params[1], p->m) <= kp_wgmma_smem_cap &&
-           kp_wgmma_temp_bytes(r->params[0], r->params[2], p->op == KPICK_OP_GATED, p->m, p->n) <= kp_splitk_cap;
+  if (family_is(r, "wgmma")) return kp_wgmma_fits(r->params[0], r->params[1], r->params[2], p->m);
   return 1;
 }
 
@@ -331,19 +321,11 @@ static void scratch_need(const struct kpick_problem *p, size_t *temp, size_t *co
   if (p->op == KPICK_OP_GATED) *temp = (size_t)p->m_max * (size_t)p->n * 2 * 2;
   for (int32_t i = 0; i < KP_NCAND; i++) {
     const kp_row *r = &kp_space[i];
-    if (r->op != p->op) continue;
+    if (r->op != p->op || !family_is(r, "splitk")) continue;
     const int32_t m = p->m_max < r->rows_max ? p->m_max : r->rows_max;
-    const int gated = p->op == KPICK_OP_GATED;
-    size_t bytes = 0, count = 0;
-    if (family_is(r, "splitk")) {
-      bytes = kp_splitk_temp_bytes(r->params[0], m, p->n);
-      count = kp_splitk_counters(p->n);
-    } else if (family_is(r, "wgmma")) {
-      bytes = kp_wgmma_temp_bytes(r->params[0], r->params[2], gated, m, p->n);
-      count = kp_wgmma_counters(r->params[0], r->params[2], gated, p->n);
-    }
+    const size_t bytes = kp_splitk_temp_bytes(r->params[0], m, p->n);
     if (bytes <= kp_splitk_cap && bytes > *temp) *temp = bytes;
-    if (count > *counters) *counters = count;
+    *counters = kp_splitk_counters(p->n);
   }
 }
 

@@ -48,12 +48,10 @@ int kp_gated_gemv_has(int u, int pdl);
 int kp_gated_gemv_launch(const struct kp_call *c, int rows_per_block, int u);
 int kp_gated_mma_has(int u, int pdl);
 int kp_gated_mma_launch(const struct kp_call *c, int warps, int u);
-/* wgmma.hip: the Hopper (sm_90a) swap-AB tile, TMA ring, split-K over s blocks */
+/* wgmma.hip: the Hopper (sm_90a) swap-AB tile, TMA ring, split-K over a cluster of s blocks */
 int kp_wgmma_has(int pdl);
-size_t kp_wgmma_smem_bytes(int wg, int stages, int32_t m);
-size_t kp_wgmma_temp_bytes(int wg, int s, int gated, int32_t m, int64_t n);
-size_t kp_wgmma_counters(int wg, int s, int gated, int64_t n);
-int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const struct kp_scratch *ws);
+int kp_wgmma_fits(int wg, int stages, int s, int32_t m);
+int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s);
 /* util.hip: the read floor, the silu-mul node, the warp probe */
 int kp_floor_launch(const void *w, size_t bytes, float *sink, hipStream_t stream);
 int kp_silu_mul_launch(int32_t dtype, const void *gu, void *y, int32_t m, int64_t n, hipStream_t stream);

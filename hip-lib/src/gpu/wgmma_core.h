@@ -23,7 +23,7 @@
 #define KP_WGMMA_DEVICE 1
 #endif
 
-static constexpr int kp_wg_kstep = 64;     /* K elements per pipeline stage: one 128-byte swizzle row */
+static constexpr int kp_wg_kstep = 64;     /* K elements per TMA box: one 128-byte swizzle row */
 static constexpr int kp_wg_max_stages = 16;
 
 #if defined(KP_WGMMA_DEVICE)
@@ -93,7 +93,32 @@ template <int N>
 __device__ __forceinline__ void kp_wg_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
-/* named barrier over the consumer warpgroups only (the producer warp has left) */
+/* ---- thread-block clusters: the split-K reduce through distributed shared memory ---- */
+__device__ __forceinline__ uint32_t kp_cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+/* every thread of every block of the cluster; orders shared-memory writes before it */
+__device__ __forceinline__ void kp_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+/* the address of the same shared variable in block rank of the cluster */
+__device__ __forceinline__ uint32_t kp_cluster_map(uint32_t smem, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ float kp_ld_cluster(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ void kp_prefetch_tensormap(const CUtensorMap *map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+/* named barrier over the consumer warpgroups only (the producer warp does not join) */
 __device__ __forceinline__ void kp_consumers_sync(int threads) {
   asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
 }
