@@ -5,17 +5,18 @@
  * of wgmma m64nNk16, and multiplies it by the activations as the narrow B
  * operand (N = rows padded up to 8, 16, 32, 64 or 128; padded rows are zeros
  * from the copy engine and never stored). One producer warp streams W and x
- * by TMA through a ring of T shared-memory stages, each KB boxes of 64 K
- * elements (KB from the tile's bytes: about 40 KiB a stage), guarded by a full
- * and an empty mbarrier; WG consumer warpgroups (one per 64 W rows) wait on
- * full, issue 4 KB k16 wgmmas and free the previous stage once those retire,
- * so one stage's math overlaps the next one's wait.
+ * by TMA through a ring of T shared-memory stages of one box of 64 K
+ * elements each, guarded by a full and an empty mbarrier; WG consumer
+ * warpgroups (one per 64 W rows) wait on full, issue four k16 wgmmas and free
+ * the previous stage once its wgmmas retire, so one stage's math overlaps the
+ * next one's wait. (Stages of several boxes were tried: fewer blocks fit an
+ * SM and the wgmmas serialised; bench/results/h200-2026-12-01-wgmma-f294847.)
  * K is split over the S blocks of a thread-block cluster (grid.y = S): each
  * block leaves its fp32 tile in its shared memory, and after a cluster barrier
  * block q sums the q-th slice of the outputs over the S tiles in rank order
  * (distributed shared memory) and stores y: no scratch, one node, and the bits
  * depend on S only (each block's K range and the fixed sum order), not on WG,
- * T or KB: one class head per S.
+ * or T: one class head per S.
  *   gated: the tile is BM/2 gate rows over the matching BM/2 up rows (two TMA
  *          boxes per K box); silu(g) * u in fp32 in the epilogue.
  *   .pdl:  the first T stages' W boxes are issued before griddepcontrol.wait,
@@ -34,15 +35,13 @@
 
 enum { KP_WG_LINEAR = 0, KP_WG_GATED = 1 };
 
-static constexpr int kp_wg_max_split = 8;     /* a portable cluster */
-static constexpr int kp_wg_stage_target = 40 * 1024;
+static constexpr int kp_wg_max_split = 8; /* a portable cluster */
 
 struct kp_wgmma_args {
   uint16_t *y;
   int32_t m;
   int64_t n;      /* output columns */
   int32_t nbox;   /* ceil(K / 64) */
-  int32_t kb;     /* K boxes per stage */
   int32_t stages; /* T */
 };
 
@@ -52,15 +51,15 @@ __global__ void __launch_bounds__(128 * WG + 32)
     kp_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap,
                     kp_wgmma_args p) {
   constexpr int BM = 64 * WG, consumers = 128 * WG;
-  constexpr uint32_t wbox = BM * 128, xbox = BN * 128;
+  constexpr uint32_t wbox = BM * 128, xbox = BN * 128, stage_bytes = wbox + xbox;
   constexpr int LD = BN + 1; /* epilogue tile row stride, in floats: odd, no bank conflicts */
+  constexpr int OUT = MODE == KP_WG_GATED ? BM / 2 : BM;
   if (PDL) kp_pdl_trigger();
 
   extern __shared__ uint8_t kp_wg_raw[];
   __shared__ uint64_t full[kp_wg_max_stages], empty[kp_wg_max_stages];
   uint8_t *const ring = (uint8_t *)(((uintptr_t)kp_wg_raw + 1023) & ~(uintptr_t)1023);
-  const int T = p.stages, KB = p.kb;
-  const uint32_t stage_bytes = (uint32_t)KB * (wbox + xbox);
+  const int T = p.stages;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -74,13 +73,15 @@ __global__ void __launch_bounds__(128 * WG + 32)
 
   const int S = gridDim.y, sp = blockIdx.y, tile = blockIdx.x;
   const int b0 = (int)((int64_t)sp * p.nbox / S), b1 = (int)((int64_t)(sp + 1) * p.nbox / S);
-  const int nst = (b1 - b0 + KB - 1) / KB; /* stages of this block; the last may hold fewer boxes */
+  const int nst = b1 - b0;
   const int64_t N = p.n;
   const int M = p.m;
-  const int64_t n0 = (int64_t)tile * (MODE == KP_WG_GATED ? BM / 2 : BM);
-  auto boxes = [&](int i) { return b1 - (b0 + i * KB) < KB ? b1 - (b0 + i * KB) : KB; };
+  const int64_t n0 = (int64_t)tile * OUT;
+  /* the warpgroup index, made visibly warp-uniform so that the wgmmas are not
+   * treated as divergent code (which serialises them) */
+  const int role = __shfl_sync(0xffffffffu, tid / 128, 0);
 
-  if (tid >= consumers) {
+  if (role == WG) {
     /* ---- producer: one thread of the last warp ---- */
     if (tid == consumers) {
       kp_prefetch_tensormap(&wmap);
@@ -88,25 +89,18 @@ __global__ void __launch_bounds__(128 * WG + 32)
       const uint64_t pol_w = kp_policy_evict_first(), pol_x = kp_policy_evict_last();
       auto load_w = [&](int i, int s) {
         uint8_t *dst = ring + (size_t)s * stage_bytes;
-        for (int j = 0, nb = boxes(i); j < nb; ++j) {
-          const int32_t k = (b0 + i * KB + j) * kp_wg_kstep;
-          if constexpr (MODE == KP_WG_GATED) {
-            kp_tma_load(dst + j * wbox, &wmap, k, (int32_t)n0, &full[s], pol_w);
-            kp_tma_load(dst + j * wbox + wbox / 2, &wmap, k, (int32_t)(N + n0), &full[s], pol_w);
-          } else {
-            kp_tma_load(dst + j * wbox, &wmap, k, (int32_t)n0, &full[s], pol_w);
-          }
+        const int32_t k = (b0 + i) * kp_wg_kstep;
+        if constexpr (MODE == KP_WG_GATED) {
+          kp_tma_load(dst, &wmap, k, (int32_t)n0, &full[s], pol_w);
+          kp_tma_load(dst + wbox / 2, &wmap, k, (int32_t)(N + n0), &full[s], pol_w);
+        } else {
+          kp_tma_load(dst, &wmap, k, (int32_t)n0, &full[s], pol_w);
         }
-      };
-      auto load_x = [&](int i, int s) {
-        uint8_t *dst = ring + (size_t)s * stage_bytes + (size_t)KB * wbox;
-        for (int j = 0, nb = boxes(i); j < nb; ++j)
-          kp_tma_load(dst + j * xbox, &xmap, (b0 + i * KB + j) * kp_wg_kstep, 0, &full[s], pol_x);
       };
       /* PDL: the weights of the first stages stream while the previous kernel ends */
       const int pre = PDL ? (T < nst ? T : nst) : 0;
       for (int i = 0; i < pre; ++i) {
-        kp_mbar_expect_tx(&full[i], (uint32_t)boxes(i) * (wbox + xbox));
+        kp_mbar_expect_tx(&full[i], stage_bytes);
         load_w(i, i);
       }
       if (PDL) asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -114,82 +108,79 @@ __global__ void __launch_bounds__(128 * WG + 32)
         const int s = i % T, round = i / T;
         if (i >= pre) {
           if (round > 0) kp_mbar_wait(&empty[s], (uint32_t)(round - 1) & 1u);
-          kp_mbar_expect_tx(&full[s], (uint32_t)boxes(i) * (wbox + xbox));
+          kp_mbar_expect_tx(&full[s], stage_bytes);
           load_w(i, s);
         }
-        load_x(i, s);
+        kp_tma_load(ring + (size_t)s * stage_bytes + wbox, &xmap, (b0 + i) * kp_wg_kstep, 0, &full[s], pol_x);
       }
     }
     __syncwarp();
-  } else {
-    /* ---- consumers: warpgroup wg multiplies W rows 64wg.. of the tile ---- */
-    const int wg = tid / 128, lane = tid % 32, warp = (tid % 128) / 32;
-    float d[BN / 2];
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
-    const uint32_t ring_addr = kp_smem_addr(ring);
-#pragma unroll 1
-    for (int i = 0; i < nst; ++i) {
-      const int s = i % T;
-      kp_mbar_wait(&full[s], (uint32_t)(i / T) & 1u);
-      const uint32_t a = ring_addr + (uint32_t)s * stage_bytes + (uint32_t)wg * 64 * 128;
-      const uint32_t b = ring_addr + (uint32_t)s * stage_bytes + (uint32_t)KB * wbox;
-      kp_wg_fence();
-#pragma unroll 1
-      for (int j = 0, nb = boxes(i); j < nb; ++j)
-#pragma unroll
-        for (int kk = 0; kk < kp_wg_kstep / 16; ++kk)
-          kp_wgmma<DT, BN>(d, kp_wg_desc(a + j * wbox + kk * 32), kp_wg_desc(b + j * xbox + kk * 32));
-      kp_wg_commit();
-      /* the previous stage's wgmmas have retired: its buffers may be refilled */
-      kp_wg_wait<1>();
-      if (i > 0 && lane == 0) kp_mbar_arrive(&empty[(i - 1) % T]);
+    if (S > 1) { /* the cluster's two barriers of the epilogue */
+      kp_cluster_sync();
+      kp_cluster_sync();
     }
-    kp_wg_wait<0>();
-    if (PDL) asm volatile("griddepcontrol.wait;" ::: "memory"); /* before any global write */
-
-    /* every consumer is past its last wgmma: the ring becomes the fp32 tile [BM][LD] */
-    kp_consumers_sync(consumers);
-    float *t = reinterpret_cast<float *>(ring);
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int row = wg * 64 + warp * 16 + lane / 4 + 8 * (i / 2), col = 8 * j + 2 * (lane % 4) + (i % 2);
-        t[row * LD + col] = d[4 * j + i];
-      }
+    return;
   }
 
-  /* outputs [e0, e1) of this block: all of them, or with split-K the sp-th slice,
-   * each summed over the S tiles of the cluster in rank order */
-  constexpr int OUT = MODE == KP_WG_GATED ? BM / 2 : BM;
+  /* ---- consumers: warpgroup role multiplies W rows 64 role.. of the tile ---- */
+  const int lane = tid % 32, warp = (tid % 128) / 32;
+  float d[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
+  const uint32_t ring_addr = kp_smem_addr(ring);
+#pragma unroll 1
+  for (int i = 0; i < nst; ++i) {
+    const int s = i % T;
+    kp_mbar_wait(&full[s], (uint32_t)(i / T) & 1u);
+    const uint32_t a = ring_addr + (uint32_t)s * stage_bytes + (uint32_t)role * 64 * 128, b = a - role * 64 * 128 + wbox;
+    kp_wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < kp_wg_kstep / 16; ++kk) kp_wgmma<DT, BN>(d, kp_wg_desc(a + kk * 32), kp_wg_desc(b + kk * 32));
+    kp_wg_commit();
+    /* the previous stage's wgmmas have retired: its buffers may be refilled */
+    kp_wg_wait<1>();
+    if (i > 0 && lane == 0) kp_mbar_arrive(&empty[(i - 1) % T]);
+  }
+  kp_wg_wait<0>();
+  if (PDL) asm volatile("griddepcontrol.wait;" ::: "memory"); /* before any global write */
+
+  /* every consumer is past its last wgmma: the ring becomes the fp32 tile [BM][LD] */
+  kp_consumers_sync(consumers);
+  float *t = reinterpret_cast<float *>(ring);
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = role * 64 + warp * 16 + lane / 4 + 8 * (i / 2), col = 8 * j + 2 * (lane % 4) + (i % 2);
+      t[row * LD + col] = d[4 * j + i];
+    }
+
+  /* outputs [e0, e1) of this block: all of them, or with split-K the sp-th
+   * slice, each summed over the S tiles of the cluster in rank order */
   const int count = OUT * M;
   int e0 = 0, e1 = count;
   if (S > 1) {
     kp_cluster_sync(); /* every tile of the cluster is written */
     e0 = (int)((int64_t)sp * count / S);
     e1 = (int)((int64_t)(sp + 1) * count / S);
-  } else if (tid < consumers) {
+  } else {
     kp_consumers_sync(consumers);
   }
-  if (tid < consumers) {
-    const uint32_t t_addr = kp_smem_addr(ring);
-    const float *t = reinterpret_cast<const float *>(ring);
-    auto sum = [&](int r, int m) {
-      if (S == 1) return t[r * LD + m];
-      const uint32_t off = (uint32_t)(r * LD + m) * 4u;
-      float v = kp_ld_cluster(kp_cluster_map(t_addr + off, 0));
-      for (int q = 1; q < S; ++q) v += kp_ld_cluster(kp_cluster_map(t_addr + off, (uint32_t)q));
-      return v;
-    };
-    for (int e = e0 + tid; e < e1; e += consumers) {
-      const int r = e % OUT, m = e / OUT;
-      if (n0 + r >= N) continue;
-      float v;
-      if constexpr (MODE == KP_WG_GATED) v = kp_silu_mul(sum(r, m), sum(r + OUT, m));
-      else v = sum(r, m);
-      p.y[(int64_t)m * N + n0 + r] = kp_round<DT>(v);
-    }
+  const uint32_t t_addr = kp_smem_addr(ring);
+  auto sum = [&](int r, int m) {
+    if (S == 1) return t[r * LD + m];
+    const uint32_t at = t_addr + (uint32_t)(r * LD + m) * 4u;
+    float v = kp_ld_cluster(kp_cluster_map(at, 0));
+    for (int q = 1; q < S; ++q) v += kp_ld_cluster(kp_cluster_map(at, (uint32_t)q));
+    return v;
+  };
+  for (int e = e0 + tid; e < e1; e += consumers) {
+    const int r = e % OUT, m = e / OUT;
+    if (n0 + r >= N) continue;
+    float v;
+    if constexpr (MODE == KP_WG_GATED) v = kp_silu_mul(sum(r, m), sum(r + OUT, m));
+    else v = sum(r, m);
+    p.y[(int64_t)m * N + n0 + r] = kp_round<DT>(v);
   }
   if (S > 1) kp_cluster_sync(); /* no block leaves while another still reads its tile */
 }
@@ -208,26 +199,15 @@ static int kp_wg_bn(int32_t m) { return m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32
 
 static constexpr size_t kp_wg_smem_cap = 227 * 1024; /* sm_90 opt-in limit per block */
 
-/* K boxes per stage: about kp_wg_stage_target bytes of W and x, at most 4,
- * fewer where T stages would not fit; 0 when even one box per stage does not */
-static int kp_wg_kb(int wg, int stages, int32_t m) {
-  const size_t box = (64 * (size_t)wg + (size_t)kp_wg_bn(m)) * 128;
-  size_t kb = kp_wg_stage_target / box;
-  if (kb > 4) kb = 4;
-  if (kb < 1) kb = 1;
-  while (kb > 1 && stages * kb * box + 1024 > kp_wg_smem_cap) --kb;
-  return stages * kb * box + 1024 > kp_wg_smem_cap ? 0 : (int)kb;
-}
-
-static size_t kp_wg_smem(int wg, int stages, int kb, int32_t m) {
+static size_t kp_wg_smem(int wg, int stages, int32_t m) {
   const size_t bn = (size_t)kp_wg_bn(m), bm = 64 * (size_t)wg;
-  const size_t ring = (size_t)stages * kb * (bm + bn) * 128, tile = bm * (bn + 1) * 4;
+  const size_t ring = (size_t)stages * (bm + bn) * 128, tile = bm * (bn + 1) * 4;
   return (ring > tile ? ring : tile) + 1024; /* + the 1024-byte alignment of the ring */
 }
 
 int kp_wgmma_fits(int wg, int stages, int s, int32_t m) {
-  return stages >= 2 && stages <= kp_wg_max_stages && s >= 1 && s <= kp_wg_max_split && kp_wg_kb(wg, stages, m) > 0 &&
-         kp_wg_smem(wg, stages, kp_wg_kb(wg, stages, m), m) <= kp_wg_smem_cap;
+  return stages >= 2 && stages <= kp_wg_max_stages && s >= 1 && s <= kp_wg_max_split &&
+         kp_wg_smem(wg, stages, m) <= kp_wg_smem_cap;
 }
 
 #if defined(KPICK_GPU_CUDA) && defined(KPICK_WGMMA_BUILT)
@@ -296,14 +276,13 @@ int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s) {
   if (!k || !kp_wgmma_fits(wg, stages, s, c->m))
     return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "no kernel for m=%d, WG=%d, T=%d, S=%d, pdl=%d", (int)c->m, wg,
                    stages, s, c->pdl);
-  const int kb = kp_wg_kb(wg, stages, c->m);
-  const size_t smem = kp_wg_smem(wg, stages, kb, c->m);
+  const size_t smem = kp_wg_smem(wg, stages, c->m);
   /* built per launch: encoding is host work only (no device call) */
   CUtensorMap wmap, xmap;
   KP_TRY(kp_wg_map(&wmap, c->dtype, c->w, gated ? 2 * c->n : c->n, c->k, gated ? 32 * wg : 64 * wg));
   KP_TRY(kp_wg_map(&xmap, c->dtype, c->x, c->m, c->k, bn));
   const int64_t rows = gated ? 32 * wg : 64 * wg, tiles = (c->n + rows - 1) / rows;
-  kp_wgmma_args a = {(uint16_t *)c->y, c->m, c->n, (int32_t)((c->k + kp_wg_kstep - 1) / kp_wg_kstep), kb, stages};
+  kp_wgmma_args a = {(uint16_t *)c->y, c->m, c->n, (int32_t)((c->k + kp_wg_kstep - 1) / kp_wg_kstep), stages};
   cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (e != cudaSuccess) return kp_fail(KPICK_E_DEVICE, "wgmma", "shared memory limit: %s", cudaGetErrorString(e));
   cudaLaunchConfig_t cfg = {};
