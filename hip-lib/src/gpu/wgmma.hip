@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(128 * WG + 32)
                     kp_wgmma_args p) {
   constexpr int BM = 64 * WG, consumers = 128 * WG;
   constexpr uint32_t wbox = BM * 128, xbox = BN * 128, stage_bytes = wbox + xbox;
-  constexpr int LD = BN + 1; /* epilogue tile row stride, in floats: odd, no bank conflicts */
+  constexpr int LD = BN + 4; /* epilogue tile row stride, in floats: rows 16-byte aligned */
   constexpr int OUT = MODE == KP_WG_GATED ? BM / 2 : BM;
   if (PDL) kp_pdl_trigger();
 
@@ -125,6 +125,7 @@ __global__ void __launch_bounds__(128 * WG + 32)
   /* ---- consumers: warpgroup role multiplies W rows 64 role.. of the tile ---- */
   const int lane = tid % 32, warp = (tid % 128) / 32;
   float d[BN / 2];
+  static_assert((LD * 4) % 16 == 0, "float4 rows");
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
   const uint32_t ring_addr = kp_smem_addr(ring);
@@ -144,7 +145,8 @@ __global__ void __launch_bounds__(128 * WG + 32)
   kp_wg_wait<0>();
   if (PDL) asm volatile("griddepcontrol.wait;" ::: "memory"); /* before any global write */
 
-  /* every consumer is past its last wgmma: the ring becomes the fp32 tile [BM][LD] */
+  /* every consumer is past its last wgmma: the ring becomes the fp32 tile [BM][LD]
+   * (columns past M hold the zeros of the padded rows) */
   kp_consumers_sync(consumers);
   float *t = reinterpret_cast<float *>(ring);
 #pragma unroll
@@ -155,32 +157,51 @@ __global__ void __launch_bounds__(128 * WG + 32)
       t[row * LD + col] = d[4 * j + i];
     }
 
-  /* outputs [e0, e1) of this block: all of them, or with split-K the sp-th
-   * slice, each summed over the S tiles of the cluster in rank order */
-  const int count = OUT * M;
-  int e0 = 0, e1 = count;
+  /* output groups of 4 rows [g0, g1) of this block: all of them, or with
+   * split-K the sp-th slice, each summed over the S tiles of the cluster in
+   * rank order (float4 loads, S of them in flight) */
+  const int groups = OUT * ((M + 3) / 4); /* only groups holding real rows */
+  int g0 = 0, g1 = groups;
   if (S > 1) {
     kp_cluster_sync(); /* every tile of the cluster is written */
-    e0 = (int)((int64_t)sp * count / S);
-    e1 = (int)((int64_t)(sp + 1) * count / S);
+    g0 = (int)((int64_t)sp * groups / S);
+    g1 = (int)((int64_t)(sp + 1) * groups / S);
   } else {
     kp_consumers_sync(consumers);
   }
-  const uint32_t t_addr = kp_smem_addr(ring);
-  auto sum = [&](int r, int m) {
-    if (S == 1) return t[r * LD + m];
-    const uint32_t at = t_addr + (uint32_t)(r * LD + m) * 4u;
-    float v = kp_ld_cluster(kp_cluster_map(at, 0));
-    for (int q = 1; q < S; ++q) v += kp_ld_cluster(kp_cluster_map(at, (uint32_t)q));
+  const float4 *peer[kp_wg_max_split];
+#pragma unroll
+  for (int q = 0; q < kp_wg_max_split; ++q)
+    peer[q] = q < S ? (S > 1 ? kp_cluster_ptr(reinterpret_cast<const float4 *>(t), (uint32_t)q)
+                             : reinterpret_cast<const float4 *>(t))
+                    : nullptr;
+  auto sum = [&](int r, int m4) {
+    const int at = (r * LD + m4) / 4;
+    float4 v = peer[0][at];
+#pragma unroll
+    for (int q = 1; q < kp_wg_max_split; ++q)
+      if (q < S) {
+        const float4 w = peer[q][at];
+        v.x += w.x;
+        v.y += w.y;
+        v.z += w.z;
+        v.w += w.w;
+      }
     return v;
   };
-  for (int e = e0 + tid; e < e1; e += consumers) {
-    const int r = e % OUT, m = e / OUT;
+  for (int g = g0 + tid; g < g1; g += consumers) {
+    const int r = g % OUT, m4 = (g / OUT) * 4;
     if (n0 + r >= N) continue;
-    float v;
-    if constexpr (MODE == KP_WG_GATED) v = kp_silu_mul(sum(r, m), sum(r + OUT, m));
-    else v = sum(r, m);
-    p.y[(int64_t)m * N + n0 + r] = kp_round<DT>(v);
+    float4 v = sum(r, m4);
+    if constexpr (MODE == KP_WG_GATED) {
+      const float4 u = sum(r + OUT, m4);
+      v = make_float4(kp_silu_mul(v.x, u.x), kp_silu_mul(v.y, u.y), kp_silu_mul(v.z, u.z), kp_silu_mul(v.w, u.w));
+    }
+    uint16_t *y = p.y + (int64_t)m4 * N + n0 + r;
+    y[0] = kp_round<DT>(v.x);
+    if (m4 + 1 < M) y[N] = kp_round<DT>(v.y);
+    if (m4 + 2 < M) y[2 * N] = kp_round<DT>(v.z);
+    if (m4 + 3 < M) y[3 * N] = kp_round<DT>(v.w);
   }
   if (S > 1) kp_cluster_sync(); /* no block leaves while another still reads its tile */
 }
@@ -234,6 +255,7 @@ static kp_wgmma_fn pick(int bn, int wg, int gated, int pdl) {
   }
   if (wg == 1) return gated ? pick_bn<DT, 1, KP_WG_GATED, false>(bn) : pick_bn<DT, 1, KP_WG_LINEAR, false>(bn);
   if (wg == 2) return gated ? pick_bn<DT, 2, KP_WG_GATED, false>(bn) : pick_bn<DT, 2, KP_WG_LINEAR, false>(bn);
+  if (wg == 4) return gated ? pick_bn<DT, 4, KP_WG_GATED, false>(bn) : pick_bn<DT, 4, KP_WG_LINEAR, false>(bn);
   return nullptr;
 }
 

@@ -103,16 +103,14 @@ __device__ __forceinline__ uint32_t kp_cluster_rank() {
 __device__ __forceinline__ void kp_cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
-/* the address of the same shared variable in block rank of the cluster */
-__device__ __forceinline__ uint32_t kp_cluster_map(uint32_t smem, uint32_t rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem), "r"(rank));
-  return r;
-}
-__device__ __forceinline__ float kp_ld_cluster(uint32_t addr) {
-  float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
-  return v;
+/* a generic pointer to the same shared variable in block rank of the cluster:
+ * plain loads through it read that block's shared memory, and the compiler may
+ * keep many in flight */
+template <class T>
+__device__ __forceinline__ const T *kp_cluster_ptr(const T *p, uint32_t rank) {
+  uint64_t r;
+  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(r) : "l"(reinterpret_cast<uint64_t>(p)), "r"(rank));
+  return reinterpret_cast<const T *>(r);
 }
 __device__ __forceinline__ void kp_prefetch_tensormap(const CUtensorMap *map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
