@@ -36,6 +36,7 @@
 enum { KP_WG_LINEAR = 0, KP_WG_GATED = 1 };
 
 static constexpr int kp_wg_max_split = 8; /* a portable cluster */
+static constexpr int kp_wg_pad = 4;        /* epilogue tile row = BN + 4 floats: rows stay 16-byte aligned */
 
 struct kp_wgmma_args {
   uint16_t *y;
@@ -52,7 +53,7 @@ __global__ void __launch_bounds__(128 * WG + 32)
                     kp_wgmma_args p) {
   constexpr int BM = 64 * WG, consumers = 128 * WG;
   constexpr uint32_t wbox = BM * 128, xbox = BN * 128, stage_bytes = wbox + xbox;
-  constexpr int LD = BN + 4; /* epilogue tile row stride, in floats: rows 16-byte aligned */
+  constexpr int LD = BN + kp_wg_pad; /* epilogue tile row stride, in floats */
   constexpr int OUT = MODE == KP_WG_GATED ? BM / 2 : BM;
   if (PDL) kp_pdl_trigger();
 
@@ -222,7 +223,9 @@ static constexpr size_t kp_wg_smem_cap = 227 * 1024; /* sm_90 opt-in limit per b
 
 static size_t kp_wg_smem(int wg, int stages, int32_t m) {
   const size_t bn = (size_t)kp_wg_bn(m), bm = 64 * (size_t)wg;
-  const size_t ring = (size_t)stages * (bm + bn) * 128, tile = bm * (bn + 1) * 4;
+  /* the tile's stride must be the kernel's: a stale one under-allocated the
+   * configurations whose tile outgrows the ring (h200-2026-12-01-wgmma-12adcac) */
+  const size_t ring = (size_t)stages * (bm + bn) * 128, tile = bm * (bn + kp_wg_pad) * 4;
   return (ring > tile ? ring : tile) + 1024; /* + the 1024-byte alignment of the ring */
 }
 
