@@ -124,7 +124,7 @@ static void param_names(const char *family, char *dst, size_t cap) {
   static const struct { const char *family, *names; } table[] = {
       {"plain", ""},       {"rowblk", "R"},  {"threads", "R,T"}, {"splitk", "S"},
       {"wrong", "kind"},   {"blaslt", "I"},  {"gemv", "R,U"},    {"mma", "W,U"},
-      {"gsplitk", "S,R"},  {"floor", ""},
+      {"gsplitk", "S,R"},  {"floor", ""},     {"wgmma", "WG,T,S"},
   };
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
     if (strcmp(table[i].family, family) == 0) {

@@ -65,4 +65,15 @@ static inline int kp_host_has_pdl(const char *arch) {
 #endif
 }
 
+/* wgmma and the other sm_90a instructions: compute capability 9.0 exactly
+ * (sm_90a code runs on no other device), CUDA only. */
+static inline int kp_host_has_wgmma(const char *arch) {
+#if defined(KPICK_GPU_CUDA)
+  return strcmp(arch, "sm_90") == 0;
+#else
+  (void)arch;
+  return 0;
+#endif
+}
+
 #endif

@@ -28,6 +28,12 @@ NVCC_FLAGS := -O3 -std=c++17 -arch=$(CUDA_ARCH) -Xcompiler -fPIC
 NVCC_VERSION = $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*, V\([0-9.]*\).*/\1/p')
 CUDA_DEFS := -DKPICK_GPU_CUDA -DKPICK_BACKEND_GPU -DKPICK_GPU_ARCHS='"$(CUDA_ARCH)"'
 CUDA_OBJ := $(BUILD)/cuda
+# wgmma.hip holds sm_90a code (wgmma, TMA): for an sm_90 target it is built for
+# compute_90a (nvcc 13.0's -arch=sm_90a shorthand also runs a plain sm_90 pass
+# that rejects wgmma, so the -gencode form); for any other target its kernels
+# compile to a trap and kp_wgmma_has() says no.
+comma := ,
+WGMMA_ARCH = $(if $(filter sm_90 sm_90a,$(CUDA_ARCH)),-gencode=arch=compute_90a$(comma)code=sm_90a -DKPICK_WGMMA_BUILT,-arch=$(CUDA_ARCH))
 CUDA_OBJS := $(patsubst $(GPU_DIR)/%.hip,$(CUDA_OBJ)/%.o,$(GPU_KERNELS)) $(CUDA_OBJ)/hooks.o $(CUDA_OBJ)/blaslt.o \
   $(patsubst $(SRC)/common/%.c,$(CUDA_OBJ)/common_%.o,$(COMMON_SRCS))
 
@@ -38,6 +44,10 @@ $(CUDA_OBJ)/%.o: $(GPU_DIR)/%.hip $(GPU_DEPS)
 	@mkdir -p $(CUDA_OBJ)
 	$(NVCC) $(NVCC_FLAGS) $(CUDA_DEFS) -x cu -c $< -o $@
 
+$(CUDA_OBJ)/wgmma.o: $(GPU_DIR)/wgmma.hip $(GPU_DEPS)
+	@mkdir -p $(CUDA_OBJ)
+	$(NVCC) $(filter-out -arch=%,$(NVCC_FLAGS)) $(WGMMA_ARCH) $(CUDA_DEFS) -x cu -c $< -o $@
+
 $(CUDA_OBJ)/%.o: $(GPU_DIR)/%.cpp $(GPU_DEPS)
 	@mkdir -p $(CUDA_OBJ)
 	$(NVCC) $(NVCC_FLAGS) $(CUDA_DEFS) -x cu -c $< -o $@
@@ -46,18 +56,23 @@ $(CUDA_OBJ)/common_%.o: $(SRC)/common/%.c $(COMMON_HDRS) $(GPU_KERNELS) $(GPU_HO
 	@mkdir -p $(CUDA_OBJ)
 	$(CC) $(GPU_CFLAGS) $(GPU_COMMON_IDENT) -c $< -o $@
 
-$(BUILD)/libkpick-cuda.so: GPU_COMPILER = nvcc $(NVCC_VERSION) $(NVCC_FLAGS)
+$(BUILD)/libkpick-cuda.so: GPU_COMPILER = nvcc $(NVCC_VERSION) $(NVCC_FLAGS) (wgmma.hip: $(WGMMA_ARCH))
 $(BUILD)/libkpick-cuda.so: $(CUDA_OBJS)
 	$(NVCC) -shared -o $@.tmp.so $(CUDA_OBJS) -cudart shared -lcublasLt && mv $@.tmp.so $@
 
-# compile-only: every kernel and the hooks, no BLAS headers needed
+# compile-only: every kernel and the hooks, no BLAS headers needed; wgmma.hip
+# for sm_90a as the library builds it, and for sm_80 (its trap path)
 cuda-check:
 	@mkdir -p $(BUILD)/check/cuda
 	@set -e; for f in $(GPU_KERNELS) $(GPU_HOOKS); do \
+	  arch="-arch=sm_90"; case $$f in */wgmma.hip) arch="-gencode=arch=compute_90a,code=sm_90a -DKPICK_WGMMA_BUILT";; esac; \
 	  echo "nvcc sm_90: $$f"; \
-	  $(NVCC) -O3 -std=c++17 -arch=sm_90 -Xcompiler -fPIC -DKPICK_GPU_CUDA -DKPICK_BACKEND_GPU \
+	  $(NVCC) -O3 -std=c++17 $$arch -Xcompiler -fPIC -DKPICK_GPU_CUDA -DKPICK_BACKEND_GPU \
 	    -DKPICK_GPU_ARCHS='"sm_90"' -x cu -c $$f -o $(BUILD)/check/cuda/$$(basename $$f).o; \
 	done
+	@echo "nvcc sm_80: $(GPU_DIR)/wgmma.hip (no sm_90a pass)"
+	@$(NVCC) -O3 -std=c++17 -arch=sm_80 -Xcompiler -fPIC -DKPICK_GPU_CUDA -DKPICK_BACKEND_GPU \
+	  -DKPICK_GPU_ARCHS='"sm_80"' -x cu -c $(GPU_DIR)/wgmma.hip -o $(BUILD)/check/cuda/wgmma-sm80.o
 
 # ---- HIP ----
 HIPCC ?= hipcc

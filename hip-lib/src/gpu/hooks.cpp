@@ -49,7 +49,7 @@ static struct {
   int ready;
   hipDeviceProp_t prop;
   char arch[32];
-  int has_mma, has_pdl;
+  int has_mma, has_pdl, has_wgmma;
   hipStream_t stream;
   hipEvent_t e0, e1;
 } g;
@@ -186,6 +186,10 @@ static int launch_splitk(const kp_row *r, const kp_call *c) {
   return kp_splitk_launch(c, r->params[0], &ws);
 }
 
+static int launch_wgmma(const kp_row *r, const kp_call *c) {
+  return kp_wgmma_launch(c, r->params[0], r->params[1], r->params[2]);
+}
+
 /* in space.def order: the GPU rows are exactly the ids 0..KP_NCAND-1 */
 static const kp_family_fn launchers[] = {
 #define CPU(...)
@@ -233,6 +237,7 @@ int be_init(void) {
   KP_TRY(kp_blas_init());
   g.has_mma = kp_host_has_mma(g.arch);
   g.has_pdl = kp_host_has_pdl(g.arch);
+  g.has_wgmma = kp_host_has_wgmma(g.arch);
   g.ready = 1;
   return KPICK_OK;
 }
@@ -292,6 +297,7 @@ int be_available(int32_t cand) {
   if (family_is(r, "mma"))
     return g.has_mma && (gated ? kp_gated_mma_has(r->params[1], pdl) : kp_mma_has(r->params[1], pdl));
   if (family_is(r, "splitk")) return g.has_mma && !gated && kp_splitk_has(r->params[0], pdl);
+  if (family_is(r, "wgmma")) return g.has_wgmma && kp_wgmma_has(pdl);
   return 0;
 }
 
@@ -305,6 +311,7 @@ int be_supports(const struct kpick_problem *p, int32_t cand) {
   }
   if (p->k % 8 != 0) return 0; /* the kernels read rows in 16-byte pieces */
   if (family_is(r, "splitk")) return kp_splitk_temp_bytes(r->params[0], p->m, p->n) <= kp_splitk_cap;
+  if (family_is(r, "wgmma")) return kp_wgmma_fits(r->params[0], r->params[1], r->params[2], p->m);
   return 1;
 }
 

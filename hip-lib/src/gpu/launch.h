@@ -48,6 +48,10 @@ int kp_gated_gemv_has(int u, int pdl);
 int kp_gated_gemv_launch(const struct kp_call *c, int rows_per_block, int u);
 int kp_gated_mma_has(int u, int pdl);
 int kp_gated_mma_launch(const struct kp_call *c, int warps, int u);
+/* wgmma.hip: the Hopper (sm_90a) swap-AB tile, TMA ring, split-K over a cluster of s blocks */
+int kp_wgmma_has(int pdl);
+int kp_wgmma_fits(int wg, int stages, int s, int32_t m);
+int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s);
 /* util.hip: the read floor, the producer of in-step timing, the silu-mul node,
  * the warp probe. pdl: launch with programmatic dependent launch (CUDA sm_90). */
 int kp_floor_launch(const void *w, size_t bytes, float *sink, hipStream_t stream, int pdl);

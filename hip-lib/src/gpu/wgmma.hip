@@ -1,0 +1,345 @@
+/* wgmma.hip: wgmma.mB.tT.sS[.pdl] and gated.wgmma.* -- the Hopper skinny GEMM
+ * (CUDA sm_90a only; wgmma_core.h has the instruction-level pieces).
+ *
+ * Swap-AB: a block owns a tile of BM = 64 * WG rows of W, the 64-row A operand
+ * of wgmma m64nNk16, and multiplies it by the activations as the narrow B
+ * operand (N = rows padded up to 8, 16, 32, 64 or 128; padded rows are zeros
+ * from the copy engine and never stored). One producer warp streams W and x
+ * by TMA through a ring of T shared-memory stages of one box of 64 K
+ * elements each, guarded by a full and an empty mbarrier; WG consumer
+ * warpgroups (one per 64 W rows) wait on full, issue four k16 wgmmas and free
+ * the previous stage once its wgmmas retire, so one stage's math overlaps the
+ * next one's wait. (Stages of several boxes were tried: fewer blocks fit an
+ * SM and the wgmmas serialised; bench/results/h200-2026-12-01-wgmma-f294847.)
+ * K is split over the S blocks of a thread-block cluster (grid.y = S): each
+ * block leaves its fp32 tile in its shared memory, and after a cluster barrier
+ * block q sums the q-th slice of the outputs over the S tiles in rank order
+ * (distributed shared memory) and stores y: no scratch, one node, and the bits
+ * depend on S only (each block's K range and the fixed sum order), not on WG,
+ * or T: one class head per S.
+ *   gated: the tile is BM/2 gate rows over the matching BM/2 up rows (two TMA
+ *          boxes per K box); silu(g) * u in fp32 in the epilogue.
+ *   .pdl:  the first T stages' W boxes are issued before griddepcontrol.wait,
+ *          x only after it (by TMA, never the read-only path); y is written
+ *          only after the wait too.
+ * Absent (kp_wgmma_has() = 0, kernels trap) on HIP and on CUDA builds without
+ * an sm_90a pass (gpu.mk builds this file for compute_90a when ARCH=sm_90). */
+#include "../common/error.h"
+#include "launch.h"
+#include "wgmma_core.h"
+
+#if defined(KPICK_GPU_CUDA)
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#endif
+
+enum { KP_WG_LINEAR = 0, KP_WG_GATED = 1 };
+
+static constexpr int kp_wg_max_split = 8; /* a portable cluster */
+static constexpr int kp_wg_pad = 4;        /* epilogue tile row = BN + 4 floats: rows stay 16-byte aligned */
+
+struct kp_wgmma_args {
+  uint16_t *y;
+  int32_t m;
+  int64_t n;      /* output columns */
+  int32_t nbox;   /* ceil(K / 64) */
+  int32_t stages; /* T */
+};
+
+#if defined(KP_WGMMA_DEVICE)
+template <int DT, int BN, int WG, int MODE, bool PDL>
+__global__ void __launch_bounds__(128 * WG + 32)
+    kp_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap,
+                    kp_wgmma_args p) {
+  constexpr int BM = 64 * WG, consumers = 128 * WG;
+  constexpr uint32_t wbox = BM * 128, xbox = BN * 128, stage_bytes = wbox + xbox;
+  constexpr int LD = BN + kp_wg_pad; /* epilogue tile row stride, in floats */
+  constexpr int OUT = MODE == KP_WG_GATED ? BM / 2 : BM;
+  if (PDL) kp_pdl_trigger();
+
+  extern __shared__ uint8_t kp_wg_raw[];
+  __shared__ uint64_t full[kp_wg_max_stages], empty[kp_wg_max_stages];
+  uint8_t *const ring = (uint8_t *)(((uintptr_t)kp_wg_raw + 1023) & ~(uintptr_t)1023);
+  const int T = p.stages;
+
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    for (int s = 0; s < T; ++s) {
+      kp_mbar_init(&full[s], 1);
+      kp_mbar_init(&empty[s], consumers / 32);
+    }
+    kp_mbar_init_fence();
+  }
+  __syncthreads();
+
+  const int S = gridDim.y, sp = blockIdx.y, tile = blockIdx.x;
+  const int b0 = (int)((int64_t)sp * p.nbox / S), b1 = (int)((int64_t)(sp + 1) * p.nbox / S);
+  const int nst = b1 - b0;
+  const int64_t N = p.n;
+  const int M = p.m;
+  const int64_t n0 = (int64_t)tile * OUT;
+  /* the warpgroup index, made visibly warp-uniform so that the wgmmas are not
+   * treated as divergent code (which serialises them) */
+  const int role = __shfl_sync(0xffffffffu, tid / 128, 0);
+
+  if (role == WG) {
+    /* ---- producer: one thread of the last warp ---- */
+    if (tid == consumers) {
+      kp_prefetch_tensormap(&wmap);
+      kp_prefetch_tensormap(&xmap);
+      const uint64_t pol_w = kp_policy_evict_first(), pol_x = kp_policy_evict_last();
+      auto load_w = [&](int i, int s) {
+        uint8_t *dst = ring + (size_t)s * stage_bytes;
+        const int32_t k = (b0 + i) * kp_wg_kstep;
+        if constexpr (MODE == KP_WG_GATED) {
+          kp_tma_load(dst, &wmap, k, (int32_t)n0, &full[s], pol_w);
+          kp_tma_load(dst + wbox / 2, &wmap, k, (int32_t)(N + n0), &full[s], pol_w);
+        } else {
+          kp_tma_load(dst, &wmap, k, (int32_t)n0, &full[s], pol_w);
+        }
+      };
+      /* PDL: the weights of the first stages stream while the previous kernel ends */
+      const int pre = PDL ? (T < nst ? T : nst) : 0;
+      for (int i = 0; i < pre; ++i) {
+        kp_mbar_expect_tx(&full[i], stage_bytes);
+        load_w(i, i);
+      }
+      if (PDL) asm volatile("griddepcontrol.wait;" ::: "memory");
+      for (int i = 0; i < nst; ++i) {
+        const int s = i % T, round = i / T;
+        if (i >= pre) {
+          if (round > 0) kp_mbar_wait(&empty[s], (uint32_t)(round - 1) & 1u);
+          kp_mbar_expect_tx(&full[s], stage_bytes);
+          load_w(i, s);
+        }
+        kp_tma_load(ring + (size_t)s * stage_bytes + wbox, &xmap, (b0 + i) * kp_wg_kstep, 0, &full[s], pol_x);
+      }
+    }
+    __syncwarp();
+    if (S > 1) { /* the cluster's two barriers of the epilogue */
+      kp_cluster_sync();
+      kp_cluster_sync();
+    }
+    return;
+  }
+
+  /* ---- consumers: warpgroup role multiplies W rows 64 role.. of the tile ---- */
+  const int lane = tid % 32, warp = (tid % 128) / 32;
+  float d[BN / 2];
+  static_assert((LD * 4) % 16 == 0, "float4 rows");
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
+  const uint32_t ring_addr = kp_smem_addr(ring);
+#pragma unroll 1
+  for (int i = 0; i < nst; ++i) {
+    const int s = i % T;
+    kp_mbar_wait(&full[s], (uint32_t)(i / T) & 1u);
+    const uint32_t a = ring_addr + (uint32_t)s * stage_bytes + (uint32_t)role * 64 * 128, b = a - role * 64 * 128 + wbox;
+    kp_wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < kp_wg_kstep / 16; ++kk) kp_wgmma<DT, BN>(d, kp_wg_desc(a + kk * 32), kp_wg_desc(b + kk * 32));
+    kp_wg_commit();
+    /* the previous stage's wgmmas have retired: its buffers may be refilled */
+    kp_wg_wait<1>();
+    if (i > 0 && lane == 0) kp_mbar_arrive(&empty[(i - 1) % T]);
+  }
+  kp_wg_wait<0>();
+  if (PDL) asm volatile("griddepcontrol.wait;" ::: "memory"); /* before any global write */
+
+  /* every consumer is past its last wgmma: the ring becomes the fp32 tile [BM][LD]
+   * (columns past M hold the zeros of the padded rows) */
+  kp_consumers_sync(consumers);
+  float *t = reinterpret_cast<float *>(ring);
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = role * 64 + warp * 16 + lane / 4 + 8 * (i / 2), col = 8 * j + 2 * (lane % 4) + (i % 2);
+      t[row * LD + col] = d[4 * j + i];
+    }
+
+  /* output groups of 4 rows [g0, g1) of this block: all of them, or with
+   * split-K the sp-th slice, each summed over the S tiles of the cluster in
+   * rank order (float4 loads, S of them in flight) */
+  const int groups = OUT * ((M + 3) / 4); /* only groups holding real rows */
+  int g0 = 0, g1 = groups;
+  if (S > 1) {
+    kp_cluster_sync(); /* every tile of the cluster is written */
+    g0 = (int)((int64_t)sp * groups / S);
+    g1 = (int)((int64_t)(sp + 1) * groups / S);
+  } else {
+    kp_consumers_sync(consumers);
+  }
+  const float4 *peer[kp_wg_max_split];
+#pragma unroll
+  for (int q = 0; q < kp_wg_max_split; ++q)
+    peer[q] = q < S ? (S > 1 ? kp_cluster_ptr(reinterpret_cast<const float4 *>(t), (uint32_t)q)
+                             : reinterpret_cast<const float4 *>(t))
+                    : nullptr;
+  auto sum = [&](int r, int m4) {
+    const int at = (r * LD + m4) / 4;
+    float4 v = peer[0][at];
+#pragma unroll
+    for (int q = 1; q < kp_wg_max_split; ++q)
+      if (q < S) {
+        const float4 w = peer[q][at];
+        v.x += w.x;
+        v.y += w.y;
+        v.z += w.z;
+        v.w += w.w;
+      }
+    return v;
+  };
+  for (int g = g0 + tid; g < g1; g += consumers) {
+    const int r = g % OUT, m4 = (g / OUT) * 4;
+    if (n0 + r >= N) continue;
+    float4 v = sum(r, m4);
+    if constexpr (MODE == KP_WG_GATED) {
+      const float4 u = sum(r + OUT, m4);
+      v = make_float4(kp_silu_mul(v.x, u.x), kp_silu_mul(v.y, u.y), kp_silu_mul(v.z, u.z), kp_silu_mul(v.w, u.w));
+    }
+    uint16_t *y = p.y + (int64_t)m4 * N + n0 + r;
+    y[0] = kp_round<DT>(v.x);
+    if (m4 + 1 < M) y[N] = kp_round<DT>(v.y);
+    if (m4 + 2 < M) y[2 * N] = kp_round<DT>(v.z);
+    if (m4 + 3 < M) y[3 * N] = kp_round<DT>(v.w);
+  }
+  if (S > 1) kp_cluster_sync(); /* no block leaves while another still reads its tile */
+}
+#elif defined(KPICK_GPU_CUDA)
+/* no sm_90a pass in this build: the host never launches these */
+template <int DT, int BN, int WG, int MODE, bool PDL>
+__global__ void kp_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap,
+                                kp_wgmma_args p) {
+  __builtin_trap();
+}
+#endif
+
+/* ---- host ---- */
+
+static int kp_wg_bn(int32_t m) { return m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : 128; }
+
+static constexpr size_t kp_wg_smem_cap = 227 * 1024; /* sm_90 opt-in limit per block */
+
+static size_t kp_wg_smem(int wg, int stages, int32_t m) {
+  const size_t bn = (size_t)kp_wg_bn(m), bm = 64 * (size_t)wg;
+  /* the tile's stride must be the kernel's: a stale one under-allocated the
+   * configurations whose tile outgrows the ring (h200-2026-12-01-wgmma-12adcac) */
+  const size_t ring = (size_t)stages * (bm + bn) * 128, tile = bm * (bn + kp_wg_pad) * 4;
+  return (ring > tile ? ring : tile) + 1024; /* + the 1024-byte alignment of the ring */
+}
+
+int kp_wgmma_fits(int wg, int stages, int s, int32_t m) {
+  return stages >= 2 && stages <= kp_wg_max_stages && s >= 1 && s <= kp_wg_max_split &&
+         kp_wg_smem(wg, stages, m) <= kp_wg_smem_cap;
+}
+
+#if defined(KPICK_GPU_CUDA) && defined(KPICK_WGMMA_BUILT)
+typedef void (*kp_wgmma_fn)(const CUtensorMap, const CUtensorMap, kp_wgmma_args);
+
+template <int DT, int WG, int MODE, bool PDL>
+static kp_wgmma_fn pick_bn(int bn) {
+  switch (bn) {
+    case 8: return kp_wgmma_kernel<DT, 8, WG, MODE, PDL>;
+    case 16: return kp_wgmma_kernel<DT, 16, WG, MODE, PDL>;
+    case 32: return kp_wgmma_kernel<DT, 32, WG, MODE, PDL>;
+    case 64: return kp_wgmma_kernel<DT, 64, WG, MODE, PDL>;
+    case 128: return kp_wgmma_kernel<DT, 128, WG, MODE, PDL>;
+    default: return nullptr;
+  }
+}
+
+/* the (WG, mode, PDL) triples that space.def uses: .pdl rows are WG = 1 */
+template <int DT>
+static kp_wgmma_fn pick(int bn, int wg, int gated, int pdl) {
+  if (pdl) {
+    if (wg != 1) return nullptr;
+    return gated ? pick_bn<DT, 1, KP_WG_GATED, true>(bn) : pick_bn<DT, 1, KP_WG_LINEAR, true>(bn);
+  }
+  if (wg == 1) return gated ? pick_bn<DT, 1, KP_WG_GATED, false>(bn) : pick_bn<DT, 1, KP_WG_LINEAR, false>(bn);
+  if (wg == 2) return gated ? pick_bn<DT, 2, KP_WG_GATED, false>(bn) : pick_bn<DT, 2, KP_WG_LINEAR, false>(bn);
+  if (wg == 4) return gated ? pick_bn<DT, 4, KP_WG_GATED, false>(bn) : pick_bn<DT, 4, KP_WG_LINEAR, false>(bn);
+  return nullptr;
+}
+
+/* cuTensorMapEncodeTiled through the runtime, so the library needs no -lcuda */
+static PFN_cuTensorMapEncodeTiled_v12000 kp_encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void *f = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return (PFN_cuTensorMapEncodeTiled_v12000)f;
+  }();
+  return fn;
+}
+
+/* rows x k elements, row-major, boxes of box_rows x 64 with 128-byte swizzle;
+ * reads past either edge come back as zeros */
+static int kp_wg_map(CUtensorMap *map, int32_t dtype, const void *base, int64_t rows, int64_t k, int box_rows) {
+  const PFN_cuTensorMapEncodeTiled_v12000 enc = kp_encode_fn();
+  if (!enc) return kp_fail(KPICK_E_STATE, "wgmma", "cuTensorMapEncodeTiled is not available from the driver");
+  const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)k * 2};
+  const cuuint32_t box[2] = {(cuuint32_t)kp_wg_kstep, (cuuint32_t)box_rows}, unit[2] = {1, 1};
+  const CUresult r = enc(map, dtype == KP_DT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                         2, const_cast<void *>(base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return kp_fail(KPICK_E_DEVICE, "wgmma", "cuTensorMapEncodeTiled failed (%d) for %lld x %lld, box %d", (int)r,
+                   (long long)rows, (long long)k, box_rows);
+  return KPICK_OK;
+}
+
+int kp_wgmma_has(int pdl) { return kp_encode_fn() != nullptr; }
+
+int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s) {
+  const int gated = c->op == KPICK_OP_GATED, bn = kp_wg_bn(c->m);
+  const kp_wgmma_fn k = c->dtype == KP_DT_BF16 ? pick<KP_DT_BF16>(bn, wg, gated, c->pdl)
+                                               : pick<KP_DT_FP16>(bn, wg, gated, c->pdl);
+  if (!k || !kp_wgmma_fits(wg, stages, s, c->m))
+    return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "no kernel for m=%d, WG=%d, T=%d, S=%d, pdl=%d", (int)c->m, wg,
+                   stages, s, c->pdl);
+  const size_t smem = kp_wg_smem(wg, stages, c->m);
+  /* built per launch: encoding is host work only (no device call) */
+  CUtensorMap wmap, xmap;
+  KP_TRY(kp_wg_map(&wmap, c->dtype, c->w, gated ? 2 * c->n : c->n, c->k, gated ? 32 * wg : 64 * wg));
+  KP_TRY(kp_wg_map(&xmap, c->dtype, c->x, c->m, c->k, bn));
+  const int64_t rows = gated ? 32 * wg : 64 * wg, tiles = (c->n + rows - 1) / rows;
+  kp_wgmma_args a = {(uint16_t *)c->y, c->m, c->n, (int32_t)((c->k + kp_wg_kstep - 1) / kp_wg_kstep), stages};
+  cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (e != cudaSuccess) return kp_fail(KPICK_E_DEVICE, "wgmma", "shared memory limit: %s", cudaGetErrorString(e));
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[2];
+  int na = 0;
+  if (s > 1) { /* the S blocks of a tile form one cluster */
+    attr[na].id = cudaLaunchAttributeClusterDimension;
+    attr[na].val.clusterDim.x = 1;
+    attr[na].val.clusterDim.y = (unsigned)s;
+    attr[na].val.clusterDim.z = 1;
+    ++na;
+  }
+  if (c->pdl) {
+    attr[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[na].val.programmaticStreamSerializationAllowed = 1;
+    ++na;
+  }
+  cfg.gridDim = dim3((unsigned)tiles, (unsigned)s);
+  cfg.blockDim = dim3(128 * wg + 32);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = c->stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = (unsigned)na;
+  e = cudaLaunchKernelEx(&cfg, k, wmap, xmap, a);
+  if (e != cudaSuccess) return kp_fail(KPICK_E_DEVICE, "wgmma launch", "%s", cudaGetErrorString(e));
+  return KPICK_OK;
+}
+#else
+/* HIP, or a CUDA build without an sm_90a pass: the family is absent */
+int kp_wgmma_has(int pdl) { return 0; }
+
+int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s) {
+  return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "this build has no sm_90a kernels");
+}
+#endif
