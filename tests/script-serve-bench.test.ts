@@ -174,9 +174,9 @@ test('bad input: one line and exit 2, before any model is built', () => {
   const cases: [string[], RegExp][] = [
     [['--model', 'nope'], /unknown model 'nope'; known: Llama-3\.1-8B/],
     [[], /--model <name> is required/],
-    [['--model', 'tiny', '--c', '0,4'], /concurrency '0' is not an integer in 1\.\.128/],
+    [['--model', 'tiny', '--c', '0,4'], /--c '0' is not an integer in 1\.\.128/],
     [['--model', 'tiny', '--c', '1,,4'], /--c must be a comma-separated list/],
-    [['--model', 'tiny', '--c', '200'], /concurrency '200'/],
+    [['--model', 'tiny', '--c', '200'], /--c '200'/],
     [['--model', 'tiny', '--dtype', 'fp8'], /dtype 'fp8'/],
     [['--model', 'tiny', '--mem-limit', '0'], /--mem-limit must be a positive number of GiB, got '0'/],
     [['--model', 'tiny', '--mem-limit', 'lots'], /--mem-limit must be a positive number of GiB, got 'lots'/],

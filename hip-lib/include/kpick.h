@@ -123,7 +123,7 @@ int kpick_reference(const kpick_problem *p, const int64_t *cols, int32_t ncols,
  * dispatch, read at load: KPICK_FORCE=<candidate> (every call of that
  * candidate's op runs it) and KPICK_NO_BLASLT=1 (the default is never the
  * vendor BLAS); either one, set and non-empty, refuses the table by name. */
-#define KPICK_ROUTE_VERSION 1 /* the compact form */
+#define KPICK_ROUTE_VERSION 2 /* the compact form (2: bound to its JSON by sha256) */
 #define KPICK_TABLE_FORMAT 1  /* the JSON table it was written from */
 
 /* Loads the table at path once (NULL: none, the defaults), checking it against
