@@ -27,6 +27,7 @@ import {
   type RawCandidate,
   type RawInfo,
 } from './ffi-types.ts';
+import { UsageError } from './cli.ts';
 import type { Dtype as DtypeSchema, Op as OpSchema } from './schema.ts';
 
 export type Op = v.InferOutput<typeof OpSchema>;
@@ -61,12 +62,15 @@ export class KpickError extends Error {
   }
 }
 
-/** No library could be loaded; message lists every path tried and why. */
-export class KpickLoadError extends Error {
+/**
+ * No library could be loaded; message lists every path tried and why (or
+ * names the bad KPICK_BACKEND). A bad environment: exit 2, like bad usage.
+ */
+export class KpickLoadError extends UsageError {
   readonly tried: readonly { path: string; why: string }[];
-  constructor(tried: { path: string; why: string }[]) {
+  constructor(tried: { path: string; why: string }[], message?: string) {
     const list = tried.map((t) => `${t.path}: ${t.why}`).join('; ');
-    super(`no usable libkpick (tried ${list})`);
+    super(message ?? `no usable libkpick (tried ${list})`);
     this.name = 'KpickLoadError';
     this.tried = tried;
   }
@@ -411,7 +415,8 @@ export function loadKpick(options: LoadOptions = {}): Kpick {
     paths = [resolve(libPath)];
   } else if (backend !== undefined) {
     if (!(BACKENDS as readonly string[]).includes(backend)) {
-      throw new Error(`backend must be one of ${BACKENDS.join(', ')}, got '${backend}'`);
+      const from = options.backend !== undefined ? '--backend' : 'KPICK_BACKEND';
+      throw new KpickLoadError([], `${from} must be one of ${BACKENDS.join(', ')}, got '${backend}'`);
     }
     paths = [join(buildDir, `libkpick-${backend}.so`)];
   } else {
