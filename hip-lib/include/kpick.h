@@ -144,6 +144,25 @@ int kpick_route_lookup(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_t 
  * the CPU ignores it and returns when y is complete). y must not overlap x or W. */
 int kpick_linear(int32_t op, int32_t dtype, const void *x, const void *w, void *y,
                  int32_t m, int64_t n, int64_t k, void *stream);
+/* kpick_linear as an engine runs it in a decode step: the routed call captured
+ * into a graph on a stream of its own, the graph launched `replays` times
+ * (1..1000), then the stream synchronised. The route must have run this call
+ * once outside capture first (a GPU grows its scratch only then). */
+int kpick_linear_graph(int32_t op, int32_t dtype, const void *x, const void *w, void *y,
+                       int32_t m, int64_t n, int64_t k, int32_t replays);
+
+/* ---- caller buffers (src/common/buffers.c) ----
+ * Memory for kpick_linear allocated through the library: device memory on a
+ * GPU, host memory on the CPU, so a binding without a GPU runtime of its own
+ * can call the route. The library knows each buffer's size: kpick_linear and
+ * the copies refuse bytes past its end. kpick_linear also takes memory of the
+ * caller's own; on a GPU it refuses host memory there (pointer attributes),
+ * rather than an illegal access that would poison the context. */
+int kpick_buffer_alloc(int64_t bytes, void **out);
+int kpick_buffer_free(void *buf);
+/* copy bytes between host memory and buf + offset (synchronous) */
+int kpick_buffer_upload(void *buf, int64_t offset, const void *src, int64_t bytes);
+int kpick_buffer_download(const void *buf, int64_t offset, void *dst, int64_t bytes);
 
 /* ---- decode model: serve-bench's step (src/common/model.c) ----
  * One decode step of a transformer with a real model's shapes and random

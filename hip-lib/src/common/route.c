@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "buffers.h"
 #include "error.h"
 #include "route.h"
 #include "sha256.h"
@@ -834,16 +835,56 @@ static int overlaps(const void *a, size_t a_bytes, const void *b, size_t b_bytes
   return x < y + b_bytes && y < x + a_bytes;
 }
 
-int kpick_linear(int32_t op, int32_t dtype, const void *x, const void *w, void *y, int32_t m, int64_t n, int64_t k,
-                 void *stream) {
-  KP_TRY(kpick_init());
+/* kpick_linear's checks: arguments, that y overlaps neither input, and that
+ * the memory takes the bytes the call reads and writes; then the route's pick. */
+static int linear_args(int32_t op, int32_t dtype, const void *x, const void *w, void *y, int32_t m, int64_t n,
+                       int64_t k, int32_t *cand) {
   KP_ROUTE_ARGS(op, dtype, n, k, m);
   KP_REQUIRE(x != NULL && w != NULL && y != NULL, "x, w and y must not be null");
   size_t x_bytes = (size_t)m * (size_t)k * 2, y_bytes = (size_t)m * (size_t)n * 2;
   size_t w_bytes = (size_t)(op == KPICK_OP_GATED ? 2 * n : n) * (size_t)k * 2;
   KP_REQUIRE(!overlaps(y, y_bytes, x, x_bytes) && !overlaps(y, y_bytes, w, w_bytes),
              "y must not overlap x or w");
+  KP_TRY(kp_check_memory("x", x, (int64_t)x_bytes));
+  KP_TRY(kp_check_memory("w", w, (int64_t)w_bytes));
+  KP_TRY(kp_check_memory("y", y, (int64_t)y_bytes));
+  return lookup(op, dtype, n, k, m, cand);
+}
+
+int kpick_linear(int32_t op, int32_t dtype, const void *x, const void *w, void *y, int32_t m, int64_t n, int64_t k,
+                 void *stream) {
+  KP_TRY(kpick_init());
   int32_t cand;
-  KP_TRY(lookup(op, dtype, n, k, m, &cand));
+  KP_TRY(linear_args(op, dtype, x, w, y, m, n, k, &cand));
   return be_launch(cand, op, dtype, x, w, y, m, n, k, stream);
+}
+
+typedef struct linear_call {
+  int32_t cand, op, dtype, m;
+  const void *x, *w;
+  void *y;
+  int64_t n, k;
+  void *stream;
+} linear_call;
+
+static int enqueue_linear(void *ctx) {
+  const linear_call *c = ctx;
+  return be_launch(c->cand, c->op, c->dtype, c->x, c->w, c->y, c->m, c->n, c->k, c->stream);
+}
+
+int kpick_linear_graph(int32_t op, int32_t dtype, const void *x, const void *w, void *y, int32_t m, int64_t n,
+                       int64_t k, int32_t replays) {
+  KP_TRY(kpick_init());
+  KP_REQUIRE(replays >= 1 && replays <= 1000, "replays must be in 1..1000, got %d", (int)replays);
+  int32_t cand;
+  KP_TRY(linear_args(op, dtype, x, w, y, m, n, k, &cand));
+  void *stream = NULL, *graph = NULL;
+  KP_TRY(be_stream_create(&stream));
+  linear_call c = {cand, op, dtype, m, x, w, y, n, k, stream};
+  int st = be_graph_capture(stream, enqueue_linear, &c, sizeof c, &graph);
+  for (int32_t i = 0; i < replays && st == KPICK_OK; i++) st = be_graph_launch(graph, stream);
+  if (st == KPICK_OK) st = be_stream_sync(stream);
+  if (graph) be_graph_free(graph);
+  be_stream_destroy(stream);
+  return st;
 }

@@ -64,6 +64,10 @@
 #define hipGraphDestroy cudaGraphDestroy
 #define hipGraphExecDestroy cudaGraphExecDestroy
 #define hipGraphGetNodes cudaGraphGetNodes
+#define hipPointerAttribute_t cudaPointerAttributes
+#define hipPointerGetAttributes cudaPointerGetAttributes
+#define hipMemoryTypeDevice cudaMemoryTypeDevice
+#define hipMemoryTypeManaged cudaMemoryTypeManaged
 #else
 #include <hip/hip_fp16.h>
 #include <hip/hip_runtime.h>
