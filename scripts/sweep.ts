@@ -21,7 +21,7 @@ import {
 import { BACKENDS, parseBackend, loadKpick, type Dtype } from '../lib/ffi.ts';
 import { describeIdentity, identityFromInfo } from '../lib/identity.ts';
 import { decodeLinears, findModel, linearsOf, modelNames, parseDtypes, parseRows, parseShapes, uniqueShapes, type Bucket, type Linear } from '../lib/models.ts';
-import { StoreWriter, formatWarning, measuredKeys, readStore } from '../lib/store.ts';
+import { StoreLock, StoreWriter, formatWarning, measuredKeys, readStore } from '../lib/store.ts';
 import { runSweep, selectCandidates } from '../lib/sweep.ts';
 
 export const OPTIONS = {
@@ -95,7 +95,16 @@ export async function main(argv: readonly string[]): Promise<number> {
   const args = parseSweepArgs(argv);
   if (args === null) return EXIT.ok;
   const human = !args.quiet;
-  const writer = asUsage(() => StoreWriter.open(args.store, 'sweep'));
+  const lock = asUsage(() => StoreLock.acquire(args.store));
+  let writer: StoreWriter;
+  try {
+    writer = asUsage(() => StoreWriter.open(args.store, 'sweep'));
+  } catch (err) {
+    lock.release();
+    throw err;
+  }
+  // A sweep killed before the finally leaves its lock: the next one sees the
+  // pid is dead and takes it over.
   try {
     const kpick = loadKpick({ backend: args.backend });
     const info = kpick.info();
@@ -145,6 +154,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     return EXIT.ok;
   } finally {
     writer.close();
+    lock.release();
   }
 }
 
