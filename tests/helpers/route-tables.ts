@@ -8,10 +8,10 @@ import * as path from 'node:path';
 import { DEFAULT_BUILD_DIR, loadKpick, NativeRoute } from '../../lib/ffi.ts';
 import type { Build } from '../../lib/guard.ts';
 import type { Linear } from '../../lib/models.ts';
-import { buildOf } from '../../lib/route.ts';
+import { buildOf, compactRouteText, sha256Hex } from '../../lib/route.ts';
 import type { CandidateResult, StoreRecord, Table, TableEntry } from '../../lib/schema.ts';
 import { runSweep } from '../../lib/sweep.ts';
-import { buildTable } from '../../lib/table.ts';
+import { buildTable, tableText } from '../../lib/table.ts';
 
 /** The production CPU library (the space an engine gets), or $KPICK_LIB: say, a sanitizer build. */
 export const kpick = loadKpick({ lib: process.env.KPICK_LIB || path.join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so') });
@@ -114,4 +114,9 @@ export function withEnv<T>(vars: Record<string, string | undefined>, fn: () => T
 export function nativeVerdict(file: string | null): string {
   native.load(file);
   return native.verdict();
+}
+
+/** The compact text promote writes beside tableText(table): bound to those JSON bytes. */
+export function routeTextOf(table: Table): string {
+  return compactRouteText(table, sha256Hex(tableText(table)));
 }
