@@ -12,7 +12,7 @@ import * as assert from 'uvu/assert';
 import { DEFAULT_BUILD_DIR, loadKpick } from '../lib/ffi.ts';
 import { NativeModels } from '../lib/model-ffi.ts';
 import { decodeLinears, findModel, uniqueShapes } from '../lib/models.ts';
-import { buildOf, routePathFor, writeCompactRoute } from '../lib/route.ts';
+import { buildOf, writeRouteOf } from '../lib/route.ts';
 import type { StoreRecord, Table } from '../lib/schema.ts';
 import { dimsOf } from '../lib/serve.ts';
 import { runSweep } from '../lib/sweep.ts';
@@ -60,7 +60,7 @@ function tablesDirWith(table: Table): string {
   mkdirSync(dirname(file), { recursive: true });
   const written = writeTable(file, table);
   if ('error' in written) throw new Error(written.error);
-  const route = writeCompactRoute(table, routePathFor(file));
+  const route = writeRouteOf(file);
   if ('error' in route) throw new Error(route.error);
   return dir;
 }
