@@ -7,7 +7,7 @@ import { MAX_TABLE_BYTES, parseJsonTable, readTableFile } from './guard.ts';
 import { identityDifference, identityKey } from './identity.ts';
 import { compareEntries, DEFAULT_PDL_ROWS, promote } from './promote.ts';
 import { issuesLine, Table, TABLE_FORMAT, type Identity, type StoreRecord, type TableEntry } from './schema.ts';
-import { errorLine, writeFileAtomic, type WriteHooks } from './write-file.ts';
+import { errorLine, writablePath, writeFileAtomic, type WriteHooks } from './write-file.ts';
 
 export { writeFileAtomic, type WriteHooks };
 
@@ -86,7 +86,10 @@ export function mergeTables(old: Table | null, fresh: Table): Merge {
  * without --replace.
  */
 export function existingTable(file: string, identity: Identity): { table: Table | null; other?: { differs: string; entries: number } } | { error: string } {
-  const read = readTableFile(file, MAX_TABLE_BYTES);
+  // through a symlink to the file it names (what a write replaces); a dangling link: none yet
+  const real = writablePath(file);
+  if ('error' in real) return real;
+  const read = readTableFile(real.path, MAX_TABLE_BYTES);
   if ('missing' in read) return { table: null };
   if (!('value' in read)) return { error: `${file}: the table there is refused (${read.reason})` };
   const parsed = parseJsonTable(read.value);

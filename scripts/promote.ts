@@ -13,6 +13,7 @@ import { entryJson, summaryLines } from '../lib/report.ts';
 import { writeRouteOf } from '../lib/route.ts';
 import { readStoreFolders } from '../lib/store.ts';
 import { buildTable, defaultTablePath, existingTable, mergeTables, writeTable } from '../lib/table.ts';
+import { writablePath } from '../lib/write-file.ts';
 
 const OPTIONS = {
   store: { flag: '--store <dir>', help: 'store folder to pool; repeat to pool several (required)' },
@@ -115,6 +116,8 @@ export function main(argv: readonly string[]): number {
   for (const w of built.warnings) warn(w);
   const out = args.out ?? defaultTablePath(args.tablesDir, built.table.identity);
 
+  const target = writablePath(out); // a FIFO or a device at --out is refused before anything is read from it
+  if ('error' in target) throw new UsageError(target.error);
   const old = args.replace ? { table: null } : existingTable(out, built.table.identity);
   if ('error' in old) throw new UsageError(`${old.error}: --replace writes a fresh table over it`);
   if (old.other) warn(`${out} held a table of another build (${old.other.differs}): its ${old.other.entries} entries cannot be merged and are replaced`);
