@@ -95,6 +95,8 @@ export async function main(argv: readonly string[]): Promise<number> {
   const args = parseSweepArgs(argv);
   if (args === null) return EXIT.ok;
   const human = !args.quiet;
+  // the library first: a bad environment stops here, before the store is touched
+  const kpick = loadKpick({ backend: args.backend });
   const lock = asUsage(() => StoreLock.acquire(args.store));
   let writer: StoreWriter;
   try {
@@ -106,7 +108,6 @@ export async function main(argv: readonly string[]): Promise<number> {
   // A sweep killed before the finally leaves its lock: the next one sees the
   // pid is dead and takes it over.
   try {
-    const kpick = loadKpick({ backend: args.backend });
     const info = kpick.info();
     if (args.backend !== undefined && info.backend !== args.backend) {
       throw new UsageError(`--backend ${args.backend}, but ${kpick.path} is a ${info.backend} build`);
