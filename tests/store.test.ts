@@ -4,7 +4,9 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Identity, StoreRecord } from '../lib/schema.ts';
-import { StoreWriter, formatWarning, measuredKeys, readStore, recordKey } from '../lib/store.ts';
+import { LOCK_FILE, StoreLock, StoreWriter, formatWarning, measuredKeys, readStore, recordKey } from '../lib/store.ts';
+import { spawnSync } from 'node:child_process';
+import { hostname } from 'node:os';
 
 const identity: Identity = {
   backend: 'cpu',
@@ -176,6 +178,44 @@ test('an unwritable store is a clear error before anything else', () => {
   writeFileSync(file, '');
   assert.throws(() => StoreWriter.open(join(file, 'store'), 'sweep'), /store .*a-file\/store is not a writable folder: ENOTDIR/);
   assert.throws(() => StoreWriter.open(file, 'sweep'), /is not a writable folder/);
+});
+
+test('StoreLock: one sweep at a time; the second is refused naming the pid that holds the store', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kpick-lock-'));
+  try {
+    const lock = StoreLock.acquire(dir);
+    const file = join(dir, LOCK_FILE);
+    assert.equal(readFileSync(file, 'utf8').split('\n').slice(0, 2), [String(process.pid), hostname()]);
+    assert.throws(() => StoreLock.acquire(dir), (e: unknown) => e instanceof Error && e.message === `store ${dir} is in use by another sweep (pid ${process.pid}, ${file}); wait for it, or remove the lock if no sweep runs`);
+    lock.release();
+    lock.release(); // idempotent
+    assert.not.ok(readdirSync(dir).includes(LOCK_FILE));
+    StoreLock.acquire(dir).release();
+    // a lock is not a record: the store reads past it
+    assert.equal(readStore(dir), { records: [], warnings: [] });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('StoreLock: a stale lock (its sweep was killed) is taken over; one from another host is not', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kpick-lock-'));
+  try {
+    const file = join(dir, LOCK_FILE);
+    const dead = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' });
+    const deadPid = Number(dead.stdout); // exited: nothing holds it now
+    writeFileSync(file, `${deadPid}\n${hostname()}\n2025-01-01T00:00:00Z\n`);
+    const lock = StoreLock.acquire(dir);
+    assert.is(readFileSync(file, 'utf8').split('\n')[0], String(process.pid));
+    assert.equal(readdirSync(dir), [LOCK_FILE], 'the stale lock left nothing behind');
+    lock.release();
+    writeFileSync(file, 'garbage');
+    StoreLock.acquire(dir).release(); // unreadable: taken over like a stale one
+    writeFileSync(file, `${deadPid}\nanother-host\n`);
+    assert.throws(() => StoreLock.acquire(dir), /in use by another sweep \(pid \d+ on another-host/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test.run();
