@@ -13,7 +13,7 @@ import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import * as v from 'valibot';
-import type { Problem } from '../lib/ffi.ts';
+import { KpickError, type Problem } from '../lib/ffi.ts';
 import { guardTable, type Verdict } from '../lib/guard.ts';
 import { compactRouteText, guardCompactRoute, loadRoute, parseCompactRoute, sealRoute, sha256Hex, type Route } from '../lib/route.ts';
 import { BUCKETS, Table, TABLE_FORMAT } from '../lib/schema.ts';
@@ -247,6 +247,13 @@ function probe(r: Rng, choiceOf: (op: string, dtype: string, n: number, k: numbe
   // on the memory the backend takes (device memory on a GPU); now and then
   // also as a decode step runs it, captured into a graph (after the eager
   // call: a GPU grows its scratch only outside capture)
+  inp.problem.setRows(m);
+  if (!inp.problem.supports(kpick.candidate(chosen).id)) {
+    // a choice the guard cannot know fails here (a GPU's blaslt.algoN past the
+    // heuristic's count for this shape): an error, never a fault
+    assert.throws(() => linearThroughRoute(op, dtype, inp.x, inp.w, m, shape.n, shape.k), (e: unknown) => e instanceof KpickError, `${label}: ${chosen} cannot run here, yet kpick_linear did`);
+    return;
+  }
   const want = runY(inp, chosen, m);
   const y = linearThroughRoute(op, dtype, inp.x, inp.w, m, shape.n, shape.k);
   assert.ok(sameBytes(y, want), `${label}: y through the route is not ${chosen}'s`);

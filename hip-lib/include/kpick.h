@@ -127,7 +127,10 @@ int kpick_reference(const kpick_problem *p, const int64_t *cols, int32_t ncols,
 #define KPICK_TABLE_FORMAT 1  /* the JSON table it was written from */
 
 /* Loads the table at path once (NULL: none, the defaults), checking it against
- * this library (kpick_get_info), the knobs and the space, and records a
+ * this library (kpick_get_info), the knobs and the space, and against the JSON
+ * table beside it (same name, .json): a route whose JSON is missing or changed
+ * since it was compiled, or whose own text was edited, is refused (`npx tsx
+ * scripts/promote.ts --route-only --table X.json` compiles it again). It records a
  * one-line verdict: what it loaded, or why it refused; say = 1 also prints it
  * to stderr. A missing or refused table is not an error (KPICK_OK, defaults).
  * Later lookups never read the file; a second load replaces the first. */
