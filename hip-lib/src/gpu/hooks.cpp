@@ -509,6 +509,6 @@ int be_device_memory(const void *p, int *is_device) {
     *is_device = 0;
     return KPICK_OK;
   }
-  *is_device = a.type == hipMemoryTypeDevice || a.type == hipMemoryTypeManaged;
+  *is_device = kp_device_attr(a);
   return KPICK_OK;
 }
