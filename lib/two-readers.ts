@@ -32,17 +32,6 @@ export function tableFiles(file: string): { json: string; route: string } {
   return file.endsWith('.route') ? { json: jsonPathFor(file), route: file } : { json: file, route: routePathFor(file) };
 }
 
-/** The C route's verdict on `file`, as an engine would get it; the process's C route is left without a table. */
-export function nativeVerdict(kpick: Kpick, file: string): NativeVerdict {
-  const native = new NativeRoute(kpick);
-  try {
-    native.load(file);
-    return { file, line: native.verdict(), ...native.status() };
-  } finally {
-    native.load(null);
-  }
-}
-
 const rowsOf = (bucket: number) => (bucket === 1 ? [1] : [bucket / 2 + 1, bucket]);
 
 /**

@@ -9,7 +9,7 @@
 // Exit 0 only when both use the table and route every entry and bucket alike;
 // 3 otherwise (refused, no table, no .route, or a disagreement); 2 on bad
 // usage or no loadable library.
-import { asUsage, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, scriptCli, type OptionSpec } from '../lib/cli.ts';
+import { asUsage, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, type OptionSpec } from '../lib/cli.ts';
 import { BACKENDS, parseBackend, loadKpick, type Kpick } from '../lib/ffi.ts';
 import type { Build } from '../lib/guard.ts';
 import { buildOf } from '../lib/route.ts';

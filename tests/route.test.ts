@@ -13,7 +13,7 @@ import { bucketOf, classDefault, compactRouteText, loadRoute, parseCompactRoute,
 import type { Table } from '../lib/schema.ts';
 import { readTable, tableText, writeTable } from '../lib/table.ts';
 import { readBoth } from '../lib/two-readers.ts';
-import { build, candidateResult, entryOf, headOf, kpick, linearThroughRoute, native, nativeVerdict, onDevice, othersOf, realTable, SHAPES, tempDir, withEnv } from './helpers/route-tables.ts';
+import { build, candidateResult, entryOf, headOf, kpick, linearThroughRoute, native, onDevice, othersOf, realTable, SHAPES, tempDir, withEnv } from './helpers/route-tables.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const NO_KNOBS = { KPICK_FORCE: undefined, KPICK_NO_BLASLT: undefined };
