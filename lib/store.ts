@@ -2,13 +2,14 @@
 // StoreRecord per line. Files are only ever created and appended to; a
 // reader pools every *.jsonl and skips (with a warning) a line it cannot
 // trust, so a crash mid-write costs at most the record in flight.
-import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import * as v from 'valibot';
 import { UsageError } from './cli.ts';
 import { identityKey } from './identity.ts';
 import { StoreRecord, issuesLine, type Identity } from './schema.ts';
+import { notRegular } from './write-file.ts';
 
 export interface StoreWarning {
   file: string;
@@ -169,6 +170,15 @@ function alive(pid: number): boolean {
   }
 }
 
+/** What is at file when it is there and not a regular file (never read: a FIFO would block). */
+function notRegularAt(file: string): string | null {
+  try {
+    return notRegular(lstatSync(file));
+  } catch {
+    return null;
+  }
+}
+
 function lockHolder(file: string): { pid: number; host: string } | null {
   try {
     const [pid, host] = readFileSync(file, 'utf8').split('\n');
@@ -205,6 +215,8 @@ export class StoreLock {
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw new Error(`store ${dir}: cannot create its lock ${file}: ${(err as Error).message}`);
       }
+      const what = notRegularAt(file);
+      if (what) throw new Error(`store ${dir}: its lock ${file} is ${what}: remove it`);
       const holder = lockHolder(file);
       if (holder && (holder.host !== hostname() || alive(holder.pid))) {
         const where = holder.host === hostname() ? '' : ` on ${holder.host}`;

@@ -213,6 +213,15 @@ test('StoreLock: a stale lock (its sweep was killed) is taken over; one from ano
     StoreLock.acquire(dir).release(); // unreadable: taken over like a stale one
     writeFileSync(file, `${deadPid}\nanother-host\n`);
     assert.throws(() => StoreLock.acquire(dir), /in use by another sweep \(pid \d+ on another-host/);
+    rmSync(file);
+    // never read what is not a file (a FIFO would block), never replaced
+    assert.is(spawnSync('mkfifo', [file]).status, 0);
+    assert.throws(() => StoreLock.acquire(dir), (e: unknown) => e instanceof Error && e.message === `store ${dir}: its lock ${file} is a FIFO: remove it`);
+    const fifoStore = join(dir, 'fifo-store');
+    assert.is(spawnSync('mkfifo', [fifoStore]).status, 0);
+    assert.throws(() => StoreLock.acquire(fifoStore), /is not a writable folder/);
+    assert.throws(() => StoreWriter.open(fifoStore, 'sweep'), /is not a writable folder/);
+    assert.ok(statSync(fifoStore).isFIFO(), 'left as it was');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
