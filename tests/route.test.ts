@@ -322,7 +322,13 @@ test('kpick_linear\'s memory is checked before the native call: short arrays and
     assert.throws(() => native.alloc(0), RangeError);
     if (onDevice) {
       // host memory where the GPU needs device memory: refused, not an illegal access
-      assert.throws(() => native.linear('linear', 'bf16', x, bw, native.alloc(m * n * 2), m, n, k), isArg(/x is host memory: this backend needs device memory/));
+      const by = native.alloc(m * n * 2);
+      try {
+        assert.throws(() => native.linear('linear', 'bf16', x, bw, by, m, n, k), isArg(/x is host memory: this backend needs device memory/));
+        assert.throws(() => native.linearGraph('linear', 'bf16', bx, bw, y, m, n, k), isArg(/y is host memory: this backend needs device memory/));
+      } finally {
+        native.free(by);
+      }
     }
   } finally {
     for (const b of [bx, bw, small]) native.free(b);
