@@ -6,18 +6,21 @@ import { fileURLToPath } from 'node:url';
 import { cac, type CAC, type Command } from 'cac';
 import pc from 'picocolors';
 
+// The one exit-code rule of every script:
 export const EXIT = {
   ok: 0,
   /** the job ran and found a failure (parity fail, native error) */
   failed: 1,
-  /** bad usage: unknown option, model or rows, unwritable store */
+  /** bad usage or a bad environment: unknown option, model or rows, an
+   * unwritable store, no loadable library (every path tried is named),
+   * KPICK_BACKEND naming no backend */
   usage: 2,
-  /** a table was refused (refuse-check) */
+  /** a table was refused (refuse-check, promote --route-only) */
   refused: 3,
 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 
-/** Bad input from the command line or the environment: exit 2. */
+/** Bad input from the command line or the environment: exit 2 (KpickLoadError of lib/ffi.ts is one). */
 export class UsageError extends Error {
   constructor(message: string) {
     super(message);
@@ -131,14 +134,55 @@ export function scriptCli(name: string, doc: ScriptDoc | string, options: Record
 }
 
 /**
+ * Option values exactly as typed. mri (inside cac) turns "0x4" and "2e0" into
+ * numbers and reads "-1" as a flag; the scripts validate the text instead, so
+ * every value-taking option is handed over as written ("--rows -1" included:
+ * the value of a flag that takes one is the next argument, whatever it is).
+ * An empty value is refused here, naming the option.
+ */
+function rawValues(cli: CAC, argv: readonly string[]): { argv: string[]; raw: Map<string, string[]> } {
+  const valued = new Set<string>();
+  for (const o of [...cli.globalCommand.options, ...cli.commands.flatMap((c) => c.options)]) if (o.rawName.includes('<')) for (const n of o.names) valued.add(n);
+  const camel = (flag: string) => flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+  const out: string[] = [];
+  const raw = new Map<string, string[]>();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--') {
+      out.push(...argv.slice(i));
+      break;
+    }
+    const m = /^--([^=]+)(=(.*))?$/s.exec(arg);
+    if (!m || !valued.has(camel(m[1]!))) {
+      if (arg === '') throw new UsageError('an empty argument: every option names its value (--table <file>, not --table "")');
+      out.push(arg);
+      continue;
+    }
+    let value: string | undefined = m[3];
+    if (value === undefined) {
+      if (i + 1 >= argv.length) throw new UsageError(`--${m[1]} needs a value`);
+      value = argv[++i]!;
+    }
+    if (value === '') throw new UsageError(`--${m[1]} needs a value, got an empty one`);
+    const name = camel(m[1]!);
+    raw.set(name, [...(raw.get(name) ?? []), value]);
+    out.push(`--${m[1]}=${value}`);
+  }
+  return { argv: out, raw };
+}
+
+/**
  * Parses argv (without node and the script) against a cac whose global
  * command holds the options. Returns null when --help was printed; throws
- * UsageError on an unknown option, a missing value or a stray argument.
+ * UsageError on an unknown option, a missing or empty value or a stray
+ * argument. Values of options that take one are the text as typed (a string,
+ * or an array of strings when repeated): never numbers.
  */
 export function parseWithCac(cli: CAC, argv: readonly string[]): Record<string, unknown> | null {
   let options: Record<string, unknown>;
+  const { argv: prepared, raw } = rawValues(cli, argv);
   try {
-    const parsed = cli.parse(['node', cli.name || 'script', ...argv], { run: false });
+    const parsed = cli.parse(['node', cli.name || 'script', ...prepared], { run: false });
     options = parsed.options;
     if (options.help || options.version) return null;
     const command = cli.matchedCommand ?? cli.globalCommand;
@@ -148,6 +192,7 @@ export function parseWithCac(cli: CAC, argv: readonly string[]): Record<string, 
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
+  for (const [name, values] of raw) options[name] = values.length === 1 ? values[0] : values;
   return options;
 }
 
@@ -177,12 +222,16 @@ export function optionText(options: Record<string, unknown>, name: string, fallb
   return String(value);
 }
 
-/** Reads an option as an integer in [min, max]. */
+/** cac's camelCase key back to the flag: "pdlRows" -> "--pdl-rows". */
+export function flagOf(name: string): string {
+  return `--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+}
+
+/** Reads an option as a decimal integer in [min, max]: no sign, hex or exponent forms. */
 export function optionInt(options: Record<string, unknown>, name: string, fallback: number, min: number, max: number): number {
   const text = optionText(options, name, fallback) ?? String(fallback);
-  const value = /^-?\d+$/.test(text) ? Number(text) : NaN;
-  const flag = name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`); /* cac's camelCase key back to the flag */
-  if (!(value >= min && value <= max)) throw new UsageError(`--${flag} must be an integer in ${min}..${max}, got '${text}'`);
+  const value = /^\d+$/.test(text) ? Number(text) : NaN;
+  if (!(value >= min && value <= max)) throw new UsageError(`${flagOf(name)} must be an integer in ${min}..${max}, got '${text}'`);
   return value;
 }
 

@@ -27,6 +27,7 @@ import {
   type RawCandidate,
   type RawInfo,
 } from './ffi-types.ts';
+import { UsageError } from './cli.ts';
 import type { Dtype as DtypeSchema, Op as OpSchema } from './schema.ts';
 
 export type Op = v.InferOutput<typeof OpSchema>;
@@ -61,12 +62,15 @@ export class KpickError extends Error {
   }
 }
 
-/** No library could be loaded; message lists every path tried and why. */
-export class KpickLoadError extends Error {
+/**
+ * No library could be loaded; message lists every path tried and why (or
+ * names the bad KPICK_BACKEND). A bad environment: exit 2, like bad usage.
+ */
+export class KpickLoadError extends UsageError {
   readonly tried: readonly { path: string; why: string }[];
-  constructor(tried: { path: string; why: string }[]) {
+  constructor(tried: { path: string; why: string }[], message?: string) {
     const list = tried.map((t) => `${t.path}: ${t.why}`).join('; ');
-    super(`no usable libkpick (tried ${list})`);
+    super(message ?? `no usable libkpick (tried ${list})`);
     this.name = 'KpickLoadError';
     this.tried = tried;
   }
@@ -411,7 +415,8 @@ export function loadKpick(options: LoadOptions = {}): Kpick {
     paths = [resolve(libPath)];
   } else if (backend !== undefined) {
     if (!(BACKENDS as readonly string[]).includes(backend)) {
-      throw new Error(`backend must be one of ${BACKENDS.join(', ')}, got '${backend}'`);
+      const from = options.backend !== undefined ? '--backend' : 'KPICK_BACKEND';
+      throw new KpickLoadError([], `${from} must be one of ${BACKENDS.join(', ')}, got '${backend}'`);
     }
     paths = [join(buildDir, `libkpick-${backend}.so`)];
   } else {
@@ -430,19 +435,65 @@ export function loadKpick(options: LoadOptions = {}): Kpick {
 // Added by the route's owner as one block; bound on the same library file,
 // so they share its process-wide route state.
 
+/**
+ * Memory allocated through the library for kpick_linear (device memory on a
+ * GPU, host memory on the CPU): its size is known to both sides.
+ */
+export class DeviceBuffer {
+  constructor(
+    /** the pointer, opaque to JS */
+    readonly ptr: unknown,
+    readonly bytes: number,
+  ) {}
+}
+
+/** What kpick_linear reads and writes: a host array (the CPU backend) or a DeviceBuffer (any backend). */
+export type LinearMemory = Uint16Array | DeviceBuffer;
+
+const bytesOf = (m: LinearMemory) => (m instanceof DeviceBuffer ? m.bytes : m.byteLength);
+const pointerOf = (m: LinearMemory) => (m instanceof DeviceBuffer ? m.ptr : m);
+
+/** n, k in 1..2^24 and m in 1..128, as integers: what the route takes. */
+function checkDims(m: number, n: number, k: number): void {
+  const int = (x: number, lo: number, hi: number) => Number.isSafeInteger(x) && x >= lo && x <= hi;
+  if (!int(m, 1, 128)) throw new RangeError(`m must be an integer in 1..128, got ${m}`);
+  if (!int(n, 1, 1 << 24)) throw new RangeError(`n must be an integer in 1..${1 << 24}, got ${n}`);
+  if (!int(k, 1, 1 << 24)) throw new RangeError(`k must be an integer in 1..${1 << 24}, got ${k}`);
+}
+
+/**
+ * The byte counts one call reads and writes, checked against the memory
+ * given before any native call: a short array or buffer is a RangeError here,
+ * never a write past its end.
+ */
+export function checkLinearMemory(op: Op, x: LinearMemory, w: LinearMemory, y: LinearMemory, m: number, n: number, k: number): void {
+  checkDims(m, n, k);
+  const need = { x: m * k * 2, w: (op === 'gated' ? 2 * n : n) * k * 2, y: m * n * 2 };
+  for (const [name, mem] of [['x', x], ['w', w], ['y', y]] as const) {
+    if (!(mem instanceof DeviceBuffer || mem instanceof Uint16Array)) throw new TypeError(`${name} must be a Uint16Array or a DeviceBuffer`);
+    if (bytesOf(mem) < need[name]) throw new RangeError(`${name} holds ${bytesOf(mem)} bytes, the call needs ${need[name]} (m=${m}, n=${n}, k=${k}${op === 'gated' ? ', gated' : ''})`);
+  }
+}
+
 /** The C route of one loaded library: what an engine without Node calls. */
 export class NativeRoute {
   private readonly fns: Record<string, NativeFn>;
   constructor(private readonly kpick: Kpick) {
     const lib = koffi.load(kpick.path);
     const out32 = koffi.out(koffi.pointer('int32_t'));
+    const linearArgs = ['int32_t', 'int32_t', 'void *', 'void *', 'void *', 'int32_t', 'int64_t', 'int64_t'];
     const sig: Record<string, [string, unknown[]]> = {
       kpick_last_error: ['const char *', []],
       kpick_route_load: ['int', ['const char *', 'int32_t']],
       kpick_route_verdict: ['int', ['char *', 'int32_t']],
       kpick_route_status: ['int', [out32, out32, out32]],
       kpick_route_lookup: ['int', ['int32_t', 'int32_t', 'int64_t', 'int64_t', 'int32_t', out32]],
-      kpick_linear: ['int', ['int32_t', 'int32_t', 'void *', 'void *', 'void *', 'int32_t', 'int64_t', 'int64_t', 'void *']],
+      kpick_linear: ['int', [...linearArgs, 'void *']],
+      kpick_linear_graph: ['int', [...linearArgs, 'int32_t']],
+      kpick_buffer_alloc: ['int', ['int64_t', koffi.out(koffi.pointer('void *'))]],
+      kpick_buffer_free: ['int', ['void *']],
+      kpick_buffer_upload: ['int', ['void *', 'int64_t', 'void *', 'int64_t']],
+      kpick_buffer_download: ['int', ['void *', 'int64_t', 'void *', 'int64_t']],
     };
     this.fns = Object.fromEntries(
       Object.entries(sig).map(([name, [result, args]]) => [name, lib.func(name, result, args as never[]) as NativeFn]),
@@ -478,8 +529,54 @@ export class NativeRoute {
     return id[0] ?? -1;
   }
 
-  /** y = x . W^T (gated: silu(x.Wg^T) * (x.Wu^T)) through the route; CPU: host arrays. */
-  linear(op: Op, dtype: Dtype, x: Uint16Array, w: Uint16Array, y: Uint16Array, m: number, n: number, k: number): void {
-    this.call('kpick_linear', OP_CODES[op] ?? -1, DTYPE_CODES[dtype] ?? -1, x, w, y, m, n, k, null);
+  /**
+   * y = x . W^T (gated: silu(x.Wg^T) * (x.Wu^T)) through the route, returning
+   * when y is complete. Host arrays serve the CPU backend; DeviceBuffers any.
+   */
+  linear(op: Op, dtype: Dtype, x: LinearMemory, w: LinearMemory, y: LinearMemory, m: number, n: number, k: number): void {
+    checkLinearMemory(op, x, w, y, m, n, k);
+    this.call('kpick_linear', OP_CODES[op] ?? -1, DTYPE_CODES[dtype] ?? -1, pointerOf(x), pointerOf(w), pointerOf(y), m, n, k, null);
+    if (y instanceof DeviceBuffer) this.sync(y);
+  }
+
+  /** linear() as a decode step runs it: captured into a graph, launched `replays` times. */
+  linearGraph(op: Op, dtype: Dtype, x: LinearMemory, w: LinearMemory, y: LinearMemory, m: number, n: number, k: number, replays = 1): void {
+    checkLinearMemory(op, x, w, y, m, n, k);
+    if (!(Number.isInteger(replays) && replays >= 1 && replays <= 1000)) throw new RangeError(`replays must be an integer in 1..1000, got ${replays}`);
+    this.call('kpick_linear_graph', OP_CODES[op] ?? -1, DTYPE_CODES[dtype] ?? -1, pointerOf(x), pointerOf(w), pointerOf(y), m, n, k, replays);
+  }
+
+  /** `bytes` of memory kpick_linear takes on this backend; free() it. */
+  alloc(bytes: number): DeviceBuffer {
+    if (!(Number.isSafeInteger(bytes) && bytes > 0)) throw new RangeError(`bytes must be a positive integer, got ${bytes}`);
+    const out: unknown[] = [null];
+    this.call('kpick_buffer_alloc', bytes, out);
+    return new DeviceBuffer(out[0], bytes);
+  }
+
+  /** A buffer holding a copy of `data`. */
+  allocFrom(data: Uint16Array): DeviceBuffer {
+    const buf = this.alloc(Math.max(2, data.byteLength));
+    if (data.byteLength > 0) this.upload(buf, data);
+    return buf;
+  }
+
+  free(buf: DeviceBuffer): void {
+    this.call('kpick_buffer_free', buf.ptr);
+  }
+
+  upload(buf: DeviceBuffer, data: Uint16Array, offset = 0): void {
+    this.call('kpick_buffer_upload', buf.ptr, offset, data, data.byteLength);
+  }
+
+  /** The buffer's first out.length elements (from byte offset) into out. */
+  download(buf: DeviceBuffer, out: Uint16Array, offset = 0): Uint16Array {
+    this.call('kpick_buffer_download', buf.ptr, offset, out, out.byteLength);
+    return out;
+  }
+
+  /** Waits for the work before a read of buf: a one-element copy is ordered after it. */
+  private sync(buf: DeviceBuffer): void {
+    this.download(buf, new Uint16Array(1));
   }
 }

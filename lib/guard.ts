@@ -97,7 +97,9 @@ export type RefusalKind =
   | 'machine'
   | 'compiler'
   | 'space'
-  | 'knob';
+  | 'knob'
+  /** a compact route that is not the compiled form of the JSON beside it */
+  | 'stale';
 
 const REMEDY: Record<RefusalKind, string> = {
   unreadable: 'run promote again',
@@ -108,6 +110,7 @@ const REMEDY: Record<RefusalKind, string> = {
   compiler: 'run the tuner again',
   space: 'the kernels changed: run the tuner again',
   knob: 'it reroutes dispatch: unset it to use the table',
+  stale: 'run promote again',
 };
 
 export interface KeptEntry {
@@ -129,8 +132,9 @@ export type Verdict =
   | { kind: 'missing'; used: false; line: string }
   | { kind: RefusalKind; used: false; line: string; reason: string; remedy: string };
 
-/** What reading a file or parsing a form gives: a value, "no file", or a refusal. */
-export type Reading<T> = { value: T } | { missing: true } | { kind: RefusalKind; reason: string };
+/** What reading a file or parsing a form gives: a value, "no file", or a refusal (with its own remedy, if any). */
+export type Refusal = { kind: RefusalKind; reason: string; remedy?: string };
+export type Reading<T> = { value: T } | { missing: true } | Refusal;
 
 // ---- the file -------------------------------------------------------------
 
@@ -310,15 +314,14 @@ export function missingVerdict(file: string | null, build: Build, env: Env): Ver
   return withKnobNote({ kind: 'missing', used: false, line }, build, env);
 }
 
-export function refusedVerdict(file: string, kind: RefusalKind, reason: string, build: Build, env: Env): Verdict {
-  const remedy = REMEDY[kind];
+export function refusedVerdict(file: string, kind: RefusalKind, reason: string, build: Build, env: Env, remedy: string = REMEDY[kind]): Verdict {
   const line = `kpick: table ${file} refused: ${reason}; ${remedy}; using the defaults`;
   return withKnobNote({ kind, used: false, line, reason, remedy }, build, env);
 }
 
 /** A reading that did not give a value, as a verdict. */
-export function verdictOfReading(file: string, reading: { missing: true } | { kind: RefusalKind; reason: string }, build: Build, env: Env): Verdict {
-  return 'missing' in reading ? missingVerdict(file, build, env) : refusedVerdict(file, reading.kind, reading.reason, build, env);
+export function verdictOfReading(file: string, reading: { missing: true } | Refusal, build: Build, env: Env): Verdict {
+  return 'missing' in reading ? missingVerdict(file, build, env) : refusedVerdict(file, reading.kind, reading.reason, build, env, reading.remedy);
 }
 
 function entryDrop(e: EntryView, byName: ReadonlyMap<string, BuildCandidate>, tableBlas: string, buildBlas: string): DropReason | null {

@@ -13,7 +13,7 @@
 import * as v from 'valibot';
 import { geomean } from './stats.ts';
 import { BUCKETS, Table as TableSchema, issuesLine, type Table, type TableEntry } from './schema.ts';
-import { writeFileAtomic } from './table.ts';
+import { writeFileAtomic } from './write-file.ts';
 
 export const ELEMENT_BYTES = 2;
 /** Candidates drawn per chart beyond the default, the picks and parity failures. */

@@ -1,5 +1,6 @@
 // The identity of a build on a machine, read from the library actually loaded
 // (kpick_get_info), never from headers: it keys the store and heads a table.
+import { createHash } from 'node:crypto';
 import * as v from 'valibot';
 import type { Info } from './ffi.ts';
 import { Identity, issuesLine } from './schema.ts';
@@ -34,6 +35,17 @@ export function stableJson(value: unknown): string {
 
 export function identityKey(identity: Identity): string {
   return stableJson(identity);
+}
+
+/** A short name of one identity, for `promote --identity`: 12 hex digits of its key's sha256. */
+export function identityTag(identity: Identity): string {
+  return createHash('sha256').update(identityKey(identity)).digest('hex').slice(0, 12);
+}
+
+/** The fields two identities differ in, "compiler ("a" vs "b")", for one line. */
+export function identityDifference(a: Identity, b: Identity): string {
+  const fields = (Object.keys(a) as (keyof Identity)[]).filter((f) => a[f] !== b[f]);
+  return fields.map((f) => `${f} (${JSON.stringify(a[f])} vs ${JSON.stringify(b[f])})`).join(', ');
 }
 
 /** One line for humans: "cpu x86_64 Intel(R) Xeon(R) (space aa72b7a7)". */

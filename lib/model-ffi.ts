@@ -163,8 +163,22 @@ export class Model {
     this.native.call('kpick_model_reset', this.handle, BigInt(seed));
   }
 
+  /**
+   * The arguments every step-like call passes, checked before the native call
+   * (the library reads LINEAR_KINDS.length candidates, whatever the array holds).
+   */
+  private checkStep(cands: Int32Array, batch: number): void {
+    if (!(cands instanceof Int32Array) || cands.length !== LINEAR_KINDS.length) {
+      throw new RangeError(`cands must be an Int32Array of ${LINEAR_KINDS.length} candidate ids (${LINEAR_KINDS.join(', ')}), got ${cands?.length ?? cands}`);
+    }
+    if (!(Number.isInteger(batch) && batch >= 1 && batch <= this.dims.maxBatch)) {
+      throw new RangeError(`batch must be an integer in 1..${this.dims.maxBatch} (the model's maxBatch), got ${batch}`);
+    }
+  }
+
   /** One greedy step of the first `batch` rows with one candidate id per linear kind; the picked tokens. */
   step(cands: Int32Array, batch: number): Int32Array {
+    this.checkStep(cands, batch);
     const tokens = new Int32Array(Math.max(1, batch));
     this.native.call('kpick_model_step', this.handle, cands, batch, tokens);
     return tokens.subarray(0, batch);
@@ -172,6 +186,10 @@ export class Model {
 
   /** `steps` timed steps from the context position, microseconds each. */
   time(cands: Int32Array, batch: number, steps: number): Float64Array {
+    this.checkStep(cands, batch);
+    if (!(Number.isInteger(steps) && steps >= 1 && steps <= this.dims.maxNew)) {
+      throw new RangeError(`steps must be an integer in 1..${this.dims.maxNew} (the model's maxNew), got ${steps}`);
+    }
     const us = new Float64Array(Math.max(1, steps));
     this.native.call('kpick_model_time', this.handle, cands, batch, steps, us);
     return us.subarray(0, Math.max(0, steps));
@@ -184,6 +202,7 @@ export class Model {
    * the final norm, residual and logits) against it, relative to its largest value.
    */
   check(cands: Int32Array, batch: number): { relErr: number; tol: number; pass: boolean } {
+    this.checkStep(cands, batch);
     const relErr = [0];
     const tol = [0];
     this.native.call('kpick_model_check', this.handle, cands, batch, relErr, tol);

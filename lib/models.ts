@@ -159,7 +159,7 @@ export function parseShapes(text: string): Linear[] {
     const n = match ? Number(match[1]) : NaN;
     const k = match ? Number(match[2]) : NaN;
     if (!(n >= 1 && n <= MAX_DIM && k >= 1 && k <= MAX_DIM)) {
-      throw new Error(`shape '${item}' is not NxK with N and K in 1..${MAX_DIM}`);
+      throw new Error(`--shapes '${item}' is not NxK with N and K in 1..${MAX_DIM}`);
     }
     return { name: `${n}x${k}`, op: 'linear', n, k };
   });
@@ -170,7 +170,7 @@ export function parseRows(text: string | number): Bucket[] {
   const rows = splitList(String(text), '--rows').map((item) => {
     const m = /^\d+$/.test(item) ? Number(item) : NaN;
     if (!(BUCKETS as readonly number[]).includes(m)) {
-      throw new Error(`rows '${item}' is not a bucket; buckets are ${BUCKETS.join(', ')}`);
+      throw new Error(`--rows '${item}' is not a bucket; buckets are ${BUCKETS.join(', ')}`);
     }
     return m as Bucket;
   });
@@ -183,7 +183,7 @@ const DTYPES: readonly Dtype[] = ['bf16', 'fp16'];
 export function parseDtypes(text: string): Dtype[] {
   const dtypes = splitList(text, '--dtype').map((item) => {
     if (!(DTYPES as readonly string[]).includes(item)) {
-      throw new Error(`dtype '${item}' is not one of ${DTYPES.join(', ')}`);
+      throw new Error(`--dtype '${item}' is not one of ${DTYPES.join(', ')}`);
     }
     return item as Dtype;
   });

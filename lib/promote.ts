@@ -30,6 +30,7 @@
 //          rule is still needed and this default goes back to 2.
 // Among the candidates that pass, the fastest median wins (ties by name). Every
 // entry says in one line why it moved or why it kept the default.
+import { identityDifference, identityKey, identityTag } from './identity.ts';
 import { Identity, type CandidateResult, type StoreRecord, type TableEntry } from './schema.ts';
 import { median, quantile } from './stats.ts';
 
@@ -60,6 +61,47 @@ export function commonIdentity(records: readonly StoreRecord[]): { identity: Ide
   }
   if (differing.length > 0) return { error: `the records mix identities: ${differing.join(', ')}; promote one machine and build at a time` };
   return { identity: { ...first.identity } };
+}
+
+/** The records of one identity, chosen among a store's, and what was left out. */
+export interface IdentityChoice {
+  identity: Identity;
+  records: StoreRecord[];
+  /** records of every other identity: left out, counted, named by tag */
+  skipped: { tag: string; identity: Identity; count: number; differs: string }[];
+}
+
+/**
+ * Picks the records of one identity: the one whose tag (identityTag) starts
+ * with `wanted`, else the identity of the newest record (a store resumed after
+ * a rebuild promotes the build it was resumed with). Never a dead end: the
+ * others are skipped and listed with their tags, for --identity.
+ */
+export function chooseIdentity(records: readonly StoreRecord[], wanted?: string): IdentityChoice | { error: string } {
+  const groups = new Map<string, { identity: Identity; records: StoreRecord[]; newest: string }>();
+  for (const r of records) {
+    const key = identityKey(r.identity);
+    const g = groups.get(key);
+    if (g) {
+      g.records.push(r);
+      if (r.at > g.newest) g.newest = r.at;
+    } else groups.set(key, { identity: r.identity, records: [r], newest: r.at });
+  }
+  const all = [...groups.values()];
+  if (all.length === 0) return { error: 'no records to promote' };
+  const listed = () => all.map((g) => `${identityTag(g.identity)} (${g.records.length} records, space ${g.identity.space}, compiler "${g.identity.compiler}")`).join('; ');
+  let chosen;
+  if (wanted !== undefined) {
+    const matches = all.filter((g) => identityTag(g.identity).startsWith(wanted));
+    if (matches.length !== 1) return { error: `--identity ${wanted} matches ${matches.length} of the store's identities: ${listed()}` };
+    chosen = matches[0]!;
+  } else {
+    chosen = all.reduce((a, b) => (b.newest > a.newest ? b : a));
+  }
+  const skipped = all
+    .filter((g) => g !== chosen)
+    .map((g) => ({ tag: identityTag(g.identity), identity: g.identity, count: g.records.length, differs: identityDifference(chosen.identity, g.identity) }));
+  return { identity: chosen.identity, records: chosen.records, skipped };
 }
 
 /**

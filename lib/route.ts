@@ -9,6 +9,13 @@
 // hip-lib/src/common/route.h). It keeps, per entry, only what the guard and the
 // route need: the key, the choice, and the choice's status, parity and
 // stack_bound.
+//
+// One table, one truth: a route is compiled from the bytes of one JSON table
+// (compileRoute: only a table the JSON reader accepts compiles) and carries
+// their sha256, and the sha256 of its own text on its end line. Both readers
+// refuse a route whose JSON beside it is missing or differs, or whose text was
+// edited; `promote --route-only` compiles it again after a hand edit.
+import { createHash } from 'node:crypto';
 import * as path from 'node:path';
 import {
   duplicateEntry,
@@ -16,7 +23,9 @@ import {
   formatRefusal,
   guardTable,
   judge,
+  MAX_TABLE_BYTES,
   missingVerdict,
+  parseJsonTable,
   readTableFile,
   verdictOfReading,
   type Build,
@@ -31,13 +40,13 @@ import {
 import type { Kpick } from './ffi.ts';
 import { identityFromInfo } from './identity.ts';
 import { BUCKETS, TABLE_FORMAT, type Identity, type Table } from './schema.ts';
-import { writeFileAtomic } from './table.ts';
+import { writeFileAtomic } from './write-file.ts';
 
 type Op = 'linear' | 'gated';
 type Dtype = 'bf16' | 'fp16';
 
 /** KPICK_ROUTE_VERSION of kpick.h */
-export const ROUTE_VERSION = 1;
+export const ROUTE_VERSION = 2;
 /** KP_ROUTE_MAX_BYTES of route.h: larger than any real compact table */
 export const MAX_ROUTE_BYTES = 4 << 20;
 const MAX_ENTRIES = 1 << 20;
@@ -61,6 +70,20 @@ export function routePathFor(tablePath: string): string {
   return `${tablePath.endsWith('.json') ? tablePath.slice(0, -'.json'.length) : tablePath}.route`;
 }
 
+/** The JSON table a compact form was compiled from: decode_gemm.route -> decode_gemm.json (route.c's json_path_of). */
+export function jsonPathFor(routePath: string): string {
+  return `${routePath.endsWith('.route') && routePath.length > 6 ? routePath.slice(0, -'.route'.length) : routePath}.json`;
+}
+
+/** The command that compiles the route of an edited JSON table again. */
+export function routeOnlyCommand(jsonPath: string): string {
+  return `npx tsx scripts/promote.ts --route-only --table ${jsonPath}`;
+}
+
+export function sha256Hex(bytes: Uint8Array | string): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
 /** The build as the guard sees it: the loaded library's identity and space. */
 export function buildOf(kpick: Kpick): Build {
   return { identity: identityFromInfo(kpick.info()), candidates: kpick.candidates() };
@@ -71,9 +94,14 @@ export function buildOf(kpick: Kpick): Build {
 const PRINTABLE = /^[\x20-\x7e]+$/;
 const NAME = /^[A-Za-z0-9._-]+$/;
 
-/** The compact text of a table; throws naming what the form cannot hold. */
-export function compactRouteText(table: Table): string {
-  const lines = [`kpick-route ${ROUTE_VERSION}`, `format ${table.format}`];
+/**
+ * The compact text of a table whose JSON bytes hash to `jsonSha256`; throws
+ * naming what the form cannot hold. compileRoute is the way to call it: from
+ * the JSON bytes themselves.
+ */
+export function compactRouteText(table: Table, jsonSha256: string): string {
+  if (!/^[0-9a-f]{64}$/.test(jsonSha256)) throw new Error(`the JSON's sha256 must be 64 lowercase hex digits, got '${jsonSha256}'`);
+  const lines = [`kpick-route ${ROUTE_VERSION}`, `json ${jsonSha256}`, `format ${table.format}`];
   for (const key of HEADER_KEYS) {
     const value = table.identity[key];
     if (!PRINTABLE.test(value) || value.length > MAX_VALUE) {
@@ -90,21 +118,44 @@ export function compactRouteText(table: Table): string {
     const result = c ? `${c.status} ${c.parity} ${c.stack_bound ? 1 : 0}` : 'unmeasured none 0';
     lines.push(`${e.op} ${e.dtype} ${e.n} ${e.k} ${e.bucket} ${e.choice} ${result}`);
   });
-  lines.push('end');
-  const text = `${lines.join('\n')}\n`;
+  const text = sealRoute(`${lines.join('\n')}\n`);
   if (text.length > MAX_ROUTE_BYTES) throw new Error(`the route would be ${text.length} bytes, over the ${MAX_ROUTE_BYTES} a reader accepts`);
   return text;
 }
 
-/** Writes the compact form of `table` to `file` atomically (temp file + rename). */
-export function writeCompactRoute(table: Table, file: string): { path: string } | { error: string } {
-  let text: string;
+/** The lines of a route up to its entries, sealed: the end line carries their sha256. */
+export function sealRoute(body: string): string {
+  return `${body}end ${sha256Hex(body)}\n`;
+}
+
+/**
+ * The compact text of the JSON table `bytes`, or why it cannot be compiled:
+ * a table the JSON reader refuses (invalid, other format) compiles to no route.
+ */
+export function compileRoute(bytes: Uint8Array): { text: string } | { error: string } {
+  const parsed = parseJsonTable(bytes);
+  if (!('value' in parsed)) return { error: 'missing' in parsed ? 'no table' : parsed.reason };
   try {
-    text = compactRouteText(table);
+    return { text: compactRouteText(parsed.value.table, sha256Hex(bytes)) };
   } catch (err) {
-    return { error: `${file}: ${(err as Error).message}` };
+    return { error: (err as Error).message };
   }
-  return writeFileAtomic(file, text);
+}
+
+/**
+ * Compiles the JSON table at `jsonFile` into its compact form beside it
+ * (routePathFor), written atomically. The JSON is read once: the route is
+ * bound to exactly the bytes it was compiled from.
+ */
+export function writeRouteOf(jsonFile: string): { path: string } | { error: string; exit: 'usage' | 'refused' } {
+  const file = routePathFor(jsonFile);
+  const read = readTableFile(jsonFile, MAX_TABLE_BYTES);
+  if ('missing' in read) return { error: `no table at ${jsonFile}; no route written`, exit: 'usage' };
+  if (!('value' in read)) return { error: `${jsonFile} refused: ${read.reason}; no route written`, exit: 'refused' };
+  const compiled = compileRoute(read.value);
+  if ('error' in compiled) return { error: `${jsonFile} refused: ${compiled.error}; no route written`, exit: 'refused' };
+  const written = writeFileAtomic(file, compiled.text);
+  return 'error' in written ? { ...written, exit: 'usage' } : written;
 }
 
 type Invalid = { kind: 'invalid'; reason: string };
@@ -152,7 +203,7 @@ function parseEntry(line: string, at: number): EntryView | Invalid {
 }
 
 /** Lines of printable ASCII, each ending in '\n'; the first bad byte is named. */
-function* lines(bytes: Uint8Array): Generator<{ text: string; at: number } | Invalid> {
+function* lines(bytes: Uint8Array): Generator<{ text: string; at: number; start: number } | Invalid> {
   let pos = 0;
   let at = 0;
   while (pos < bytes.length) {
@@ -169,17 +220,23 @@ function* lines(bytes: Uint8Array): Generator<{ text: string; at: number } | Inv
       yield invalid(`line ${at}: no newline at the end (truncated?)`);
       return;
     }
-    yield { text: Buffer.from(bytes.subarray(pos, i)).toString('latin1'), at };
+    yield { text: Buffer.from(bytes.subarray(pos, i)).toString('latin1'), at, start: pos };
     pos = i + 1;
   }
 }
 
+/** A route whose text does not match its end line: a hand edit. */
+export const EDITED = 'edited since it was written (its checksum does not match)';
+
+/** A compact form read: the view and the sha256 of the JSON it was compiled from. */
+export type CompactRoute = TableView & { jsonSha256: string };
+
 /** The compact form -> the table view, or why not (route.c's parse_route, same words). */
-export function parseCompactRoute(bytes: Uint8Array): Reading<TableView> {
+export function parseCompactRoute(bytes: Uint8Array): Reading<CompactRoute> {
   const reader = lines(bytes);
   let last = 0;
   // next line, or an Invalid (bad byte, or truncated after `last`)
-  const next = (): { text: string; at: number } | Invalid | null => {
+  const next = (): { text: string; at: number; start: number } | Invalid | null => {
     const r = reader.next();
     if (r.done) return null;
     if ('text' in r.value) last = r.value.at;
@@ -193,6 +250,14 @@ export function parseCompactRoute(bytes: Uint8Array): Reading<TableView> {
   const version = keyedUint(line.text, 'kpick-route');
   if (version === null) return invalid('line 1: not a kpick route file');
   if (version !== ROUTE_VERSION) return formatRefusal('route', version, ROUTE_VERSION);
+
+  line = next();
+  if (line === null) return truncated();
+  if ('kind' in line) return line;
+  const jsonSha256 = line.text.slice('json '.length);
+  if (!line.text.startsWith('json ') || !/^[0-9a-f]{64}$/.test(jsonSha256)) {
+    return invalid(`line ${line.at}: expected 'json <sha256 of the JSON table: 64 hex digits>'`);
+  }
 
   line = next();
   if (line === null) return truncated();
@@ -232,12 +297,37 @@ export function parseCompactRoute(bytes: Uint8Array): Reading<TableView> {
   line = next();
   if (line === null) return short();
   if ('kind' in line) return line;
-  if (line.text !== 'end') return invalid(`line ${line.at}: expected 'end' after ${count} entries`);
+  const sum = line.text.slice('end '.length);
+  if (!line.text.startsWith('end ') || !/^[0-9a-f]{64}$/.test(sum)) {
+    return invalid(`line ${line.at}: expected 'end <sha256 of the lines above: 64 hex digits>' after ${count} entries`);
+  }
+  const endStart = line.start;
   const after = next();
   if (after !== null) return invalid(`line ${line.at + 1}: text after 'end'`);
   const again = duplicateEntry(entries);
   if (again) return invalid(again);
-  return { value: { identity, entries } };
+  if (sha256Hex(bytes.subarray(0, endStart)) !== sum) return { kind: 'stale', reason: EDITED };
+  return { value: { identity, entries, jsonSha256 } };
+}
+
+/**
+ * Why the route at `file` may not be used beside its JSON (route.c's
+ * refuse_stale): the JSON is missing or unreadable, or its bytes are not the
+ * ones the route was compiled from. null when they are.
+ */
+export function staleness(file: string, jsonSha256: string): { kind: 'stale'; reason: string; remedy: string } | null {
+  const json = jsonPathFor(file);
+  const read = readTableFile(json, MAX_TABLE_BYTES);
+  const away = 'a route is used only beside the JSON it was made from: restore it or run promote again';
+  if ('missing' in read) return { kind: 'stale', reason: `no JSON table beside it (${json})`, remedy: away };
+  if (!('value' in read)) return { kind: 'stale', reason: `${json} ${read.reason}`, remedy: away };
+  const sha = sha256Hex(read.value);
+  if (sha === jsonSha256) return null;
+  return {
+    kind: 'stale',
+    reason: `${json} changed since the route was written (sha256 ${sha.slice(0, 12)}, the route was made from ${jsonSha256.slice(0, 12)})`,
+    remedy: `run \`${routeOnlyCommand(json)}\``,
+  };
 }
 
 /** The verdict on the compact table at `file`, as route.c's kpick_route_load gives it. */
@@ -245,7 +335,12 @@ export function guardCompactRoute(file: string, build: Build, env: Env = process
   const read = readTableFile(file, MAX_ROUTE_BYTES);
   if (!('value' in read)) return verdictOfReading(file, read, build, env);
   const parsed = parseCompactRoute(read.value);
-  if (!('value' in parsed)) return verdictOfReading(file, parsed, build, env);
+  if (!('value' in parsed)) {
+    const reading = 'kind' in parsed && parsed.kind === 'stale' ? { ...parsed, remedy: `run \`${routeOnlyCommand(jsonPathFor(file))}\`` } : parsed;
+    return verdictOfReading(file, reading, build, env);
+  }
+  const stale = staleness(file, parsed.value.jsonSha256);
+  if (stale) return verdictOfReading(file, stale, build, env);
   return judge(file, parsed.value, build, env);
 }
 

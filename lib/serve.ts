@@ -75,7 +75,7 @@ export function parseConcurrency(text: string | number): number[] {
   if (items.some((s) => s === '')) throw new Error(`--c must be a comma-separated list of concurrencies, got '${text}'`);
   const values = items.map((item) => {
     const c = /^\d+$/.test(item) ? Number(item) : NaN;
-    if (!(c >= 1 && c <= 128)) throw new Error(`concurrency '${item}' is not an integer in 1..128`);
+    if (!(c >= 1 && c <= 128)) throw new Error(`--c '${item}' is not an integer in 1..128`);
     return c;
   });
   return [...new Set(values)].sort((a, b) => a - b);

@@ -3,8 +3,13 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as v from 'valibot';
-import { DEFAULT_PDL_ROWS, promote } from './promote.ts';
-import { issuesLine, Table, TABLE_FORMAT, type Identity, type StoreRecord } from './schema.ts';
+import { MAX_TABLE_BYTES, parseJsonTable, readTableFile } from './guard.ts';
+import { identityDifference, identityKey } from './identity.ts';
+import { compareEntries, DEFAULT_PDL_ROWS, promote } from './promote.ts';
+import { issuesLine, Table, TABLE_FORMAT, type Identity, type StoreRecord, type TableEntry } from './schema.ts';
+import { errorLine, writablePath, writeFileAtomic, type WriteHooks } from './write-file.ts';
+
+export { writeFileAtomic, type WriteHooks };
 
 export const TABLE_FILE = 'decode_gemm.json';
 
@@ -46,67 +51,58 @@ export function buildTable(
   return { table, warnings: promoted.warnings };
 }
 
+const entryKey = (e: Pick<TableEntry, 'op' | 'dtype' | 'n' | 'k' | 'bucket'>) => `${e.op}/${e.dtype}/${e.n}/${e.k}/${e.bucket}`;
+
+/** What merging a fresh table into the one on disk did. */
+export interface Merge {
+  table: Table;
+  /** entries of the old table the fresh records do not cover: kept as they were */
+  kept: number;
+  /** entries of the old table the fresh records cover: replaced */
+  replaced: number;
+  /** entries the old table did not have */
+  added: number;
+}
+
+/**
+ * The fresh table merged into `old` (a table of the same identity): an old
+ * entry stays unless the fresh one has its key (op, dtype, n, k, bucket).
+ * Header (created, gate) from the fresh one; entries in table order.
+ */
+export function mergeTables(old: Table | null, fresh: Table): Merge {
+  if (old === null) return { table: fresh, kept: 0, replaced: 0, added: fresh.entries.length };
+  const freshKeys = new Set(fresh.entries.map(entryKey));
+  const keptEntries = old.entries.filter((e) => !freshKeys.has(entryKey(e)));
+  const replaced = old.entries.length - keptEntries.length;
+  const entries = [...keptEntries, ...fresh.entries].sort(compareEntries);
+  return { table: { ...fresh, entries }, kept: keptEntries.length, replaced, added: fresh.entries.length - replaced };
+}
+
+/**
+ * The table already at `file`, to merge into: null when there is none or it
+ * belongs to another identity (`other` then says how it differs: it cannot be
+ * merged, its entries are refused by this build anyway); an error when it is
+ * there but refused (unreadable, invalid): promote will not write over it
+ * without --replace.
+ */
+export function existingTable(file: string, identity: Identity): { table: Table | null; other?: { differs: string; entries: number } } | { error: string } {
+  // through a symlink to the file it names (what a write replaces); a dangling link: none yet
+  const real = writablePath(file);
+  if ('error' in real) return real;
+  const read = readTableFile(real.path, MAX_TABLE_BYTES);
+  if ('missing' in read) return { table: null };
+  if (!('value' in read)) return { error: `${file}: the table there is refused (${read.reason})` };
+  const parsed = parseJsonTable(read.value);
+  if ('missing' in parsed) return { table: null };
+  if (!('value' in parsed)) return { error: `${file}: the table there is refused (${parsed.reason})` };
+  const old = parsed.value.table;
+  if (identityKey(old.identity) !== identityKey(identity)) return { table: null, other: { differs: identityDifference(identity, old.identity), entries: old.entries.length } };
+  return { table: old };
+}
+
 /** The file text: two-space JSON and a final newline, key order as built. */
 export function tableText(table: Table): string {
   return `${JSON.stringify(table, null, 2)}\n`;
-}
-
-/** Test seam: runs between the fsync of the temp file and the rename. */
-export type WriteHooks = { beforeRename?: (tempPath: string) => void };
-
-/**
- * Writes `text` to `target` atomically: a temp file in the same folder, fsync,
- * rename over the target, fsync of the folder. Readers see the old file or the
- * new one, never a part; on any failure the temp file is removed and the old
- * file is left as it was.
- */
-export function writeFileAtomic(target: string, text: string, hooks: WriteHooks = {}): { path: string } | { error: string } {
-  const dir = path.dirname(target);
-  const temp = path.join(dir, `.${path.basename(target)}.${process.pid}.${Date.now()}.tmp`);
-  let fd: number | null = null;
-  try {
-    fs.mkdirSync(dir, { recursive: true });
-    fd = fs.openSync(temp, 'wx', 0o644);
-    fs.writeFileSync(fd, text);
-    fs.fsyncSync(fd);
-    fs.closeSync(fd);
-    fd = null;
-    hooks.beforeRename?.(temp);
-    fs.renameSync(temp, target);
-  } catch (err) {
-    removeQuietly(fd, temp);
-    return { error: `${target}: cannot write (${errorLine(err)})` };
-  }
-  syncDir(dir);
-  return { path: target };
-}
-
-// Cleanup after a failed write must not hide its cause (the folder may not even exist).
-function removeQuietly(fd: number | null, temp: string): void {
-  try {
-    if (fd !== null) fs.closeSync(fd);
-  } catch {
-    // already failing; the write's own error is the one reported
-  }
-  try {
-    fs.rmSync(temp, { force: true });
-  } catch {
-    // no temp file can exist where the folder is unusable
-  }
-}
-
-// Makes the rename durable; some filesystems refuse fsync on a folder, and the
-// file itself is already complete, so a refusal here is not a failed write.
-function syncDir(dir: string): void {
-  let fd: number | null = null;
-  try {
-    fd = fs.openSync(dir, 'r');
-    fs.fsyncSync(fd);
-  } catch {
-    // best effort
-  } finally {
-    if (fd !== null) fs.closeSync(fd);
-  }
 }
 
 /** Writes a table atomically; one that fails the schema is refused, not written. */
@@ -138,10 +134,4 @@ export function readTable(file: string): { table: Table } | { error: string } {
     return { error: `${file}: not JSON (${errorLine(err)})` };
   }
   return parseTable(value, file);
-}
-
-function errorLine(err: unknown): string {
-  const e = err as NodeJS.ErrnoException;
-  const text = e && typeof e.message === 'string' ? e.message : String(err);
-  return text.split('\n')[0]!;
 }

@@ -4,12 +4,14 @@
 // on it, free memory, and the environment knobs that change any of that.
 //   tsx scripts/info.ts [--backend cpu|cuda|hip] [--tables-dir tables] [--json]
 // Exit 0 when a library loaded (whatever the verdict: refuse-check is the
-// gate); 1 when none could be (what was tried is printed); 2 on bad usage.
+// gate); 2 when none could be (a bad environment: what was tried is printed)
+// or on bad usage.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { asUsage, colorsFor, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, scriptCli, type OptionSpec } from '../lib/cli.ts';
 import { BACKENDS, parseBackend, DEFAULT_BUILD_DIR, KpickLoadError, loadKpick, type Info, type Kpick } from '../lib/ffi.ts';
-import { DISPATCH_KNOBS, guardTable, type Verdict } from '../lib/guard.ts';
+import { DISPATCH_KNOBS, type Verdict } from '../lib/guard.ts';
+import { readBoth } from '../lib/two-readers.ts';
 import { buildOf, routePathFor } from '../lib/route.ts';
 import type { Identity } from '../lib/schema.ts';
 import { defaultTablePath } from '../lib/table.ts';
@@ -79,7 +81,10 @@ export interface InfoReport {
   built: BuiltLibrary[];
   candidates: { total: number; available: number; defaults: string[] } | null;
   table: { path: string; exists: boolean; route_path: string; route_exists: boolean } | null;
+  /** the TS guard's verdict on the JSON table */
   verdict: { kind: Verdict['kind']; used: boolean; line: string; kept: number; dropped: number } | null;
+  /** the C route's verdict on the .route beside it (what an engine gets), and whether the two agree */
+  route_verdict: { used: boolean; line: string; kept: number; dropped: number; agree: boolean; disagreement: string | null } | null;
   memory: { free_bytes: number; total_bytes: number } | null;
   env: Record<string, string>;
 }
@@ -101,13 +106,14 @@ export function gatherInfo(args: InfoArgs, env: NodeJS.ProcessEnv = process.env)
     kpick = loadKpick(args.backend === null ? {} : { backend: args.backend });
   } catch (err) {
     if (!(err instanceof KpickLoadError)) throw err;
-    return { library: null, load_error: err.message, identity: null, candidates: null, table: null, verdict: null, memory: null, ...base };
+    return { library: null, load_error: err.message, identity: null, candidates: null, table: null, verdict: null, route_verdict: null, memory: null, ...base };
   }
   const info: Info = kpick.info();
   const build = buildOf(kpick);
   const file = defaultTablePath(args.tablesDir, build.identity);
   const routeFile = routePathFor(file);
-  const verdict = guardTable(file, build, env);
+  const both = readBoth(kpick, build, file, env);
+  const verdict = both.json.verdict;
   return {
     library: { path: kpick.path, backend: info.backend, abi: info.abi, warp: info.warp, units: info.units, pdl: info.pdl, llc_bytes: info.llcBytes },
     load_error: null,
@@ -125,6 +131,7 @@ export function gatherInfo(args: InfoArgs, env: NodeJS.ProcessEnv = process.env)
       kept: verdict.kind === 'used' ? verdict.kept.length : 0,
       dropped: verdict.kind === 'used' ? verdict.dropped.length : 0,
     },
+    route_verdict: { used: both.route.used, line: both.route.line, kept: both.route.kept, dropped: both.route.dropped, agree: both.agree, disagreement: both.disagreement },
     memory: { free_bytes: info.memFree, total_bytes: info.memTotal },
     ...base,
   };
@@ -164,6 +171,11 @@ export function infoLines(r: InfoReport, colors: ReturnType<typeof colorsFor>): 
       lines.push(row('route', `${r.table.route_path} ${r.table.route_exists ? '(present)' : c.dim('(none)')}`));
     }
     if (r.verdict) lines.push(row('verdict', r.verdict.used ? c.green(r.verdict.line) : r.verdict.kind === 'missing' ? r.verdict.line : c.yellow(r.verdict.line)));
+    if (r.route_verdict) {
+      const rv = r.route_verdict;
+      lines.push(row('C route', rv.used && rv.agree ? c.green(rv.line) : c.yellow(rv.line)));
+      if (rv.disagreement) lines.push(row('', c.yellow(rv.disagreement)));
+    }
   }
   const knobs = Object.entries(r.env);
   lines.push(row('env', knobs.length === 0 ? c.dim(`none of ${ENV_KNOBS.join(', ')} set`) : knobs.map(([k, v]) => `${k}=${v}`).join(' ')));
@@ -180,7 +192,7 @@ export function main(argv: readonly string[]): number {
     say(report.verdict ? `${library}: ${report.verdict.line}` : library);
   }
   else for (const line of infoLines(report, colorsFor(process.stderr))) say(line);
-  return report.library === null ? EXIT.failed : EXIT.ok;
+  return report.library === null ? EXIT.usage : EXIT.ok;
 }
 
 if (isMainModule(import.meta.url)) void runMain('info', () => main(process.argv.slice(2)));

@@ -1,41 +1,58 @@
 // promote: pool one or more stores of one machine and build into the per-device
-// table, tables/<arch>/<device>/decode_gemm.json. The rule is lib/promote.ts.
-//   tsx scripts/promote.ts --store stores/a [--store stores/b] [--gate 0.02] [--pdl-rows 128] [--out file] [--json] [--quiet]
-// Exit 0 when written; 2 on bad usage, a missing or empty store, mixed
-// identities or an unwritable output (nothing is written then).
+// table, tables/<arch>/<device>/decode_gemm.json, merged into the table already
+// there (entries the records do not cover stay). The rule is lib/promote.ts.
+//   tsx scripts/promote.ts --store stores/a [--store stores/b] [--gate 0.02] [--pdl-rows 128] [--identity tag] [--replace] [--out file] [--json] [--quiet]
+//   tsx scripts/promote.ts --route-only --table tables/.../decode_gemm.json   (after a hand edit of the JSON)
+// Exit 0 when written; 2 on bad usage, a missing or empty store, an unknown
+// --identity, a refused table in the way or an unwritable output (nothing is
+// written then); 3 when --route-only is given a table the JSON reader refuses.
 import { colorsFor, EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, warn, scriptCli, type OptionSpec } from '../lib/cli.ts';
-import { DEFAULT_GATE, DEFAULT_PDL_ROWS } from '../lib/promote.ts';
+import { chooseIdentity, DEFAULT_GATE, DEFAULT_PDL_ROWS } from '../lib/promote.ts';
 import { reportPathFor, writeReport } from '../lib/html-report.ts';
 import { entryJson, summaryLines } from '../lib/report.ts';
-import { routePathFor, writeCompactRoute } from '../lib/route.ts';
+import { writeRouteOf } from '../lib/route.ts';
 import { readStoreFolders } from '../lib/store.ts';
-import { buildTable, defaultTablePath, writeTable } from '../lib/table.ts';
+import { buildTable, defaultTablePath, existingTable, mergeTables, writeTable } from '../lib/table.ts';
+import { writablePath } from '../lib/write-file.ts';
 
 export const OPTIONS = {
   store: { flag: '--store <dir>', help: 'store folder to pool; repeat to pool several (required)' },
   gate: { flag: '--gate <fraction>', help: 'least gain over the default to leave it, 0..1', default: DEFAULT_GATE },
   pdlRows: { flag: '--pdl-rows <n>', help: 'largest rows bucket where a .pdl candidate may be picked (lib/promote.ts says why)', default: DEFAULT_PDL_ROWS },
+  identity: { flag: '--identity <tag>', help: "which build's records to promote when a store holds several (the tags are listed; default: the newest record's)" },
+  replace: { flag: '--replace', help: 'start the table afresh instead of merging into the one there' },
   out: { flag: '--out <file>', help: 'table file to write (default: <tables-dir>/<arch>/<device>/decode_gemm.json)' },
   tablesDir: { flag: '--tables-dir <dir>', help: 'root of the per-device tables', default: 'tables' },
+  routeOnly: { flag: '--route-only', help: 'compile the .route of --table again from its JSON (after a hand edit of `choice`); nothing else' },
+  table: { flag: '--table <file>', help: 'with --route-only: the JSON table' },
   json: { flag: '--json', help: 'one JSON line per entry on stdout' },
   quiet: { flag: '--quiet', help: 'no summary on stderr (errors and warnings still print)' },
 } satisfies Record<string, OptionSpec>;
 
-export interface PromoteArgs {
-  stores: string[];
-  gate: number;
-  pdlRows: number;
-  out: string | null;
-  tablesDir: string;
-  json: boolean;
-  quiet: boolean;
-}
+export type PromoteArgs =
+  | { routeOnly: true; table: string; json: boolean; quiet: boolean }
+  | {
+      routeOnly: false;
+      stores: string[];
+      gate: number;
+      pdlRows: number;
+      identity: string | null;
+      replace: boolean;
+      out: string | null;
+      tablesDir: string;
+      json: boolean;
+      quiet: boolean;
+    };
 
 function makeCli() {
   return scriptCli('promote', {
-    summary: 'pool stores of one machine and build into its per-device table (+ compact route and HTML report beside it)',
-    usage: '--store <dir> [--store <dir>] [--gate 0.02] [--pdl-rows 128] [--out file] [--json] [--quiet]',
-    examples: ['tsx scripts/promote.ts --store stores/h200', 'tsx scripts/promote.ts --store stores/a --store stores/b --gate 0.03 --json | jq .choice'],
+    summary: 'pool stores of one machine and build into its per-device table, merged into the one there (+ compact route and HTML report beside it)',
+    usage: '--store <dir> [--store <dir>] [--gate 0.02] [--pdl-rows 128] [--identity tag] [--replace] [--out file] [--json] [--quiet] | --route-only --table <file>',
+    examples: [
+      'tsx scripts/promote.ts --store stores/h200',
+      'tsx scripts/promote.ts --store stores/a --store stores/b --gate 0.05 --out /tmp/decode_gemm.json --json',
+      'tsx scripts/promote.ts --route-only --table tables/sm_90/nvidia-h200/decode_gemm.json',
+    ],
   }, OPTIONS);
 }
 
@@ -43,44 +60,83 @@ function makeCli() {
 export function parseArgs(argv: readonly string[]): PromoteArgs | null {
   const options = parseWithCac(makeCli(), argv);
   if (options === null) return null;
+  const json = options.json === true;
+  const quiet = options.quiet === true;
   const rawStores = options.store;
-  const stores = (Array.isArray(rawStores) ? rawStores : rawStores === undefined ? [] : [rawStores]).map((s) => {
-    if (typeof s !== 'string' && typeof s !== 'number') throw new UsageError('--store needs a folder');
-    return String(s);
-  });
+  const stores = (Array.isArray(rawStores) ? rawStores : rawStores === undefined ? [] : [rawStores]).map((s) => String(s));
+  if (options.routeOnly === true) {
+    const table = optionText(options, 'table');
+    if (table === undefined) throw new UsageError('--route-only needs --table <file> (the JSON table to compile)');
+    const stray = ['store', 'gate', 'pdlRows', 'identity', 'replace', 'out'].filter((o) => options[o] !== undefined && options[o] !== (OPTIONS[o as keyof typeof OPTIONS] as OptionSpec).default);
+    if (stray.length > 0) throw new UsageError(`--route-only takes only --table (not --${stray[0]!.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)})`);
+    return { routeOnly: true, table, json, quiet };
+  }
+  if (options.table !== undefined) throw new UsageError('--table goes with --route-only');
   if (stores.length === 0) throw new UsageError('give at least one --store <dir>');
   const gateText = optionText(options, 'gate', OPTIONS.gate.default) ?? String(OPTIONS.gate.default);
-  const gate = /^\d*\.?\d+(e-?\d+)?$/i.test(gateText) ? Number(gateText) : Number.NaN;
+  const gate = /^\d*\.?\d+$/.test(gateText) ? Number(gateText) : Number.NaN;
   if (!(gate >= 0 && gate <= 1)) throw new UsageError(`--gate must be a fraction in 0..1, got '${gateText}'`);
+  const identity = optionText(options, 'identity') ?? null;
+  if (identity !== null && !/^[0-9a-f]{1,12}$/.test(identity)) throw new UsageError(`--identity must be a tag of up to 12 hex digits (promote lists them), got '${identity}'`);
   return {
+    routeOnly: false,
     stores,
     gate,
     pdlRows: optionInt(options, 'pdlRows', OPTIONS.pdlRows.default, 0, 128),
+    identity,
+    replace: options.replace === true,
     out: optionText(options, 'out') ?? null,
     tablesDir: optionText(options, 'tablesDir', OPTIONS.tablesDir.default) ?? OPTIONS.tablesDir.default,
-    json: options.json === true,
-    quiet: options.quiet === true,
+    json,
+    quiet,
   };
 }
 
+function routeOnly(table: string, quiet: boolean): number {
+  const written = writeRouteOf(table);
+  if ('error' in written) {
+    if (written.exit === 'usage') throw new UsageError(written.error);
+    say(colorsFor(process.stderr).red(`promote: ${written.error}`));
+    return EXIT.refused;
+  }
+  if (!quiet) say(`wrote ${written.path} from ${table}`);
+  return EXIT.ok;
+}
 
 export function main(argv: readonly string[]): number {
   const args = parseArgs(argv);
   if (args === null) return EXIT.ok;
-  const built = buildTable(readStoreFolders(args.stores, warn), { gate: args.gate, pdlRows: args.pdlRows, created: new Date() });
+  if (args.routeOnly) return routeOnly(args.table, args.quiet);
+
+  const chosen = chooseIdentity(readStoreFolders(args.stores, warn), args.identity ?? undefined);
+  if ('error' in chosen) throw new UsageError(chosen.error);
+  for (const s of chosen.skipped) warn(`skipped ${s.count} records of another build, identity ${s.tag} (${s.differs}); --identity ${s.tag} promotes those instead`);
+  const built = buildTable(chosen.records, { gate: args.gate, pdlRows: args.pdlRows, created: new Date() });
   if ('error' in built) throw new UsageError(built.error);
   for (const w of built.warnings) warn(w);
   const out = args.out ?? defaultTablePath(args.tablesDir, built.table.identity);
-  const written = writeTable(out, built.table);
+
+  const target = writablePath(out); // a FIFO or a device at --out is refused before anything is read from it
+  if ('error' in target) throw new UsageError(target.error);
+  const old = args.replace ? { table: null } : existingTable(out, built.table.identity);
+  if ('error' in old) throw new UsageError(`${old.error}: --replace writes a fresh table over it`);
+  if (old.other) warn(`${out} held a table of another build (${old.other.differs}): its ${old.other.entries} entries cannot be merged and are replaced`);
+  const merged = mergeTables(old.table, built.table);
+  const written = writeTable(out, merged.table);
   if ('error' in written) throw new UsageError(written.error);
-  // The compact route (what the C router reads) and the report sit beside the
-  // table; the table is already written, so a failure here only warns.
-  for (const extra of [writeCompactRoute(built.table, routePathFor(out)), writeReport(built.table, reportPathFor(out))]) {
+  // The compact route (what the C router reads, compiled from the file just
+  // written) and the report sit beside the table; the table is already
+  // written, so a failure here only warns.
+  for (const extra of [writeRouteOf(out), writeReport(merged.table, reportPathFor(out))]) {
     if ('error' in extra) warn(extra.error);
     else if (!args.quiet) say(`wrote ${extra.path}`);
   }
-  if (!args.quiet) for (const line of summaryLines(built.table, { path: out, colors: colorsFor(process.stderr) })) say(line);
-  if (args.json) for (const entry of built.table.entries) printJsonLine(entryJson(entry));
+  if (!args.quiet) {
+    for (const line of summaryLines(merged.table, { path: out, colors: colorsFor(process.stderr) })) say(line);
+    const how = args.replace ? 'started afresh (--replace)' : `kept ${merged.kept} from the table there`;
+    say(`promote: ${out}: ${merged.table.entries.length} entries: ${how}, replaced ${merged.replaced}, added ${merged.added}`);
+  }
+  if (args.json) for (const entry of merged.table.entries) printJsonLine(entryJson(entry));
   return EXIT.ok;
 }
 

@@ -8,7 +8,7 @@
 // missing or empty store, mixed identities or an unwritable output.
 import { EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, warn, scriptCli, type OptionSpec } from '../lib/cli.ts';
 import { bucketSummaries, MAX_CHARTED, METRICS, parityFailures, readCeiling, reportPathFor, shapeGroups, writeReport, type Metric } from '../lib/html-report.ts';
-import { DEFAULT_GATE } from '../lib/promote.ts';
+import { chooseIdentity, DEFAULT_GATE } from '../lib/promote.ts';
 import type { Table } from '../lib/schema.ts';
 import { readStoreFolders } from '../lib/store.ts';
 import { buildTable, readTable } from '../lib/table.ts';
@@ -93,7 +93,11 @@ function loadSource(source: ReportSource): { table: Table; label: string } {
     if ('error' in read) throw new UsageError(read.error);
     return { table: read.table, label: source.file };
   }
-  const built = buildTable(readStoreFolders(source.dirs, warn), { gate: source.gate, created: new Date() });
+  // a store resumed after a rebuild holds two builds' records: the newest build's, the others counted
+  const chosen = chooseIdentity(readStoreFolders(source.dirs, warn));
+  if ('error' in chosen) throw new UsageError(chosen.error);
+  for (const s of chosen.skipped) warn(`skipped ${s.count} records of another build, identity ${s.tag} (${s.differs})`);
+  const built = buildTable(chosen.records, { gate: source.gate, created: new Date() });
   if ('error' in built) throw new UsageError(built.error);
   for (const w of built.warnings) warn(w);
   return { table: built.table, label: `store ${source.dirs.join(', ')} (promoted in memory, not written)` };

@@ -21,7 +21,7 @@ import {
 import { BACKENDS, parseBackend, loadKpick, type Dtype } from '../lib/ffi.ts';
 import { describeIdentity, identityFromInfo } from '../lib/identity.ts';
 import { decodeLinears, findModel, linearsOf, modelNames, parseDtypes, parseRows, parseShapes, uniqueShapes, type Bucket, type Linear } from '../lib/models.ts';
-import { StoreWriter, formatWarning, measuredKeys, readStore } from '../lib/store.ts';
+import { StoreLock, StoreWriter, formatWarning, measuredKeys, readStore, writerKey } from '../lib/store.ts';
 import { joinShardValue, parseShard, shardTag, type Shard } from '../lib/shard.ts';
 import { runSweep, selectCandidates } from '../lib/sweep.ts';
 
@@ -100,11 +100,21 @@ export async function main(argv: readonly string[]): Promise<number> {
   const args = parseSweepArgs(argv);
   if (args === null) return EXIT.ok;
   const human = !args.quiet;
+  // the library first: a bad environment stops here, before the store is touched
+  const kpick = loadKpick({ backend: args.backend });
   // the shard names the writer: its files, and the store lock it holds
   const tag = args.shard === undefined ? undefined : shardTag(args.shard);
-  const writer = asUsage(() => StoreWriter.open(args.store, 'sweep', tag));
+  const lock = asUsage(() => StoreLock.acquire(args.store, writerKey('sweep', tag)));
+  let writer: StoreWriter;
   try {
-    const kpick = loadKpick({ backend: args.backend });
+    writer = asUsage(() => StoreWriter.open(args.store, 'sweep', tag));
+  } catch (err) {
+    lock.release();
+    throw err;
+  }
+  // A sweep killed before the finally leaves its lock: the next one sees the
+  // pid is dead and takes it over.
+  try {
     const info = kpick.info();
     if (args.backend !== undefined && info.backend !== args.backend) {
       throw new UsageError(`--backend ${args.backend}, but ${kpick.path} is a ${info.backend} build`);
@@ -154,6 +164,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     return EXIT.ok;
   } finally {
     writer.close();
+    lock.release();
   }
 }
 

@@ -1,20 +1,25 @@
 // Every script speaks the same CLI: --help with examples, --version, --json,
 // --quiet, one red line and exit 2 on an unknown option, no colour under NO_COLOR.
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { optionInt, parseWithCac, scriptCli, UsageError } from '../lib/cli.ts';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const SCRIPTS = readdirSync(join(ROOT, 'scripts')).filter((f) => f.endsWith('.ts'));
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 
-function run(script: string, args: string[]) {
+function run(script: string, args: string[], extraEnv: Record<string, string> = {}) {
+  const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1', ...extraEnv };
+  if (!('KPICK_LIB' in extraEnv)) delete env.KPICK_LIB;
+  if (!('KPICK_BACKEND' in extraEnv)) delete env.KPICK_BACKEND;
   const r = spawnSync(process.execPath, ['--import', 'tsx', join('scripts', script), ...args], {
     cwd: ROOT,
-    env: { ...process.env, NO_COLOR: '1' },
+    env,
     encoding: 'utf8',
   });
   return { code: r.status, out: r.stdout + r.stderr };
@@ -48,5 +53,57 @@ for (const script of SCRIPTS) {
     assert.not.match(r.out, '\u001b[');
   });
 }
+
+// One exit-code rule (lib/cli.ts): 2 for bad usage and a bad environment.
+const LOADING = [
+  ['sweep.ts', '--model', 'tiny', '--store', join(tmpdir(), 'kpick-cli-never')],
+  ['parity.ts', '--model', 'tiny'],
+  ['info.ts'],
+  ['refuse-check.ts'],
+  ['serve-bench.ts', '--model', 'tiny'],
+  ['check.ts', '--model', 'tiny', '--store', join(tmpdir(), 'kpick-cli-never')],
+] as const;
+
+for (const [script, ...args] of LOADING) {
+  test(`${script}: KPICK_BACKEND=foo and a missing library exit 2, naming what was tried`, () => {
+    const foo = run(script, [...args], { KPICK_BACKEND: 'foo' });
+    assert.is(foo.code, 2, foo.out);
+    assert.match(foo.out, "KPICK_BACKEND must be one of cpu, cuda, hip, got 'foo'");
+    const missing = join(tmpdir(), 'kpick-no-such-lib.so');
+    const none = run(script, [...args], { KPICK_LIB: missing });
+    assert.is(none.code, 2, none.out);
+    assert.match(none.out, `tried ${missing}: no such file`);
+  });
+}
+
+test('numbers are typed in decimal: negative, hex and exponent forms exit 2 naming the option', () => {
+  const store = join(tmpdir(), 'kpick-cli-never');
+  for (const [flag, value, says] of [
+    ['--rows', '-1', "--rows '-1' is not a bucket"],
+    ['--rows', '0x4', "--rows '0x4' is not a bucket"],
+    ['--rows', '2e0', "--rows '2e0' is not a bucket"],
+    ['--samples', '-1', "--samples must be an integer in 1..100000, got '-1'"],
+    ['--samples', '0x4', "--samples must be an integer in 1..100000, got '0x4'"],
+    ['--samples', '2e0', "--samples must be an integer in 1..100000, got '2e0'"],
+    ['--samples', '', '--samples needs a value, got an empty one'],
+  ] as const) {
+    const r = run('sweep.ts', ['--model', 'tiny', '--store', store, flag, value]);
+    assert.is(r.code, 2, r.out);
+    assert.is(r.out.split('\n').length, 2, r.out);
+    assert.ok(r.out.startsWith(`sweep: ${says}`), r.out);
+  }
+  assert.not.ok(existsSync(store), 'nothing was measured');
+});
+
+test('parseWithCac hands over every value as typed', () => {
+  const cli = scriptCli('t', 'x', { rows: { flag: '--rows <list>', help: '' }, n: { flag: '--n <n>', help: '' }, json: { flag: '--json', help: '' } });
+  assert.equal(parseWithCac(cli, ['--rows', '0x4', '--n=-1', '--json']), { '--': [], rows: '0x4', n: '-1', json: true });
+  assert.equal(parseWithCac(cli, ['--rows', '1', '--rows', '007'])!.rows, ['1', '007']);
+  assert.throws(() => parseWithCac(cli, ['--rows']), (e: unknown) => e instanceof UsageError && e.message === '--rows needs a value');
+  assert.throws(() => parseWithCac(cli, ['--n=']), (e: unknown) => e instanceof UsageError && e.message === '--n needs a value, got an empty one');
+  assert.throws(() => parseWithCac(cli, ['--json', '']), (e: unknown) => e instanceof UsageError && /an empty argument/.test(e.message));
+  assert.throws(() => optionInt({ n: '2e0' }, 'n', 1, 1, 8), (e: unknown) => e instanceof UsageError && e.message === "--n must be an integer in 1..8, got '2e0'");
+  assert.is(optionInt({ n: '08' }, 'n', 1, 1, 8), 8);
+});
 
 test.run();

@@ -7,6 +7,7 @@ import koffi from 'koffi';
 import { ABI_VERSION, KpickCandidate, KpickInfo } from '../lib/ffi-types.ts';
 import { DEFAULT_BUILD_DIR, KpickError, KpickLoadError, loadKpick, type Problem } from '../lib/ffi.ts';
 import { identityFromInfo } from '../lib/identity.ts';
+import { UsageError } from '../lib/cli.ts';
 
 const CPU_LIB = join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so');
 const kpick = loadKpick({ lib: CPU_LIB });
@@ -281,6 +282,7 @@ test('loading a missing path lists it with the reason', () => {
     assert.unreachable('loaded a missing library');
   } catch (err) {
     assert.instance(err, KpickLoadError);
+    assert.instance(err, UsageError, 'a missing library is a bad environment: exit 2');
     assert.is((err as Error).message, 'no usable libkpick (tried /nonexistent/libkpick-x.so: no such file)');
   }
 });
@@ -316,7 +318,9 @@ test('KPICK_LIB wins over KPICK_BACKEND; a bad backend name is refused', () => {
     delete process.env.KPICK_LIB;
     process.env.KPICK_BACKEND = 'cpu';
     assert.is(loadKpick().path, CPU_LIB);
-    assert.throws(() => loadKpick({ backend: 'metal' }), /backend must be one of cpu, cuda, hip, got 'metal'/);
+    assert.throws(() => loadKpick({ backend: 'metal' }), (e: unknown) => e instanceof KpickLoadError && e instanceof UsageError && /^--backend must be one of cpu, cuda, hip, got 'metal'$/.test((e as Error).message));
+    process.env.KPICK_BACKEND = 'foo';
+    assert.throws(() => loadKpick(), (e: unknown) => e instanceof UsageError && /^KPICK_BACKEND must be one of cpu, cuda, hip, got 'foo'$/.test((e as Error).message));
     const err = (() => {
       try {
         loadKpick({ backend: 'hip', buildDir: '/nonexistent' });

@@ -7,10 +7,10 @@ import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { DISPATCH_KNOBS, duplicateKey, guardTable, judge, MAX_TABLE_BYTES, type Build, type Verdict } from '../lib/guard.ts';
-import { compactRouteText, guardCompactRoute, MAX_ROUTE_BYTES } from '../lib/route.ts';
+import { compileRoute, guardCompactRoute, jsonPathFor, MAX_ROUTE_BYTES, writeRouteOf } from '../lib/route.ts';
 import type { Table } from '../lib/schema.ts';
 import { tableText } from '../lib/table.ts';
-import { build, candidateResult, entryOf, nativeVerdict, realTable, tempDir, withEnv } from './helpers/route-tables.ts';
+import { build, candidateResult, entryOf, kpick, native, nativeVerdict, realTable, routeTextOf, tempDir, withEnv } from './helpers/route-tables.ts';
 
 const NO_KNOBS = { KPICK_FORCE: undefined, KPICK_NO_BLASLT: undefined };
 
@@ -21,9 +21,14 @@ function jsonVerdict(text: string, name = 'decode_gemm.json'): { file: string; v
   return { file, verdict: withEnv(NO_KNOBS, () => guardTable(file, build)) };
 }
 
-/** The compact text through both readers; asserts they give one line, and returns it. */
-function routeLine(text: string, file = path.join(tempDir(), 'decode_gemm.route')): string {
+/**
+ * The compact text through both readers; asserts they give one line, and
+ * returns it. `table`: the JSON written beside it (the one the text was
+ * compiled from), else the real table's.
+ */
+function routeLine(text: string, file = path.join(tempDir(), 'decode_gemm.route'), table: Table = realTable()): string {
   fs.writeFileSync(file, text);
+  if (!fs.existsSync(jsonPathFor(file))) fs.writeFileSync(jsonPathFor(file), tableText(table));
   const ts = guardCompactRoute(file, build, process.env).line;
   const c = nativeVerdict(file);
   assert.is(c, ts, 'route.c and lib/route.ts disagree');
@@ -36,7 +41,7 @@ function bothForms(table: Table, env: Record<string, string | undefined> = {}): 
     const dir = tempDir();
     const file = path.join(dir, 'decode_gemm.json');
     fs.writeFileSync(file, tableText(table));
-    return { json: guardTable(file, build), route: routeLine(compactRouteText(table), path.join(dir, 'decode_gemm.route')), file };
+    return { json: guardTable(file, build), route: routeLine(routeTextOf(table), path.join(dir, 'decode_gemm.route'), table), file };
   });
 }
 
@@ -70,7 +75,7 @@ test('truncated JSON is refused as invalid, naming the parse error', () => {
 });
 
 test('a truncated compact table is refused by both readers with the same line', () => {
-  const text = compactRouteText(realTable());
+  const text = routeTextOf(realTable());
   const lines = text.split('\n');
   assert.match(routeLine(lines.slice(0, 12).join('\n') + '\n'), /refused: invalid: truncated after line 12: expected \d+ entries and 'end'; run promote again/);
   assert.match(routeLine(text.slice(0, -1)), /invalid: line \d+: no newline at the end \(truncated\?\)/);
@@ -106,11 +111,11 @@ test('an older or unknown format version is refused as such, before the schema',
   table.format = '1';
   assert.match(jsonVerdict(JSON.stringify(table)).verdict.line, /invalid: format: Invalid type: Expected number/);
 
-  const text = compactRouteText(realTable());
-  assert.match(routeLine(text.replace(/^kpick-route 1\n/, 'kpick-route 0\n')), /refused: older format \(route 0, this kpick reads 1\); run promote again/);
-  assert.match(routeLine(text.replace(/^kpick-route 1\n/, 'kpick-route 7\n')), /refused: newer format \(route 7, this kpick reads 1\); upgrade kpick/);
+  const text = routeTextOf(realTable());
+  assert.match(routeLine(text.replace(/^kpick-route 2\n/, 'kpick-route 0\n')), /refused: older format \(route 0, this kpick reads 2\); run promote again/);
+  assert.match(routeLine(text.replace(/^kpick-route 2\n/, 'kpick-route 7\n')), /refused: newer format \(route 7, this kpick reads 2\); upgrade kpick/);
   assert.match(routeLine(replaceLine(text, /\nformat 1\n/, '\nformat 2\n')), /refused: newer format \(format 2, this kpick reads 1\)/);
-  assert.match(routeLine(text.replace(/^kpick-route 1\n/, 'kpick-rout 1\n')), /invalid: line 1: not a kpick route file/);
+  assert.match(routeLine(text.replace(/^kpick-route 2\n/, 'kpick-rout 2\n')), /invalid: line 1: not a kpick route file/);
 });
 
 test('another backend, arch or device is refused: run the tuner on this machine', () => {
@@ -243,8 +248,8 @@ test('duplicate entries for one op/dtype/n/k/bucket are refused by every reader'
   assert.is(json.kind, 'invalid');
   const key = `${copy.op} ${copy.dtype} ${copy.n}x${copy.k}, bucket ${copy.bucket}`;
   assert.ok(json.line.includes(`refused: invalid: entries[${last}] repeats entries[5] (${key}); run promote again`), json.line);
-  // line 11 is entries[0]
-  assert.ok(route.includes(`refused: invalid: line ${11 + last} repeats line ${11 + 5} (${key}); run promote again`), route);
+  // line 12 is entries[0]
+  assert.ok(route.includes(`refused: invalid: line ${12 + last} repeats line ${12 + 5} (${key}); run promote again`), route);
 });
 
 test('non-finite or negative times are refused', () => {
@@ -262,9 +267,9 @@ test('text that is not UTF-8, or not printable ASCII in the compact form, is ref
   const file = path.join(tempDir(), 'decode_gemm.json');
   fs.writeFileSync(file, Buffer.concat([Buffer.from('{"format": 1, "x": "'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]));
   assert.match(withEnv(NO_KNOBS, () => guardTable(file, build)).line, /invalid: not UTF-8 text/);
-  const text = compactRouteText(realTable());
-  assert.match(routeLine(text.replace('entries ', 'entries\t')), /invalid: line 10: byte 0x09 is not printable ASCII/);
-  assert.match(routeLine(text.replace(/\nend\n$/, '\nend\r\n')), /invalid: line \d+: byte 0x0d is not printable ASCII/);
+  const text = routeTextOf(realTable());
+  assert.match(routeLine(text.replace('entries ', 'entries\t')), /invalid: line 11: byte 0x09 is not printable ASCII/);
+  assert.match(routeLine(text.replace(/(\nend [0-9a-f]{64})\n$/, '$1\r\n')), /invalid: line \d+: byte 0x0d is not printable ASCII/);
 });
 
 test('a file larger than any real table is refused before it is read', () => {
@@ -286,7 +291,7 @@ test('a symlink to another folder is refused; one inside the table\'s folder is 
   const table = realTable();
   const elsewhere = tempDir();
   fs.writeFileSync(path.join(elsewhere, 'decode_gemm.json'), tableText(table));
-  fs.writeFileSync(path.join(elsewhere, 'decode_gemm.route'), compactRouteText(table));
+  fs.writeFileSync(path.join(elsewhere, 'decode_gemm.route'), routeTextOf(table));
   const here = tempDir();
   for (const name of ['decode_gemm.json', 'decode_gemm.route']) fs.symlinkSync(path.join(elsewhere, name), path.join(here, name));
   const json = withEnv(NO_KNOBS, () => guardTable(path.join(here, 'decode_gemm.json'), build));
@@ -298,9 +303,10 @@ test('a symlink to another folder is refused; one inside the table\'s folder is 
   assert.match(ts, /unreadable: a symlink to another folder/);
 
   // a link to a sibling (say, a dated copy) is the same folder's table
-  fs.writeFileSync(path.join(elsewhere, 'dated.route'), compactRouteText(table));
+  fs.writeFileSync(path.join(elsewhere, 'dated.route'), routeTextOf(table));
   fs.symlinkSync('dated.route', path.join(elsewhere, 'current.route'));
-  assert.match(routeLine(compactRouteText(table), path.join(elsewhere, 'dated.route')), /loaded \d+ entries, dropped 0$/);
+  fs.symlinkSync('dated.json', path.join(elsewhere, 'current.json')); // its JSON goes with it
+  assert.match(routeLine(routeTextOf(table), path.join(elsewhere, 'dated.route'), table), /loaded \d+ entries, dropped 0$/);
   const current = path.join(elsewhere, 'current.route');
   assert.is(nativeVerdict(current), guardCompactRoute(current, build, process.env).line);
   assert.match(nativeVerdict(current), /loaded \d+ entries, dropped 0$/);
@@ -355,6 +361,104 @@ test('judge: a choice whose rows range misses part of its bucket is dropped (a b
   assert.is(v.line, "kpick: table t: loaded 1 entries, dropped 1 (1 choice does not take these rows)");
   const unavailable: Build = { identity: build.identity, candidates: build.candidates.map((c) => (c.name === 'rowblk.r4' ? { ...c, available: false } : c)) };
   assert.is(judge('t', { identity: build.identity, entries: [entry(4)] }, unavailable, {}).line, 'kpick: table t: loaded 0 entries, dropped 1 (1 choice not available on this target)');
+});
+
+// ---- one table, one truth: the route is the compiled form of the JSON beside it ----
+
+/** A table's JSON and route (compiled from it) in a fresh folder. */
+function promoted(table: Table): { json: string; route: string } {
+  const dir = tempDir();
+  const json = path.join(dir, 'decode_gemm.json');
+  fs.writeFileSync(json, tableText(table));
+  const written = writeRouteOf(json);
+  assert.ok('path' in written, JSON.stringify(written));
+  return { json, route: path.join(dir, 'decode_gemm.route') };
+}
+
+const fixCommand = (json: string) => `run \`npx tsx scripts/promote.ts --route-only --table ${json}\``;
+
+test('a JSON edited after its route was written: both route readers refuse the route, naming the command that compiles it again', () => {
+  const table = realTable();
+  const { json, route } = promoted(table);
+  const edited = entryOf(table, 'linear', 'bf16', 48, 80, 8);
+  edited.choice = 'splitk.s4';
+  edited.candidates['splitk.s4'] = candidateResult();
+  fs.writeFileSync(json, tableText(table));
+  const line = withEnv(NO_KNOBS, () => routeLine(fs.readFileSync(route, 'latin1'), route));
+  assert.match(line, new RegExp(`^kpick: table ${route} refused: ${json} changed since the route was written \\(sha256 [0-9a-f]{12}, the route was made from [0-9a-f]{12}\\); `));
+  assert.ok(line.endsWith(`; ${fixCommand(json)}; using the defaults`), line);
+  // the JSON itself is still used: the scripts route by the edit, an engine by nothing stale
+  assert.is(withEnv(NO_KNOBS, () => guardTable(json, build)).kind, 'used');
+
+  // the one command: the route follows the edit, and both readers use it
+  assert.equal(writeRouteOf(json), { path: route });
+  withEnv(NO_KNOBS, () => {
+    assert.match(routeLine(fs.readFileSync(route, 'latin1'), route), /loaded \d+ entries, dropped 0$/);
+    native.load(route);
+    assert.is(kpick.candidates()[native.lookup('linear', 'bf16', 48, 80, 7)]!.name, 'splitk.s4');
+    native.load(null);
+  });
+});
+
+test('a route edited by hand (its JSON untouched) is refused by both readers: its checksum no longer matches', () => {
+  const table = realTable();
+  const { json, route } = promoted(table);
+  const text = fs.readFileSync(route, 'latin1');
+  const e = table.entries[0]!;
+  const edited = text.replace(`\n${e.op} ${e.dtype} ${e.n} ${e.k} ${e.bucket} ${e.choice} `, `\n${e.op} ${e.dtype} ${e.n} ${e.k} ${e.bucket} ${e.op === 'linear' ? 'splitk.s4' : 'gated.splitk.s4'} `);
+  assert.not.equal(edited, text);
+  const line = withEnv(NO_KNOBS, () => routeLine(edited, route));
+  assert.is(line, `kpick: table ${route} refused: edited since it was written (its checksum does not match); ${fixCommand(json)}; using the defaults`);
+  // ...and so is a route whose end line was "fixed" to any other sum
+  const resummed = text.replace(/\nend [0-9a-f]{64}\n$/, `\nend ${'0'.repeat(64)}\n`);
+  assert.match(withEnv(NO_KNOBS, () => routeLine(resummed, route)), /refused: edited since it was written/);
+  assert.match(withEnv(NO_KNOBS, () => routeLine(text.replace(/\nend [0-9a-f]{64}\n$/, '\nend\n'), route)), /invalid: line \d+: expected 'end <sha256 of the lines above: 64 hex digits>' after \d+ entries/);
+  assert.match(withEnv(NO_KNOBS, () => routeLine(text.replace(/\njson [0-9a-f]{64}\n/, '\njson 12ab\n'), route)), /invalid: line 2: expected 'json <sha256 of the JSON table: 64 hex digits>'/);
+});
+
+test('a route without its JSON beside it, or beside something that is not a file, is refused by both readers', () => {
+  const table = realTable();
+  const { json, route } = promoted(table);
+  const text = fs.readFileSync(route, 'latin1');
+  fs.rmSync(json);
+  const away = 'a route is used only beside the JSON it was made from: restore it or run promote again';
+  assert.is(withEnv(NO_KNOBS, () => {
+    const ts = guardCompactRoute(route, build, process.env).line;
+    assert.is(nativeVerdict(route), ts);
+    return ts;
+  }), `kpick: table ${route} refused: no JSON table beside it (${json}); ${away}; using the defaults`);
+  fs.mkdirSync(json);
+  const line = withEnv(NO_KNOBS, () => routeLine(text, route));
+  assert.is(line, `kpick: table ${route} refused: ${json} unreadable: not a regular file; ${away}; using the defaults`);
+});
+
+test('the JSON\'s refusals reach the route: other space, compiler or device, and a knob, refuse the compiled route in C as in TS', () => {
+  for (const [field, words] of [['space', /other space/], ['compiler', /other compiler/], ['device', /other device/]] as const) {
+    const table = realTable();
+    table.identity[field] = `not-${field}-here`;
+    const { json, route } = promoted(table);
+    withEnv(NO_KNOBS, () => {
+      assert.match(guardTable(json, build).line, words);
+      assert.match(routeLine(fs.readFileSync(route, 'latin1'), route), words);
+    });
+  }
+  const { route } = promoted(realTable());
+  assert.match(withEnv({ ...NO_KNOBS, KPICK_FORCE: 'splitk.s4' }, () => routeLine(fs.readFileSync(route, 'latin1'), route)), /refused: KPICK_FORCE=splitk\.s4 is set/);
+});
+
+test('a JSON the reader refuses compiles to no route: compileRoute and writeRouteOf say why and write nothing', () => {
+  const dir = tempDir();
+  const json = path.join(dir, 'decode_gemm.json');
+  const table = realTable() as unknown as Record<string, unknown>;
+  table.format = 2;
+  fs.writeFileSync(json, JSON.stringify(table));
+  const r = writeRouteOf(json);
+  assert.ok('error' in r && r.exit === 'refused' && /newer format \(format 2, this kpick reads 1\); no route written/.test(r.error), JSON.stringify(r));
+  fs.writeFileSync(json, '{"format": 1, "format": 1}');
+  assert.match(String((compileRoute(fs.readFileSync(json)) as { error: string }).error), /duplicate key "format"/);
+  assert.equal(fs.readdirSync(dir), ['decode_gemm.json'], 'no route written');
+  const missing = writeRouteOf(path.join(dir, 'none.json'));
+  assert.ok('error' in missing && missing.exit === 'usage', JSON.stringify(missing));
 });
 
 test.run();

@@ -3,7 +3,8 @@
 // choice, gain and reason below follows from the rule, not from a measurement.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { DEFAULT_GATE, DEFAULT_PDL_ROWS, MIN_SAMPLES, poolCandidate, promote, type Promoted } from '../lib/promote.ts';
+import { chooseIdentity, DEFAULT_GATE, DEFAULT_PDL_ROWS, MIN_SAMPLES, poolCandidate, promote, type Promoted } from '../lib/promote.ts';
+import { identityTag } from '../lib/identity.ts';
 import type { StoreRecord, TableEntry } from '../lib/schema.ts';
 import { evenSamples, problem, syntheticRecord, SYNTHETIC_IDENTITY } from './helpers/synthetic-records.ts';
 
@@ -337,6 +338,26 @@ test('entries are sorted by op, dtype, n, k, bucket whatever the record order', 
   const expected = ['bf16 1024 4096 8', 'bf16 4096 512 1', 'bf16 4096 512 2', 'fp16 1024 512 1'];
   assert.equal(keys(records), expected);
   assert.equal(keys([...records].reverse()), expected);
+});
+
+test('chooseIdentity: the newest record\'s build by default, others skipped with counts and what differs; a tag prefix picks one', () => {
+  const gcc = { ...SYNTHETIC_IDENTITY, compiler: 'gcc 12.2.0 -O3' };
+  const records = [
+    ...problem({}, [{ candidate: 'rowblk.r2' }]),
+    ...problem({ identity: gcc, at: '2025-03-01T00:00:00.000Z' }, [{ candidate: 'rowblk.r2', identity: gcc, at: '2025-03-01T00:00:00.000Z' }]),
+  ];
+  const chosen = chooseIdentity(records);
+  assert.ok('identity' in chosen);
+  if (!('identity' in chosen)) return;
+  assert.equal(chosen.identity, gcc);
+  assert.is(chosen.records.length, 2);
+  assert.equal(chosen.skipped.map((s) => [s.tag, s.count, s.differs]), [[identityTag(SYNTHETIC_IDENTITY), 2, 'compiler ("gcc 12.2.0 -O3" vs "synthetic-cc 1.0 -O3")']]);
+  const back = chooseIdentity(records, identityTag(SYNTHETIC_IDENTITY).slice(0, 4));
+  assert.ok('identity' in back && back.identity.compiler === SYNTHETIC_IDENTITY.compiler);
+  assert.ok('error' in chooseIdentity(records, 'zz'));
+  assert.equal(chooseIdentity([]), { error: 'no records to promote' });
+  assert.is(identityTag(SYNTHETIC_IDENTITY), identityTag({ ...SYNTHETIC_IDENTITY }), 'a tag is the identity, not the object');
+  assert.match(identityTag(gcc), /^[0-9a-f]{12}$/);
 });
 
 test.run();

@@ -13,12 +13,12 @@ import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import * as v from 'valibot';
-import type { Problem } from '../lib/ffi.ts';
+import { KpickError, type Problem } from '../lib/ffi.ts';
 import { guardTable, type Verdict } from '../lib/guard.ts';
-import { compactRouteText, guardCompactRoute, loadRoute, parseCompactRoute, type Route } from '../lib/route.ts';
+import { compactRouteText, guardCompactRoute, loadRoute, parseCompactRoute, sealRoute, sha256Hex, type Route } from '../lib/route.ts';
 import { BUCKETS, Table, TABLE_FORMAT } from '../lib/schema.ts';
 import { tableText } from '../lib/table.ts';
-import { build, kpick, native, realTable, SHAPES, tempDir, withEnv } from './helpers/route-tables.ts';
+import { build, headOf, kpick, linearThroughRoute, native, othersOf, realTable, SHAPES, tempDir, withEnv } from './helpers/route-tables.ts';
 
 const SEED = 0x6b70_1c4b;
 const CASES = 1200;
@@ -127,11 +127,21 @@ function mutateRouteLines(text: string, r: Rng): string {
       break;
     default: {
       const fields = lines[i]!.split(' ');
-      fields[r.int(fields.length)] = r.pick(['0', '8', '007', 'plain', 'rowblk.r4', 'gated.plain', 'fail', 'pass', 'ok', '1', '2', '', 'linear', 'fp16', '16777217', '4096']);
+      fields[r.int(fields.length)] = r.pick(['0', '8', '007', headOf('linear'), othersOf('linear')[1]!, headOf('gated'), 'fail', 'pass', 'ok', '1', '2', '', 'linear', 'fp16', '16777217', '4096']);
       lines[i] = fields.join(' ');
     }
   }
   return lines.join('\n');
+}
+
+/**
+ * The text with its end line sealed again (as a writer would after the
+ * edit), so a mutation reaches the parser and the judge instead of stopping
+ * at the checksum; unchanged when it has no end line left.
+ */
+function reseal(text: string): string {
+  const m = /\nend [0-9a-f]{64}\n$/.exec(text);
+  return m ? sealRoute(text.slice(0, m.index + 1)) : text;
 }
 
 // ---- oracles: what a valid table is, stated without the guard -----------------
@@ -175,9 +185,9 @@ function entryMayRoute(e: { op: string; choice: string; status: string; parity: 
 /** The compact text a writer prints for a parsed view: an accepted text must be exactly this. */
 function canonicalRoute(view: Extract<ReturnType<typeof parseCompactRoute>, { value: unknown }>['value']): string {
   const id = view.identity;
-  const head = [`kpick-route 1`, `format ${TABLE_FORMAT}`, ...(['backend', 'arch', 'device', 'runtime', 'blas', 'compiler', 'space'] as const).map((k) => `${k} ${id[k]}`), `entries ${view.entries.length}`];
+  const head = [`kpick-route 2`, `json ${view.jsonSha256}`, `format ${TABLE_FORMAT}`, ...(['backend', 'arch', 'device', 'runtime', 'blas', 'compiler', 'space'] as const).map((k) => `${k} ${id[k]}`), `entries ${view.entries.length}`];
   const body = view.entries.map((e) => `${e.op} ${e.dtype} ${e.n} ${e.k} ${e.bucket} ${e.choice} ${e.status} ${e.parity} ${e.stack ? 1 : 0}`);
-  return `${[...head, ...body, 'end'].join('\n')}\n`;
+  return sealRoute(`${[...head, ...body].join('\n')}\n`);
 }
 
 // ---- outputs through the route ---------------------------------------------
@@ -234,9 +244,20 @@ function probe(r: Rng, choiceOf: (op: string, dtype: string, n: number, k: numbe
   const allowed = [head, choiceOf(op, dtype, shape.n, shape.k, bucket)];
   assert.ok(allowed.includes(chosen), `${label}: routed ${op} ${dtype} ${shape.n}x${shape.k} m=${m} to ${chosen}, allowed ${allowed.join(' or ')}`);
   if (ts) assert.is(ts.lookup(op, dtype, shape.n, shape.k, m), chosen, `${label}: TS and C routes differ`);
-  const y = new Uint16Array(m * shape.n).fill(0xffff);
-  native.linear(op, dtype, inp.x.subarray(0, m * shape.k), inp.w, y, m, shape.n, shape.k);
-  assert.ok(sameBytes(y, runY(inp, chosen, m)), `${label}: y through the route is not ${chosen}'s`);
+  // on the memory the backend takes (device memory on a GPU); now and then
+  // also as a decode step runs it, captured into a graph (after the eager
+  // call: a GPU grows its scratch only outside capture)
+  inp.problem.setRows(m);
+  if (!inp.problem.supports(kpick.candidate(chosen).id)) {
+    // a choice the guard cannot know fails here (a GPU's blaslt.algoN past the
+    // heuristic's count for this shape): an error, never a fault
+    assert.throws(() => linearThroughRoute(op, dtype, inp.x, inp.w, m, shape.n, shape.k), (e: unknown) => e instanceof KpickError, `${label}: ${chosen} cannot run here, yet kpick_linear did`);
+    return;
+  }
+  const want = runY(inp, chosen, m);
+  const y = linearThroughRoute(op, dtype, inp.x, inp.w, m, shape.n, shape.k);
+  assert.ok(sameBytes(y, want), `${label}: y through the route is not ${chosen}'s`);
+  if (r.int(4) === 0) assert.ok(sameBytes(linearThroughRoute(op, dtype, inp.x, inp.w, m, shape.n, shape.k, { graph: true }), want), `${label}: y through the route in a graph is not ${chosen}'s`);
 }
 
 // ---- the cases -------------------------------------------------------------------
@@ -291,7 +312,7 @@ function checkRouteCase(file: string, text: string, label: string): { ts: Route;
 test(`fuzz: ${CASES} mutated real tables (seed ${SEED}): no crash, nothing invalid accepted, outputs only the default's or the choice's`, () => {
   const base = realTable();
   const baseJson = tableText(base);
-  const baseRoute = compactRouteText(base);
+  const baseRoute = compactRouteText(base, sha256Hex(baseJson));
   const dir = tempDir('kpick-fuzz-');
   const jsonFile = path.join(dir, 'decode_gemm.json');
   const routeFile = path.join(dir, 'decode_gemm.route');
@@ -317,7 +338,7 @@ test(`fuzz: ${CASES} mutated real tables (seed ${SEED}): no crash, nothing inval
         if (!parsed.success) continue;
         let route: string;
         try {
-          route = compactRouteText(parsed.output);
+          route = compactRouteText(parsed.output, sha256Hex(text)); // the JSON beside it is `text`
         } catch {
           continue; // a choice or identity the form cannot hold: promote writes no route
         }
@@ -331,7 +352,10 @@ test(`fuzz: ${CASES} mutated real tables (seed ${SEED}): no crash, nothing inval
         for (let p = 0; p < 2; p++) probe(r, choiceOf, ts, label);
       } else {
         // the compact text: bytes or lines
-        const text = r.int(2) === 0 ? mutateText(baseRoute, r) : mutateRouteLines(baseRoute, r);
+        // the compact text beside the base JSON: mutated, and half the time sealed again
+        fs.writeFileSync(jsonFile, baseJson);
+        const mutated = r.int(2) === 0 ? mutateText(baseRoute, r) : mutateRouteLines(baseRoute, r);
+        const text = r.int(2) === 0 ? reseal(mutated) : mutated;
         const { ts, view } = checkRouteCase(routeFile, text, label);
         seen[ts.verdict.used ? 'used' : 'refused']++;
         const entries = ts.verdict.used && 'value' in view ? view.value.entries : [];

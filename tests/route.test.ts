@@ -9,15 +9,19 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { KpickError } from '../lib/ffi.ts';
 import type { Build } from '../lib/guard.ts';
-import { bucketOf, classDefault, compactRouteText, loadRoute, parseCompactRoute, Route, routeOnce, routePathFor, writeCompactRoute } from '../lib/route.ts';
+import { bucketOf, classDefault, compactRouteText, loadRoute, parseCompactRoute, Route, routeOnce, routePathFor, sha256Hex, writeRouteOf } from '../lib/route.ts';
 import type { Table } from '../lib/schema.ts';
-import { readTable, writeTable } from '../lib/table.ts';
-import { build, candidateResult, entryOf, kpick, native, nativeVerdict, realTable, SHAPES, tempDir, withEnv } from './helpers/route-tables.ts';
+import { readTable, tableText, writeTable } from '../lib/table.ts';
+import { readBoth } from '../lib/two-readers.ts';
+import { build, candidateResult, entryOf, headOf, kpick, linearThroughRoute, native, onDevice, othersOf, realTable, SHAPES, tempDir, withEnv } from './helpers/route-tables.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const NO_KNOBS = { KPICK_FORCE: undefined, KPICK_NO_BLASLT: undefined };
 const DTYPES = ['bf16', 'fp16'] as const;
 const nameOf = (id: number) => kpick.candidates()[id]!.name;
+// Names from the loaded build's space, so the suite runs on any backend.
+const HEAD = { linear: headOf('linear'), gated: headOf('gated') };
+const OTHER = { linear: othersOf('linear'), gated: othersOf('gated') };
 
 /** Writes the table as JSON and compact form into a fresh folder. */
 function writeBoth(table: Table): { json: string; route: string } {
@@ -25,7 +29,7 @@ function writeBoth(table: Table): { json: string; route: string } {
   const json = path.join(dir, 'decode_gemm.json');
   const route = routePathFor(json);
   assert.equal(writeTable(json, table), { path: json });
-  assert.equal(writeCompactRoute(table, route), { path: route });
+  assert.equal(writeRouteOf(json), { path: route });
   return { json, route };
 }
 
@@ -74,47 +78,55 @@ test('bucketOf: the smallest bucket that holds M', () => {
 
 test('the compact form: versioned header, identity, one line per entry, end; read back the same', () => {
   const table = realTable();
-  const text = compactRouteText(table);
+  const sha = sha256Hex(tableText(table));
+  const text = compactRouteText(table, sha);
   const lines = text.split('\n');
-  assert.equal(lines.slice(0, 2), ['kpick-route 1', 'format 1']);
-  assert.equal(lines.slice(2, 9), (['backend', 'arch', 'device', 'runtime', 'blas', 'compiler', 'space'] as const).map((k) => `${k} ${table.identity[k]}`));
-  assert.is(lines[9], `entries ${table.entries.length}`);
-  assert.equal(lines.slice(-2), ['end', '']);
+  assert.equal(lines.slice(0, 3), ['kpick-route 2', `json ${sha}`, 'format 1']);
+  assert.equal(lines.slice(3, 10), (['backend', 'arch', 'device', 'runtime', 'blas', 'compiler', 'space'] as const).map((k) => `${k} ${table.identity[k]}`));
+  assert.is(lines[10], `entries ${table.entries.length}`);
+  const body = `${lines.slice(0, -2).join('\n')}\n`;
+  assert.equal(lines.slice(-2), [`end ${sha256Hex(body)}`, ''], 'the end line seals every line above it');
   const e = table.entries[0]!;
   const c = e.candidates[e.choice]!;
-  assert.is(lines[10], `${e.op} ${e.dtype} ${e.n} ${e.k} ${e.bucket} ${e.choice} ${c.status} ${c.parity} ${c.stack_bound ? 1 : 0}`);
+  assert.is(lines[11], `${e.op} ${e.dtype} ${e.n} ${e.k} ${e.bucket} ${e.choice} ${c.status} ${c.parity} ${c.stack_bound ? 1 : 0}`);
   const back = parseCompactRoute(Buffer.from(text));
   assert.ok('value' in back);
   if (!('value' in back)) return;
   assert.equal(back.value.identity, table.identity);
+  assert.is(back.value.jsonSha256, sha);
   assert.equal(
     back.value.entries.map((x) => [x.op, x.dtype, x.n, x.k, x.bucket, x.choice, x.status, x.parity, x.stack]),
     table.entries.map((x) => [x.op, x.dtype, x.n, x.k, x.bucket, x.choice, x.candidates[x.choice]!.status, x.candidates[x.choice]!.parity, x.candidates[x.choice]!.stack_bound]),
   );
   // a choice with no measurement is written as such, not invented
   delete table.entries[0]!.candidates[table.entries[0]!.choice];
-  assert.match(compactRouteText(table), new RegExp(`\\n${e.op} ${e.dtype} ${e.n} ${e.k} ${e.bucket} ${e.choice} unmeasured none 0\\n`));
+  assert.match(compactRouteText(table, sha), new RegExp(`\\n${e.op} ${e.dtype} ${e.n} ${e.k} ${e.bucket} ${e.choice} unmeasured none 0\\n`));
 });
 
-test('writeCompactRoute: atomic, beside the JSON, and refuses what the form cannot hold', () => {
+test('writeRouteOf: compiles the JSON beside it, atomically, and refuses what the form cannot hold', () => {
   const table = realTable();
   const dir = tempDir();
+  const json = path.join(dir, 'decode_gemm.json');
   const file = path.join(dir, 'decode_gemm.route');
-  assert.is(routePathFor(path.join(dir, 'decode_gemm.json')), file);
+  assert.is(routePathFor(json), file);
+  assert.equal(writeTable(json, table), { path: json });
   fs.writeFileSync(file, 'old');
-  assert.equal(writeCompactRoute(table, file), { path: file });
-  assert.is(fs.readFileSync(file, 'utf8'), compactRouteText(table));
-  assert.equal(fs.readdirSync(dir), ['decode_gemm.route'], 'no temp file left behind');
+  assert.equal(writeRouteOf(json), { path: file });
+  assert.is(fs.readFileSync(file, 'utf8'), compactRouteText(table, sha256Hex(fs.readFileSync(json))));
+  assert.equal(fs.readdirSync(dir).sort(), ['decode_gemm.json', 'decode_gemm.route'], 'no temp file left behind');
 
+  const before = fs.readFileSync(file, 'utf8');
   const odd = realTable();
   odd.identity.device = 'Gerät\nzwei';
-  const r = writeCompactRoute(odd, file);
+  fs.writeFileSync(json, tableText(odd));
+  const r = writeRouteOf(json);
   assert.ok('error' in r && /identity\.device "Gerät\\nzwei" cannot be written to a route/.test(r.error), JSON.stringify(r));
-  assert.is(fs.readFileSync(file, 'utf8'), compactRouteText(table), 'a failed write leaves the old file');
+  assert.is(fs.readFileSync(file, 'utf8'), before, 'a failed write leaves the old file');
   const spaced = realTable();
   spaced.entries[2]!.choice = 'two words';
-  const s = writeCompactRoute(spaced, file);
-  assert.ok('error' in s && /entries\[2\]\.choice "two words" cannot be written/.test(s.error));
+  fs.writeFileSync(json, tableText(spaced));
+  const s = writeRouteOf(json);
+  assert.ok('error' in s && /entries\[2\]\.choice "two words" cannot be written/.test(s.error), JSON.stringify(s));
 });
 
 test('TS and C agree on every entry of the real table, at every M, and on misses', () => {
@@ -122,6 +134,23 @@ test('TS and C agree on every entry of the real table, at every M, and on misses
   const routed = assertAgree(table);
   const nonDefault = table.entries.filter((e) => e.choice !== e.default).length;
   assert.ok(nonDefault === 0 || routed > 0, 'the real table routes somewhere');
+});
+
+test('the committed tables: where one applies (this backend, arch and device), both readers use it and agree on every entry and bucket; elsewhere both refuse', () => {
+  const root = path.join(ROOT, 'tables');
+  const files = fs.existsSync(root) ? (fs.readdirSync(root, { recursive: true }) as string[]).filter((f) => f.endsWith('decode_gemm.json')) : [];
+  assert.ok(files.length > 0, 'the repo commits at least one table');
+  withEnv(NO_KNOBS, () => {
+    for (const rel of files) {
+      const both = readBoth(kpick, build, path.join(root, rel));
+      assert.ok(both.agree, `${rel}: ${both.disagreement}`);
+      assert.is(both.route.used, both.json.verdict.used, `${rel}: ${both.json.verdict.line} / ${both.route.line}`);
+      const t = readTable(path.join(root, rel));
+      const here = 'table' in t && (['backend', 'arch', 'device'] as const).every((f) => t.table.identity[f] === build.identity[f]);
+      if (!here) assert.not.ok(both.json.verdict.used, `${rel} is another machine's table`);
+      else console.log(`  ${rel}: ${both.json.verdict.line}`);
+    }
+  });
 });
 
 test('TS and C agree on every committed table of this backend, re-stamped with this build\'s identity', () => {
@@ -137,7 +166,7 @@ test('TS and C agree on every committed table of this backend, re-stamped with t
 });
 
 test('TS and C agree on hand-edited copies: choices rotated over every candidate, foreign names and broken evidence', () => {
-  const names = [...build.candidates.map((c) => c.name), 'gemv.rpb4.u4', 'blaslt.algo3', 'test.nan'];
+  const names = [...build.candidates.map((c) => c.name), 'gemv.rpb4.u4', 'blaslt.algo3', 'rowblk.r2', 'test.nan'];
   for (let shift = 0; shift < names.length; shift++) {
     const table = realTable();
     table.entries.forEach((e, i) => {
@@ -152,7 +181,7 @@ test('TS and C agree on hand-edited copies: choices rotated over every candidate
   // and a table whose every entry leaves the default routes every probe of its shapes
   const table = realTable();
   for (const e of table.entries) {
-    e.choice = e.op === 'linear' ? 'splitk.s4' : 'gated.splitk.s4';
+    e.choice = OTHER[e.op][0]!;
     e.candidates[e.choice] = candidateResult();
   }
   const routed = assertAgree(table);
@@ -161,26 +190,28 @@ test('TS and C agree on hand-edited copies: choices rotated over every candidate
 
 test('knobs reroute every lookup alike in TS and C: KPICK_FORCE for its op, the defaults otherwise', () => {
   const table = realTable();
-  withEnv({ ...NO_KNOBS, KPICK_FORCE: 'rowblk.r2' }, () => {
+  const forced = OTHER.linear[1]!;
+  withEnv({ ...NO_KNOBS, KPICK_FORCE: forced }, () => {
     const files = writeBoth(table);
     const ts = loadRoute(files.route, build);
     native.load(files.route);
     assert.is(ts.verdict.kind, 'knob');
     for (const m of [1, 3, 64, 128]) {
-      assert.is(ts.lookup('linear', 'bf16', 32, 64, m), 'rowblk.r2');
-      assert.is(nameOf(native.lookup('linear', 'bf16', 32, 64, m)), 'rowblk.r2');
-      assert.is(ts.lookup('gated', 'fp16', 24, 64, m), 'gated.plain');
-      assert.is(nameOf(native.lookup('gated', 'fp16', 24, 64, m)), 'gated.plain');
+      assert.is(ts.lookup('linear', 'bf16', 32, 64, m), forced);
+      assert.is(nameOf(native.lookup('linear', 'bf16', 32, 64, m)), forced);
+      assert.is(ts.lookup('gated', 'fp16', 24, 64, m), HEAD.gated);
+      assert.is(nameOf(native.lookup('gated', 'fp16', 24, 64, m)), HEAD.gated);
     }
   });
-  assertAgree(table, { KPICK_FORCE: 'gated.threads.t2' });
+  assertAgree(table, { KPICK_FORCE: OTHER.gated.at(-1)! });
   assertAgree(table, { KPICK_FORCE: 'no.such.kernel' });
   assertAgree(table, { KPICK_NO_BLASLT: '1' });
 });
 
 test('classDefault: the build\'s default; under KPICK_NO_BLASLT a BLAS default gives way to the first non-BLAS, unbound candidate', () => {
-  assert.is(classDefault(build, 'linear', {})!.name, 'plain');
-  assert.is(classDefault(build, 'gated', { KPICK_NO_BLASLT: '1' })!.name, 'gated.plain');
+  assert.is(classDefault(build, 'linear', {})!.name, HEAD.linear);
+  if (!onDevice) assert.is(classDefault(build, 'gated', { KPICK_NO_BLASLT: '1' })!.name, 'gated.plain');
+  else assert.is.not(classDefault(build, 'gated', { KPICK_NO_BLASLT: '1' })!.family, 'blaslt');
   const c = (name: string, family: string, over: Partial<Build['candidates'][number]> = {}) => ({ name, op: 'linear' as const, family, isDefault: false, stackBound: false, rowsMin: 1, rowsMax: 128, available: true, ...over });
   const gpu: Build = {
     identity: build.identity,
@@ -194,24 +225,26 @@ test('classDefault: the build\'s default; under KPICK_NO_BLASLT a BLAS default g
 test('the route loads once: lookups never read the file again, in TS and in C', () => {
   const table = realTable();
   const e = entryOf(table, 'linear', 'bf16', 48, 80, 8);
-  e.choice = 'splitk.s4';
-  e.candidates['splitk.s4'] = candidateResult();
+  const [a, b] = OTHER.linear as [string, string];
+  e.choice = a;
+  e.candidates[a] = candidateResult();
   const files = writeBoth(table);
   withEnv(NO_KNOBS, () => {
     const first = routeOnce(files.route, build, { say: false });
     native.load(files.route);
-    assert.is(first.lookup('linear', 'bf16', 48, 80, 7), 'splitk.s4');
+    assert.is(first.lookup('linear', 'bf16', 48, 80, 7), a);
     // the file changes under a running engine: nothing moves until it loads again
-    e.choice = 'rowblk.r2';
-    e.candidates['rowblk.r2'] = candidateResult();
-    assert.equal(writeCompactRoute(table, files.route), { path: files.route });
+    e.choice = b;
+    e.candidates[b] = candidateResult();
+    assert.equal(writeTable(files.json, table), { path: files.json });
+    assert.equal(writeRouteOf(files.json), { path: files.route });
     assert.is(routeOnce(files.route, build, { say: false }), first);
-    assert.is(first.lookup('linear', 'bf16', 48, 80, 7), 'splitk.s4');
-    assert.is(nameOf(native.lookup('linear', 'bf16', 48, 80, 7)), 'splitk.s4');
+    assert.is(first.lookup('linear', 'bf16', 48, 80, 7), a);
+    assert.is(nameOf(native.lookup('linear', 'bf16', 48, 80, 7)), a);
     fs.rmSync(files.route);
-    assert.is(nameOf(native.lookup('linear', 'bf16', 48, 80, 7)), 'splitk.s4');
+    assert.is(nameOf(native.lookup('linear', 'bf16', 48, 80, 7)), a);
     native.load(null);
-    assert.is(nameOf(native.lookup('linear', 'bf16', 48, 80, 7)), 'plain');
+    assert.is(nameOf(native.lookup('linear', 'bf16', 48, 80, 7)), HEAD.linear);
   });
 });
 
@@ -235,7 +268,7 @@ test('kpick_route_load with say = 1 prints the one verdict line on stderr', () =
   const files = writeBoth(realTable());
   const code = `
     import { loadKpick, NativeRoute } from './lib/ffi.ts';
-    const r = new NativeRoute(loadKpick({ lib: 'build/libkpick-cpu.so' }));
+    const r = new NativeRoute(loadKpick({ lib: ${JSON.stringify(kpick.path)} }));
     r.load(${JSON.stringify(files.route)}, true);`;
   const env = { ...process.env };
   delete env.KPICK_FORCE;
@@ -262,7 +295,45 @@ test('the C route ABI validates every argument', () => {
   const x = new Uint16Array(8 * 8), w = new Uint16Array(8 * 8), y = new Uint16Array(8 * 8);
   assert.throws(() => raw.call('kpick_linear', 0, 0, null, w, y, 1, 8, 8, null), isArg(/x, w and y must not be null/));
   assert.throws(() => native.linear('linear', 'bf16', x, w, x, 1, 8, 8), isArg(/y must not overlap x or w/));
-  assert.throws(() => native.linear('linear', 'bf16', x, w, y, 129, 8, 8), isArg(/m must be in 1\.\.128/));
+  assert.throws(() => native.linear('linear', 'bf16', x, w, y, 129, 8, 8), (e: unknown) => e instanceof RangeError && /m must be an integer in 1\.\.128, got 129/.test(e.message));
+});
+
+test('kpick_linear\'s memory is checked before the native call: short arrays and buffers, n past the arrays, host memory on a GPU', () => {
+  const isArg = (re: RegExp) => (e: unknown) => e instanceof KpickError && e.status === 1 && re.test(e.message);
+  const m = 4, n = 32, k = 64;
+  const x = new Uint16Array(m * k), w = new Uint16Array(n * k), y = new Uint16Array(m * n);
+  const short = (re: RegExp) => (e: unknown) => e instanceof RangeError && re.test(e.message);
+  // the cases that crashed Node: y shorter than m.n, and n = 1e6 over small arrays
+  assert.throws(() => native.linear('linear', 'bf16', x, w, new Uint16Array(m * n - 1), m, n, k), short(/^y holds 254 bytes, the call needs 256 \(m=4, n=32, k=64\)$/));
+  assert.throws(() => native.linear('linear', 'bf16', x, w, y, m, 1e6, k), short(/^w holds 4096 bytes, the call needs 128000000/));
+  assert.throws(() => native.linear('gated', 'bf16', x, w, new Uint16Array(m * n), m, n, k), short(/^w holds 4096 bytes, the call needs 8192 .*gated/));
+  assert.throws(() => native.linear('linear', 'bf16', x.subarray(1), w, y, m, n, k), short(/^x holds 510 bytes, the call needs 512/));
+  assert.throws(() => native.linear('linear', 'bf16', x, w, y, m, n, 1.5), short(/k must be an integer/));
+  assert.throws(() => native.linear('linear', 'bf16', x, [] as unknown as Uint16Array, y, m, n, k), (e: unknown) => e instanceof TypeError);
+  assert.throws(() => native.linearGraph('linear', 'bf16', x, w, y, m, n, k, 0), short(/replays must be an integer in 1\.\.1000/));
+  // a buffer of the library knows its size: the C side refuses what runs past its end
+  const raw = native as unknown as { call(name: string, ...args: unknown[]): void };
+  const bx = native.allocFrom(x), bw = native.allocFrom(w), small = native.alloc(16);
+  try {
+    assert.throws(() => raw.call('kpick_linear', 0, 0, bx.ptr, bw.ptr, small.ptr, m, n, k, null), isArg(/y needs 256 bytes, its kpick buffer has 16 from there/));
+    assert.throws(() => raw.call('kpick_linear', 0, 0, bx.ptr, small.ptr, bx.ptr, m, n, k, null), isArg(/y must not overlap x or w/));
+    assert.throws(() => native.upload(small, new Uint16Array(9)), isArg(/18 bytes at offset 0 do not fit a buffer of 16/));
+    assert.throws(() => native.download(small, new Uint16Array(8), 2), isArg(/16 bytes at offset 2 do not fit a buffer of 16/));
+    assert.throws(() => native.alloc(0), RangeError);
+    if (onDevice) {
+      // host memory where the GPU needs device memory: refused, not an illegal access
+      const by = native.alloc(m * n * 2);
+      try {
+        assert.throws(() => native.linear('linear', 'bf16', x, bw, by, m, n, k), isArg(/x is host memory: this backend needs device memory/));
+        assert.throws(() => native.linearGraph('linear', 'bf16', bx, bw, y, m, n, k), isArg(/y is host memory: this backend needs device memory/));
+      } finally {
+        native.free(by);
+      }
+    }
+  } finally {
+    for (const b of [bx, bw, small]) native.free(b);
+  }
+  assert.throws(() => native.free(bx), isArg(/not a live kpick buffer/));
 });
 
 /** y of one candidate through kpick_run on the problem's own inputs. */
@@ -275,9 +346,9 @@ function runBytes(problem: ReturnType<typeof kpick.createProblem>, name: string,
 
 test('kpick_linear computes y through the route: byte for byte what the routed candidate gives', () => {
   const table = realTable();
-  // splitk.s4 is not bitwise with plain: a wrong dispatch would show in the bytes
+  // OTHER[op][0] is not bitwise with the default: a wrong dispatch would show in the bytes
   for (const e of table.entries.filter((x) => x.dtype === 'bf16')) {
-    e.choice = e.op === 'linear' ? 'splitk.s4' : 'gated.splitk.s4';
+    e.choice = OTHER[e.op][0]!;
     e.candidates[e.choice] = candidateResult();
   }
   const files = writeBoth(table);
@@ -292,13 +363,16 @@ test('kpick_linear computes y through the route: byte for byte what the routed c
         for (const m of [1, 2, 3, 7, 8, 33, 128]) {
           problem.setRows(m);
           const x = problem.downloadX();
-          const y = new Uint16Array(m * shape.n).fill(0xffff);
-          native.linear(shape.op, dtype, x, wAll, y, m, shape.n, shape.k);
+          const y = linearThroughRoute(shape.op, dtype, x, wAll, m, shape.n, shape.k);
           const chosen = nameOf(native.lookup(shape.op, dtype, shape.n, shape.k, m));
           assert.is(chosen, ts.lookup(shape.op, dtype, shape.n, shape.k, m));
-          if (dtype === 'bf16') assert.is(chosen, shape.op === 'linear' ? 'splitk.s4' : 'gated.splitk.s4');
-          assert.equal(y, runBytes(problem, chosen, m), `${shape.op} ${dtype} m=${m}`);
-          const head = shape.op === 'linear' ? 'plain' : 'gated.plain';
+          if (dtype === 'bf16') assert.is(chosen, OTHER[shape.op][0]);
+          const want = runBytes(problem, chosen, m);
+          assert.equal(y, want, `${shape.op} ${dtype} m=${m}`);
+          // as a decode step runs it: on device memory, captured into a graph and replayed
+          assert.equal(linearThroughRoute(shape.op, dtype, x, wAll, m, shape.n, shape.k, { graph: true }), want, `graph: ${shape.op} ${dtype} m=${m}`);
+          if (!onDevice) assert.equal(linearThroughRoute(shape.op, dtype, x, wAll, m, shape.n, shape.k, { buffers: true }), want, `buffers: ${shape.op} ${dtype} m=${m}`);
+          const head = HEAD[shape.op];
           if (!Buffer.from(y.buffer).equals(Buffer.from(runBytes(problem, head, m).buffer))) differed++;
         }
       } finally {

@@ -14,6 +14,7 @@ import { DEFAULT_BUILD_DIR, loadKpick } from '../lib/ffi.ts';
 import { identityFromInfo } from '../lib/identity.ts';
 import { TABLE_FORMAT, type Identity, type Table } from '../lib/schema.ts';
 import { archDir, deviceSlug, writeTable } from '../lib/table.ts';
+import { writeRouteOf } from '../lib/route.ts';
 import { builtLibraries, formatBytes, gatherInfo, parseArgs, type InfoReport } from '../scripts/info.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -93,6 +94,8 @@ test('--json: one object with the library loaded here, its identity, builds, tab
     const expected = path.join(tables, archDir(identity.arch), deviceSlug(identity.device), 'decode_gemm.json');
     assert.equal(j.table, { path: expected, exists: false, route_path: expected.replace(/\.json$/, '.route'), route_exists: false });
     assert.equal(j.verdict, { kind: 'missing', used: false, line: `kpick: no table at ${expected}: using the defaults`, kept: 0, dropped: 0 });
+    // both readers: the C route on the .route beside it says the same
+    assert.equal(j.route_verdict, { used: false, line: `kpick: no table at ${expected.replace(/\.json$/, '.route')}: using the defaults`, kept: 0, dropped: 0, agree: true, disagreement: null });
     assert.ok(j.memory!.total_bytes > 0 && j.memory!.free_bytes > 0 && j.memory!.free_bytes <= j.memory!.total_bytes);
     assert.ok(j.candidates!.available > 0 && j.candidates!.available <= j.candidates!.total);
     assert.equal(j.env, { KPICK_BACKEND: 'cpu' });
@@ -122,6 +125,12 @@ test("the verdict is the guard's: a table that loads (one entry dropped), one re
       kept: 0,
       dropped: 1,
     });
+    // no .route beside it: an engine would not use it, and info says so
+    assert.equal([used.route_verdict?.used, used.route_verdict?.agree], [false, false]);
+    assert.match(used.route_verdict!.disagreement!, /the readers disagree: the JSON is used, \S+\.route is not/);
+    assert.ok('path' in writeRouteOf(file));
+    const both = gatherInfo({ backend: 'cpu', tablesDir: tables, json: true, quiet: false }, quietEnv);
+    assert.equal([both.route_verdict?.used, both.route_verdict?.agree, both.route_verdict?.dropped], [true, true, 1]);
     assert.ok('path' in writeTable(file, tableFor({ ...identity, space: 'stale-space' }, 'plain')));
     const refused = gatherInfo({ backend: 'cpu', tablesDir: tables, json: true, quiet: false }, quietEnv);
     assert.is(refused.verdict?.kind, 'space');
@@ -135,23 +144,27 @@ test('human view on stderr, stdout empty', () => {
   assert.is(r.code, 0, r.stderr);
   assert.is(r.stdout, '');
   const labels = r.stderr.split('\n').filter((l) => /^\S/.test(l)).map((l) => l.split(/\s+/)[0]);
-  assert.equal(labels, ['library', 'identity', 'target', 'memory', 'built', 'space', 'table', 'route', 'verdict', 'env']);
+  assert.equal(labels, ['library', 'identity', 'target', 'memory', 'built', 'space', 'table', 'route', 'verdict', 'C', 'env']);
+  assert.match(r.stderr, /C route   kpick: no table at .*\.route: using the defaults/);
   assert.match(r.stderr, new RegExp(`library   ${CPU_LIB.replace(/[.]/g, '\\.')} \\(cpu, ABI 1\\)`));
   assert.match(r.stderr, /verdict   kpick: no table at .*: using the defaults/);
   assert.match(r.stderr, /env       KPICK_BACKEND=cpu/);
 });
 
-test('no loadable library: says what was tried and exits 1; --json keeps the builds and nulls the rest', () => {
+test('no loadable library: says what was tried and exits 2 (a bad environment); --json keeps the builds and nulls the rest', () => {
   const missing = path.join(os.tmpdir(), 'kpick-no-such-lib.so');
   const human = runInfo([], { KPICK_LIB: missing });
-  assert.is(human.code, 1);
+  assert.is(human.code, 2);
   assert.match(human.stderr, new RegExp(`^library   none loaded: no usable libkpick \\(tried ${missing.replace(/[.]/g, '\\.')}: no such file\\)`));
   const json = runInfo(['--json'], { KPICK_LIB: missing });
-  assert.is(json.code, 1);
+  assert.is(json.code, 2);
   const j = JSON.parse(json.stdout) as InfoReport;
   assert.is(j.library, null);
   assert.match(j.load_error!, /no such file/);
-  assert.equal([j.identity, j.table, j.verdict, j.memory], [null, null, null, null]);
+  assert.equal([j.identity, j.table, j.verdict, j.route_verdict, j.memory], [null, null, null, null, null]);
+  const foo = runInfo([], { KPICK_BACKEND: 'foo' });
+  assert.is(foo.code, 2);
+  assert.match(foo.stderr, /^library   none loaded: KPICK_BACKEND must be one of cpu, cuda, hip, got 'foo'/);
   assert.ok(j.built.length > 0);
 });
 

@@ -90,7 +90,7 @@ test('a sampled reference is said so in the summary', () => {
 
 test('bad usage exits 2 with one line', () => {
   for (const [argv, message] of [
-    [['--model', 'tiny', '--rows', '3'], /^parity: rows '3' is not a bucket/],
+    [['--model', 'tiny', '--rows', '3'], /^parity: --rows '3' is not a bucket/],
     [['--model', 'nope'], /^parity: unknown model 'nope'; known: .*tiny\n$/],
     [['--model', 'tiny', '--candidates', 'gemv.*'], /^parity: no candidate matches 'gemv\.\*'/],
     [['--model', 'tiny', '--oops'], /^parity: Unknown option `--oops`/],

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { EXIT, UsageError } from '../lib/cli.ts';
+import { identityTag } from '../lib/identity.ts';
 import { readTable } from '../lib/table.ts';
 import { parseArgs } from '../scripts/promote.ts';
 import { evenSamples, problem, syntheticRecord, SYNTHETIC_IDENTITY, writeStoreFile } from './helpers/synthetic-records.ts';
@@ -39,8 +40,11 @@ function writeSyntheticStore(dir: string): void {
 }
 
 test('parseArgs: repeated --store, defaults and value checks', () => {
-  assert.equal(parseArgs(['--store', 'a', '--store', 'b']), { stores: ['a', 'b'], gate: 0.02, pdlRows: 128, out: null, tablesDir: 'tables', json: false, quiet: false });
+  assert.equal(parseArgs(['--store', 'a', '--store', 'b']), { routeOnly: false, stores: ['a', 'b'], gate: 0.02, pdlRows: 128, identity: null, replace: false, out: null, tablesDir: 'tables', json: false, quiet: false });
   assert.equal(parseArgs(['--store', 'a', '--gate', '0.05', '--pdl-rows', '8', '--out', 'x.json', '--json', '--quiet']), {
+    routeOnly: false,
+    identity: null,
+    replace: false,
     stores: ['a'],
     gate: 0.05,
     pdlRows: 8,
@@ -49,7 +53,12 @@ test('parseArgs: repeated --store, defaults and value checks', () => {
     json: true,
     quiet: true,
   });
-  assert.is(parseArgs(['--store', 'a', '--tables-dir', 't'])!.tablesDir, 't');
+  assert.is((parseArgs(['--store', 'a', '--tables-dir', 't']) as { tablesDir: string }).tablesDir, 't');
+  assert.equal(parseArgs(['--route-only', '--table', 't.json']), { routeOnly: true, table: 't.json', json: false, quiet: false });
+  assert.throws(() => parseArgs(['--route-only']), (e: unknown) => e instanceof UsageError && /--route-only needs --table/.test(e.message));
+  assert.throws(() => parseArgs(['--route-only', '--table', 't.json', '--store', 'a']), (e: unknown) => e instanceof UsageError && /--route-only takes only --table \(not --store\)/.test(e.message));
+  assert.throws(() => parseArgs(['--store', 'a', '--identity', 'xyz']), (e: unknown) => e instanceof UsageError && /--identity must be a tag/.test(e.message));
+  for (const bad of ['-1', '0x4', '2e0']) assert.throws(() => parseArgs(['--store', 'a', '--pdl-rows', bad]), (e: unknown) => e instanceof UsageError && e.message === `--pdl-rows must be an integer in 0..128, got '${bad}'`);
   assert.throws(() => parseArgs([]), (e: unknown) => e instanceof UsageError && /--store/.test(e.message));
   assert.throws(() => parseArgs(['--store', 'a', '--gate', '1.5']), (e: unknown) => e instanceof UsageError && /--gate/.test(e.message));
   assert.throws(() => parseArgs(['--store', 'a', '--gate', 'fast']), (e: unknown) => e instanceof UsageError && /--gate/.test(e.message));
@@ -108,16 +117,124 @@ test('pools two stores (each too small alone), warns on a corrupt line, --quiet 
   assert.is(pooledTable.table.entries[0]!.candidates['rowblk.r2']!.samples, 6);
 });
 
-test('mixed identities: exit 2, one line naming the field, nothing written', () => {
+test('records of another build in the store are skipped with a count and a tag, never a dead end; --identity picks them', () => {
   const dir = tempDir();
   writeSyntheticStore(path.join(dir, 'a'));
-  writeStoreFile(path.join(dir, 'b'), 'sweep-b.jsonl', problem({ identity: { ...SYNTHETIC_IDENTITY, runtime: 'synthetic-runtime 2.0' } }, []));
+  const rebuilt = { ...SYNTHETIC_IDENTITY, compiler: 'synthetic-cc 2.0 -O3' };
+  writeStoreFile(path.join(dir, 'b'), 'sweep-b.jsonl', problem({ identity: rebuilt, at: '2025-02-01T00:00:00.000Z' }, [{ candidate: 'rowblk.r2', identity: rebuilt, at: '2025-02-01T00:00:00.000Z', samples_us: evenSamples(70, 0.02) }], { rows: 4 }));
   const out = path.join(dir, 'out', 'table.json');
-  const r = runPromote(['--store', path.join(dir, 'a'), '--store', path.join(dir, 'b'), '--out', out]);
+  // the newest records are the build the store was resumed with
+  const r = runPromote(['--store', path.join(dir, 'a'), '--store', path.join(dir, 'b'), '--out', out, '--quiet']);
+  assert.is(r.code, EXIT.ok, r.stderr);
+  const tagA = identityTag(SYNTHETIC_IDENTITY);
+  assert.is(r.stderr, `warning: skipped 5 records of another build, identity ${tagA} (compiler ("synthetic-cc 2.0 -O3" vs "synthetic-cc 1.0 -O3")); --identity ${tagA} promotes those instead\n`);
+  let read = readTable(out);
+  assert.ok('table' in read && read.table.identity.compiler === 'synthetic-cc 2.0 -O3' && read.table.entries.length === 1);
+
+  const back = runPromote(['--store', path.join(dir, 'a'), '--store', path.join(dir, 'b'), '--out', out, '--quiet', '--identity', tagA.slice(0, 6)]);
+  assert.is(back.code, EXIT.ok, back.stderr);
+  assert.match(back.stderr, `skipped 2 records of another build, identity ${identityTag(rebuilt)}`);
+  assert.match(back.stderr, `held a table of another build (compiler ("synthetic-cc 1.0 -O3" vs "synthetic-cc 2.0 -O3")): its 1 entries cannot be merged and are replaced`);
+  read = readTable(out);
+  assert.ok('table' in read && read.table.identity.compiler === 'synthetic-cc 1.0 -O3' && read.table.entries.length === 2);
+
+  const none = runPromote(['--store', path.join(dir, 'a'), '--out', out, '--identity', 'abcdef']);
+  assert.is(none.code, EXIT.usage);
+  assert.match(none.stderr, new RegExp(`^promote: --identity abcdef matches 0 of the store's identities: ${tagA} \\(5 records, space synthetic-space-token, compiler "synthetic-cc 1\\.0 -O3"\\)\\n$`));
+});
+
+test('promote merges into the table there: entries the records do not cover stay, and the summary counts kept, replaced and added; --replace starts afresh', () => {
+  const dir = tempDir();
+  const out = path.join(dir, 'table.json');
+  writeStoreFile(path.join(dir, 'big'), 'sweep.jsonl', [
+    ...problem({ samples_us: evenSamples(100, 0.02) }, [{ candidate: 'rowblk.r2', samples_us: evenSamples(80, 0.02) }]),
+    ...problem({ samples_us: evenSamples(100, 0.02) }, [{ candidate: 'rowblk.r2', samples_us: evenSamples(80, 0.02) }], { rows: 2 }),
+    ...problem({ samples_us: evenSamples(100, 0.02) }, [], { n: 1024, k: 1024 }),
+  ]);
+  let r = runPromote(['--store', path.join(dir, 'big'), '--out', out]);
+  assert.is(r.code, EXIT.ok, r.stderr);
+  assert.match(r.stderr, `promote: ${out}: 3 entries: kept 0 from the table there, replaced 0, added 3\n`);
+
+  // a small run (say `--model tiny` after the default run) adds, and keeps the rest
+  writeStoreFile(path.join(dir, 'small'), 'sweep.jsonl', [
+    ...problem({ samples_us: evenSamples(100, 0.02) }, [], { n: 64, k: 64 }),
+    ...problem({ samples_us: evenSamples(100, 0.02) }, [{ candidate: 'rowblk.r2', samples_us: evenSamples(100, 0.02) }]),
+  ]);
+  r = runPromote(['--store', path.join(dir, 'small'), '--out', out]);
+  assert.is(r.code, EXIT.ok, r.stderr);
+  assert.match(r.stderr, `promote: ${out}: 4 entries: kept 2 from the table there, replaced 1, added 1\n`);
+  const read = readTable(out);
+  assert.ok('table' in read);
+  if (!('table' in read)) return;
+  assert.equal(read.table.entries.map((e) => [e.n, e.bucket, e.choice]), [[64, 1, 'plain'], [1024, 1, 'plain'], [4096, 1, 'plain'], [4096, 2, 'rowblk.r2']]);
+  // its route is compiled from the merged file: both readers see the same table
+  assert.match(fs.readFileSync(out.replace(/json$/, 'route'), 'utf8'), /\nentries 4\n/);
+
+  r = runPromote(['--store', path.join(dir, 'small'), '--out', out, '--replace']);
+  assert.is(r.code, EXIT.ok, r.stderr);
+  assert.match(r.stderr, `promote: ${out}: 2 entries: started afresh (--replace), replaced 0, added 2\n`);
+});
+
+test('a refused table in the way is not written over without --replace', () => {
+  const dir = tempDir();
+  writeSyntheticStore(path.join(dir, 'store'));
+  const out = path.join(dir, 'table.json');
+  fs.writeFileSync(out, '{"format": 1, "entr');
+  const r = runPromote(['--store', path.join(dir, 'store'), '--out', out]);
   assert.is(r.code, EXIT.usage);
-  assert.is(r.stderr.trim().split('\n').length, 1);
-  assert.match(r.stderr, /^promote: the records mix identities: runtime \("synthetic-runtime 1\.0" vs "synthetic-runtime 2\.0"\)/);
-  assert.not.ok(fs.existsSync(path.join(dir, 'out')));
+  assert.match(r.stderr, /^promote: \S+table\.json: the table there is refused \(invalid: not JSON .*\): --replace writes a fresh table over it\n$/);
+  assert.is(fs.readFileSync(out, 'utf8'), '{"format": 1, "entr');
+  assert.is(runPromote(['--store', path.join(dir, 'store'), '--out', out, '--replace', '--quiet']).code, EXIT.ok);
+});
+
+test('--route-only compiles the route of an edited JSON; a refused JSON exits 3, a missing one 2', () => {
+  const dir = tempDir();
+  writeSyntheticStore(path.join(dir, 'store'));
+  const out = path.join(dir, 'decode_gemm.json');
+  assert.is(runPromote(['--store', path.join(dir, 'store'), '--out', out, '--quiet']).code, EXIT.ok);
+  const route = path.join(dir, 'decode_gemm.route');
+  fs.writeFileSync(out, fs.readFileSync(out, 'utf8').replace('"choice": "rowblk.r2"', '"choice": "plain"'));
+  const r = runPromote(['--route-only', '--table', out]);
+  assert.is(r.code, EXIT.ok, r.stderr);
+  assert.is(r.stderr, `wrote ${route} from ${out}\n`);
+  assert.not.match(fs.readFileSync(route, 'utf8'), 'rowblk.r2');
+
+  fs.writeFileSync(out, '{"format": 9}');
+  const before = fs.readFileSync(route, 'utf8');
+  const refused = runPromote(['--route-only', '--table', out]);
+  assert.is(refused.code, EXIT.refused);
+  assert.is(refused.stderr, `promote: ${out} refused: newer format (format 9, this kpick reads 1); no route written\n`);
+  assert.is(fs.readFileSync(route, 'utf8'), before);
+  const missing = runPromote(['--route-only', '--table', path.join(dir, 'none.json')]);
+  assert.is(missing.code, EXIT.usage);
+});
+
+test('--out a FIFO, a directory or a device node: exit 2, one line, untouched; a symlink is written through and stays a link', () => {
+  const dir = tempDir();
+  writeSyntheticStore(path.join(dir, 'store'));
+  const fifo = path.join(dir, 'fifo.json');
+  assert.is(spawnSync('mkfifo', [fifo]).status, 0);
+  let r = runPromote(['--store', path.join(dir, 'store'), '--out', fifo]);
+  assert.is(r.code, EXIT.usage);
+  assert.is(r.stderr, `promote: ${fifo} is a FIFO: refusing to replace it, nothing written\n`);
+  assert.ok(fs.lstatSync(fifo).isFIFO());
+  r = runPromote(['--store', path.join(dir, 'store'), '--out', dir]);
+  assert.is(r.code, EXIT.usage);
+  assert.match(r.stderr, 'is a directory: refusing to replace it');
+  const node = path.join(dir, 'full.json');
+  if (spawnSync('mknod', [node, 'c', '1', '7']).status === 0) {
+    r = runPromote(['--store', path.join(dir, 'store'), '--out', node]);
+    assert.is(r.code, EXIT.usage);
+    assert.is(r.stderr, `promote: ${node} is a character device: refusing to replace it, nothing written\n`);
+    assert.ok(fs.lstatSync(node).isCharacterDevice());
+  }
+  const real = path.join(dir, 'real.json');
+  const link = path.join(dir, 'link.json');
+  fs.symlinkSync('real.json', link);
+  r = runPromote(['--store', path.join(dir, 'store'), '--out', link, '--quiet']);
+  assert.is(r.code, EXIT.ok, r.stderr);
+  assert.ok(fs.lstatSync(link).isSymbolicLink());
+  assert.ok('table' in readTable(real));
 });
 
 test('missing store, empty store and unwritable output: exit 2, one line, nothing written', () => {

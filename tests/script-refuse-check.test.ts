@@ -8,11 +8,14 @@ import { fileURLToPath } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { EXIT, UsageError } from '../lib/cli.ts';
-import { compactRouteText, routePathFor, writeCompactRoute } from '../lib/route.ts';
+import { routePathFor, sealRoute, writeRouteOf } from '../lib/route.ts';
 import type { Table } from '../lib/schema.ts';
-import { defaultTablePath, writeTable } from '../lib/table.ts';
+import { defaultTablePath, tableText, writeTable } from '../lib/table.ts';
 import { parseArgs } from '../scripts/refuse-check.ts';
-import { build, candidateResult, entryOf, realTable, tempDir } from './helpers/route-tables.ts';
+import { build, candidateResult, entryOf, headOf, othersOf, realTable, tempDir } from './helpers/route-tables.ts';
+
+const OTHER = othersOf('linear')[0]!;
+const HEAD = headOf('linear');
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
@@ -28,7 +31,7 @@ function refuseCheck(args: string[], extraEnv: Record<string, string> = {}): { c
 function writeTables(table: Table, withRoute = true): string {
   const file = path.join(tempDir('kpick-refuse-'), 'decode_gemm.json');
   assert.equal(writeTable(file, table), { path: file });
-  if (withRoute) assert.equal(writeCompactRoute(table, routePathFor(file)), { path: routePathFor(file) });
+  if (withRoute) assert.equal(writeRouteOf(file), { path: routePathFor(file) });
   return file;
 }
 
@@ -49,21 +52,26 @@ test('parseArgs: defaults, values and bad usage', () => {
   assert.match(String(printed.join('\n')), /--table <file>/);
 });
 
-test('a table of this build: exit 0 and one line with entries loaded and dropped and why', () => {
+/** The two verdict lines refuse-check says for the table at json (and its .route). */
+const usedLines = (json: string, kept: number, dropped: number, why = '') =>
+  `kpick: table ${json}: loaded ${kept} entries, dropped ${dropped}${why}\nkpick: table ${routePathFor(json)}: loaded ${kept} entries, dropped ${dropped}${why}\n`;
+
+test('a table of this build: exit 0, the verdicts of both readers (JSON and .route), with entries loaded and dropped and why', () => {
   const table = realTable();
   const e = entryOf(table, 'linear', 'fp16', 48, 80, 16);
-  e.choice = 'splitk.s4';
-  e.candidates['splitk.s4'] = candidateResult({ parity: 'fail' });
+  e.choice = OTHER;
+  e.candidates[OTHER] = candidateResult({ parity: 'fail' });
   const file = writeTables(table);
   const r = refuseCheck(['--table', file]);
   assert.is(r.code, EXIT.ok, r.stderr);
-  assert.is(r.stderr, `kpick: table ${file}: loaded ${table.entries.length - 1} entries, dropped 1 (1 choice failed parity)\n`);
+  assert.is(r.stderr, usedLines(file, table.entries.length - 1, 1, ' (1 choice failed parity)'));
   assert.is(r.stdout, '');
+  assert.is(refuseCheck(['--table', file, '--quiet']).stderr, '', '--quiet: nothing when used');
 });
 
-test('--json: the verdict as one JSON line on stdout', () => {
+test('--json: both verdicts as one JSON line on stdout', () => {
   const table = realTable();
-  entryOf(table, 'gated', 'bf16', 24, 64, 2).choice = 'gemv.rpb4.u4';
+  entryOf(table, 'gated', 'bf16', 24, 64, 2).choice = 'gemv.rpb4.u4.none';
   const file = writeTables(table);
   const r = refuseCheck(['--table', file, '--json']);
   assert.is(r.code, EXIT.ok, r.stderr);
@@ -72,22 +80,26 @@ test('--json: the verdict as one JSON line on stdout', () => {
   const out = JSON.parse(lines[0]!);
   assert.is(out.kind, 'used');
   assert.is(out.kept, table.entries.length - 1);
-  assert.equal(out.dropped, [{ op: 'gated', dtype: 'bf16', n: 24, k: 64, bucket: 2, choice: 'gemv.rpb4.u4', where: `entries[${table.entries.findIndex((x) => x.choice === 'gemv.rpb4.u4')}]`, why: "choice not in this build's space" }]);
-  assert.equal(out.route, { file: routePathFor(file), line: `kpick: table ${routePathFor(file)}: loaded ${table.entries.length - 1} entries, dropped 1 (1 choice not in this build's space)` });
+  assert.equal(out.dropped, [{ op: 'gated', dtype: 'bf16', n: 24, k: 64, bucket: 2, choice: 'gemv.rpb4.u4.none', where: `entries[${table.entries.findIndex((x) => x.choice === 'gemv.rpb4.u4.none')}]`, why: "choice not in this build's space" }]);
+  assert.equal(out.route, { file: routePathFor(file), line: `kpick: table ${routePathFor(file)}: loaded ${table.entries.length - 1} entries, dropped 1 (1 choice not in this build's space)`, used: true, kept: table.entries.length - 1, dropped: 1 });
+  assert.equal([out.agree, out.disagreement], [true, null]);
   assert.equal(out.identity, build.identity);
 });
 
-test('refused tables exit 3 with the reason and the remedy', () => {
+test('refused tables exit 3 with the reason and the remedy, from both readers', () => {
   const space = realTable();
   space.identity.space = 'feedfacefeedface';
   let r = refuseCheck(['--table', writeTables(space)]);
   assert.is(r.code, EXIT.refused);
-  assert.match(r.stderr, /^kpick: table \S+ refused: other space \(table feedfacefeedface, here \w+\); the kernels changed: run the tuner again; using the defaults\n$/);
+  const [json, route, more] = r.stderr.split('\n');
+  assert.match(json!, /^kpick: table \S+\.json refused: other space \(table feedfacefeedface, here \w+\); the kernels changed: run the tuner again; using the defaults$/);
+  assert.match(route!, /^kpick: table \S+\.route refused: other space \(table feedfacefeedface, here \w+\); the kernels changed: run the tuner again; using the defaults$/);
+  assert.is(more, '', 'both refuse alike: no disagreement to name');
 
   const file = writeTables(realTable());
-  r = refuseCheck(['--table', file], { KPICK_FORCE: 'rowblk.r4' });
+  r = refuseCheck(['--table', file], { KPICK_FORCE: OTHER });
   assert.is(r.code, EXIT.refused);
-  assert.is(r.stderr, `kpick: table ${file} refused: KPICK_FORCE=rowblk.r4 is set; it reroutes dispatch: unset it to use the table; using the defaults\n`);
+  assert.is(r.stderr.split('\n')[0], `kpick: table ${file} refused: KPICK_FORCE=${OTHER} is set; it reroutes dispatch: unset it to use the table; using the defaults`);
   r = refuseCheck(['--table', file], { KPICK_NO_BLASLT: '1' });
   assert.is(r.code, EXIT.refused);
   assert.match(r.stderr, /refused: KPICK_NO_BLASLT=1 is set/);
@@ -96,14 +108,15 @@ test('refused tables exit 3 with the reason and the remedy', () => {
   r = refuseCheck(['--table', file, '--json']);
   assert.is(r.code, EXIT.refused);
   assert.match(r.stderr, /refused: invalid: not JSON/);
+  assert.match(r.stderr, /\.route refused: \S+\.json changed since the route was written/);
   assert.is(JSON.parse(r.stdout).kind, 'invalid');
 });
 
-test('no table: exit 3, the defaults, said once', () => {
+test('no table: exit 3, the defaults, said by both readers', () => {
   const file = path.join(tempDir('kpick-refuse-'), 'decode_gemm.json');
   const r = refuseCheck(['--table', file]);
   assert.is(r.code, EXIT.refused);
-  assert.is(r.stderr, `kpick: no table at ${file}: using the defaults\n`);
+  assert.is(r.stderr, `kpick: no table at ${file}: using the defaults\nkpick: no table at ${routePathFor(file)}: using the defaults\n`);
 });
 
 test('the default --table is tables/<arch>/<device>/decode_gemm.json of the library loaded', () => {
@@ -111,46 +124,80 @@ test('the default --table is tables/<arch>/<device>/decode_gemm.json of the libr
   const file = defaultTablePath(root, build.identity);
   fs.mkdirSync(path.dirname(file), { recursive: true });
   writeTable(file, realTable());
-  writeCompactRoute(realTable(), routePathFor(file));
+  writeRouteOf(file);
   const r = refuseCheck(['--tables-dir', root]);
   assert.is(r.code, EXIT.ok, r.stderr);
-  assert.is(r.stderr, `kpick: table ${file}: loaded ${realTable().entries.length} entries, dropped 0\n`);
+  assert.is(r.stderr, usedLines(file, realTable().entries.length, 0));
 });
 
-test('a compact form that disagrees with the JSON (stale), or none at all, is said; stale exits 3', () => {
+test('one table, one truth: no .route, or a .route the JSON changed under, exits 3 naming it; --route-only makes them agree again', () => {
   const table = realTable();
   const file = writeTables(table, false);
   let r = refuseCheck(['--table', file]);
-  assert.is(r.code, EXIT.ok);
-  assert.match(r.stderr, new RegExp(`\\nkpick: no compact table at ${routePathFor(file)}: an engine on the C route would use the defaults; run promote again\\n$`));
+  assert.is(r.code, EXIT.refused);
+  assert.is(r.stderr.split('\n')[2], `kpick: the readers disagree: the JSON is used, ${routePathFor(file)} is not (an engine gets the defaults)`);
 
-  const old = realTable();
-  old.identity.space = '0123456789abcdef';
-  fs.writeFileSync(routePathFor(file), compactRouteText(old));
+  assert.equal(writeRouteOf(file), { path: routePathFor(file) });
+  const e = entryOf(table, 'linear', 'bf16', 48, 80, 8);
+  e.choice = OTHER;
+  e.candidates[OTHER] = candidateResult();
+  fs.writeFileSync(file, tableText(table)); // the README's one-word edit
   r = refuseCheck(['--table', file]);
   assert.is(r.code, EXIT.refused);
-  assert.match(r.stderr, /\nkpick: the compact table \S+ disagrees with the JSON \(an engine would get: table \S+ refused: other space .*\); run promote again\n$/);
+  assert.match(r.stderr.split('\n')[1]!, new RegExp(`refused: ${file} changed since the route was written .*; run \`npx tsx scripts/promote\\.ts --route-only --table ${file}\`; using the defaults$`));
+
+  const fix = spawnSync(TSX, ['scripts/promote.ts', '--route-only', '--table', file], { cwd: ROOT, encoding: 'utf8' });
+  assert.is(fix.status, EXIT.ok, fix.stderr);
+  assert.is(fix.stderr, `wrote ${routePathFor(file)} from ${file}\n`);
+  r = refuseCheck(['--table', file]);
+  assert.is(r.code, EXIT.ok, r.stderr);
 });
 
-test('--table a compact form checks it through the C route an engine uses', () => {
+test('both readers use the table but route differently (a .route forged and resealed): exit 3 naming the first entry and bucket', () => {
   const table = realTable();
-  const file = routePathFor(writeTables(table));
+  const file = writeTables(table);
+  const route = routePathFor(file);
+  const e = entryOf(table, 'linear', 'bf16', 48, 80, 8);
+  const text = fs.readFileSync(route, 'latin1');
+  const from = `\nlinear bf16 48 80 8 ${e.choice} `;
+  assert.ok(text.includes(from));
+  const other = e.choice === OTHER ? HEAD : OTHER;
+  const forged = sealRoute(text.replace(from, `\nlinear bf16 48 80 8 ${other} `).replace(/end [0-9a-f]{64}\n$/, ''));
+  fs.writeFileSync(route, forged);
+  const r = refuseCheck(['--table', file]);
+  assert.is(r.code, EXIT.refused, r.stderr);
+  const [first, bucket] = [5, 8]; // bucket 8 holds m = 5..8; the first m checked is 5
+  assert.is(r.stderr.split('\n')[2], `kpick: the C route and the JSON disagree at linear bf16 48x80 bucket ${bucket} (m=${first}): the JSON routes to ${e.choice}, ${route} to ${other}: run \`npx tsx scripts/promote.ts --route-only --table ${file}\``);
+});
+
+test('--table a compact form checks it and the JSON beside it, through both readers', () => {
+  const table = realTable();
+  const json = writeTables(table);
+  const file = routePathFor(json);
   let r = refuseCheck(['--table', file]);
   assert.is(r.code, EXIT.ok, r.stderr);
-  assert.is(r.stderr, `kpick: table ${file}: loaded ${table.entries.length} entries, dropped 0\n`);
-  fs.writeFileSync(file, compactRouteText(table).replace(/\nend\n$/, '\n'));
+  assert.is(r.stderr, usedLines(json, table.entries.length, 0));
+  fs.writeFileSync(file, fs.readFileSync(file, 'latin1').replace(/\nend [0-9a-f]{64}\n$/, '\n'));
   r = refuseCheck(['--table', file]);
   assert.is(r.code, EXIT.refused);
   assert.match(r.stderr, /refused: invalid: truncated after line \d+: expected \d+ entries and 'end'/);
 });
 
-test('bad usage exits 2 with one red-free line', () => {
+test('bad usage and a bad environment exit 2 with one line', () => {
   let r = refuseCheck(['--bogus']);
   assert.is(r.code, EXIT.usage);
   assert.match(r.stderr, /^refuse-check: Unknown option `--bogus`\n$/);
   r = refuseCheck(['--backend', 'hip'], {});
   assert.is(r.code, EXIT.usage);
-  assert.match(r.stderr, /^refuse-check: no usable libkpick \(tried \S+libkpick-hip\.so: /);
+  assert.match(r.stderr, /^refuse-check: no usable libkpick \(tried \S+libkpick-hip\.so: no such file\)\n$/);
+  r = refuseCheck(['--table', '']);
+  assert.is(r.code, EXIT.usage);
+  assert.is(r.stderr, "refuse-check: --table needs a value, got an empty one\n");
+  r = refuseCheck(['--table'], {});
+  assert.is(r.code, EXIT.usage);
+  r = refuseCheck([], { KPICK_BACKEND: 'foo' });
+  assert.is(r.code, EXIT.usage);
+  assert.is(r.stderr, "refuse-check: KPICK_BACKEND must be one of cpu, cuda, hip, got 'foo'\n");
 });
 
 test.run();

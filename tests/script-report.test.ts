@@ -145,6 +145,29 @@ test('bad input: one line on stderr and exit 2, nothing written', () => {
   });
 });
 
+test('--out a FIFO or a directory: exit 2, one line, left as it was; a symlink is written through and stays a link', () => {
+  withTempDir((dir) => {
+    const table = fixtureFile(dir);
+    const fifo = path.join(dir, 'page.html');
+    assert.is(spawnSync('mkfifo', [fifo]).status, 0);
+    let r = runReport(['--table', table, '--out', fifo]);
+    assert.is(r.code, 2);
+    assert.is(r.stderr, `report: ${fifo} is a FIFO: refusing to replace it, nothing written\n`);
+    assert.ok(fs.lstatSync(fifo).isFIFO());
+    const sub = path.join(dir, 'sub');
+    fs.mkdirSync(sub);
+    r = runReport(['--table', table, '--out', sub]);
+    assert.is(r.code, 2);
+    assert.is(r.stderr, `report: ${sub} is a directory: refusing to replace it, nothing written\n`);
+    const link = path.join(dir, 'link.html');
+    fs.symlinkSync('real.html', link);
+    r = runReport(['--table', table, '--out', link, '--quiet']);
+    assert.is(r.code, 0, r.stderr);
+    assert.ok(fs.lstatSync(link).isSymbolicLink());
+    assert.match(fs.readFileSync(path.join(dir, 'real.html'), 'utf8'), /<html/i);
+  });
+});
+
 test('--help shows examples and --version the package version', () => {
   const help = runReport(['--help']);
   assert.is(help.code, 0);

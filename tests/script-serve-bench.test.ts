@@ -12,7 +12,7 @@ import * as assert from 'uvu/assert';
 import { DEFAULT_BUILD_DIR, loadKpick } from '../lib/ffi.ts';
 import { NativeModels } from '../lib/model-ffi.ts';
 import { decodeLinears, findModel, uniqueShapes } from '../lib/models.ts';
-import { buildOf, routePathFor, writeCompactRoute } from '../lib/route.ts';
+import { buildOf, writeRouteOf } from '../lib/route.ts';
 import type { StoreRecord, Table } from '../lib/schema.ts';
 import { dimsOf } from '../lib/serve.ts';
 import { runSweep } from '../lib/sweep.ts';
@@ -60,7 +60,7 @@ function tablesDirWith(table: Table): string {
   mkdirSync(dirname(file), { recursive: true });
   const written = writeTable(file, table);
   if ('error' in written) throw new Error(written.error);
-  const route = writeCompactRoute(table, routePathFor(file));
+  const route = writeRouteOf(file);
   if ('error' in route) throw new Error(route.error);
   return dir;
 }
@@ -174,9 +174,9 @@ test('bad input: one line and exit 2, before any model is built', () => {
   const cases: [string[], RegExp][] = [
     [['--model', 'nope'], /unknown model 'nope'; known: Llama-3\.1-8B/],
     [[], /--model <name> is required/],
-    [['--model', 'tiny', '--c', '0,4'], /concurrency '0' is not an integer in 1\.\.128/],
+    [['--model', 'tiny', '--c', '0,4'], /--c '0' is not an integer in 1\.\.128/],
     [['--model', 'tiny', '--c', '1,,4'], /--c must be a comma-separated list/],
-    [['--model', 'tiny', '--c', '200'], /concurrency '200'/],
+    [['--model', 'tiny', '--c', '200'], /--c '200'/],
     [['--model', 'tiny', '--dtype', 'fp8'], /dtype 'fp8'/],
     [['--model', 'tiny', '--mem-limit', '0'], /--mem-limit must be a positive number of GiB, got '0'/],
     [['--model', 'tiny', '--mem-limit', 'lots'], /--mem-limit must be a positive number of GiB, got 'lots'/],

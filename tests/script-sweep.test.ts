@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test } from 'uvu';
@@ -121,7 +121,7 @@ test('bad usage exits 2 with one line, before anything is measured', () => {
   const store = tmp();
   const cases: [string[], RegExp][] = [
     [['--model', 'nope', '--store', store], /^sweep: unknown model 'nope'; known: Llama-3\.1-8B, .*tiny\n$/],
-    [['--model', 'tiny', '--rows', '1,5', '--store', store], /^sweep: rows '5' is not a bucket; buckets are 1, 2, 4, 8, 16, 32, 64, 128\n$/],
+    [['--model', 'tiny', '--rows', '1,5', '--store', store], /^sweep: --rows '5' is not a bucket; buckets are 1, 2, 4, 8, 16, 32, 64, 128\n$/],
     [['--model', 'tiny', '--store', store, '--candidates', 'gemv.*'], /^sweep: no candidate matches 'gemv\.\*'/],
     [['--model', 'tiny', '--store', store, '--backend', 'metal'], /^sweep: --backend must be one of cpu, cuda, hip/],
   ];
@@ -142,10 +142,10 @@ test('an unwritable store exits 2 with one line', () => {
   assert.is(run.stderr.trim().split('\n').length, 1);
 });
 
-test('a library that cannot load exits 1 naming the path tried; DEBUG adds the stack', () => {
+test('a library that cannot load exits 2 (a bad environment) naming the path tried; DEBUG adds the stack', () => {
   const store = tmp();
   const run = sweep([...fast, '--store', store], { KPICK_LIB: '/nonexistent/lib.so' });
-  assert.is(run.code, 1);
+  assert.is(run.code, 2);
   assert.is(run.stderr, 'sweep: no usable libkpick (tried /nonexistent/lib.so: no such file)\n');
   const debug = sweep([...fast, '--store', store], { KPICK_LIB: '/nonexistent/lib.so', DEBUG: '1' });
   assert.match(debug.stderr, /\n\s+at /);
@@ -157,6 +157,24 @@ test('--help prints the options with their defaults and exits 0', () => {
   assert.is(run.code, 0);
   assert.match(run.stdout, /--rows <list>\s+rows buckets M \(default: 1,2,4,8\)/);
   assert.match(run.stdout, /--samples <n>\s+timings per candidate per round \(default: 5\)/);
+});
+
+test('a store admits one sweep at a time: a second is refused in one line naming the holder pid; a killed sweep\'s lock is taken over', () => {
+  const store = tmp();
+  const lock = join(store, 'sweep.lock');
+  // held by a live process (this test runner)
+  writeFileSync(lock, `${process.pid}\n${hostname()}\n`);
+  let r = sweep([...fast, '--rows', '1', '--candidates', 'plain', '--store', store]);
+  assert.is(r.code, 2, r.stderr);
+  assert.is(r.stderr, `sweep: store ${store} is in use by another sweep (pid ${process.pid}, ${lock}); wait for it, or remove the lock if no sweep runs\n`);
+  assert.equal(files(store), [], 'nothing measured');
+  // held by a process that is gone
+  const gone = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' }).stdout;
+  writeFileSync(lock, `${gone}\n${hostname()}\n`);
+  r = sweep([...fast, '--rows', '1', '--candidates', 'plain', '--store', store]);
+  assert.is(r.code, 0, r.stderr);
+  assert.is(files(store).length, 1);
+  assert.not.ok(readdirSync(store).includes('sweep.lock'), 'released when done');
 });
 
 test.run();

@@ -204,8 +204,15 @@ test('the step refuses wrong candidates, batches and a full cache; a freed model
   gatedAtQkv[0] = id('gated.plain');
   rejects(() => m.step(gatedAtQkv, 1), 1, /cands\[0\] \(qkv\): gated\.plain is a candidate of op 1, the qkv linear is op 0/);
   rejects(() => m.step(Int32Array.from([0, 0, 0, 0, 99999]), 1), 1, /cands\[\d\] .*unknown candidate id|op 0, the gate_up/);
-  rejects(() => m.step(PLAIN, 5), 1, /batch must be in 1\.\.4/);
-  rejects(() => m.time(PLAIN, 1, 7), 1, /steps must be in 1\.\.6/);
+  // checked before the native call: the library reads five ids whatever the array holds
+  const range = (re: RegExp) => (e: unknown) => e instanceof RangeError && re.test(e.message);
+  assert.throws(() => m.step(PLAIN.subarray(0, 3), 1), range(/^cands must be an Int32Array of 5 candidate ids \(qkv, o, gate_up, down, lm_head\), got 3$/));
+  assert.throws(() => m.step(new Int32Array(0), 1), range(/got 0$/));
+  assert.throws(() => m.check(PLAIN.subarray(1), 1), range(/cands must be an Int32Array of 5/));
+  assert.throws(() => m.time(Array.from(PLAIN) as unknown as Int32Array, 1, 1), range(/cands must be an Int32Array/));
+  assert.throws(() => m.step(PLAIN, 5), range(/^batch must be an integer in 1\.\.4 \(the model's maxBatch\), got 5$/));
+  assert.throws(() => m.step(PLAIN, 1.5), range(/batch must be an integer/));
+  assert.throws(() => m.time(PLAIN, 1, 7), range(/^steps must be an integer in 1\.\.6 \(the model's maxNew\), got 7$/));
   m.reset(1);
   for (let s = 0; s < DIMS.maxNew; s++) m.step(PLAIN, 1);
   rejects(() => m.step(PLAIN, 1), 1, /holds 6 new positions and all are used: reset the model/);

@@ -4,7 +4,9 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Identity, StoreRecord } from '../lib/schema.ts';
-import { StoreWriter, formatWarning, measuredKeys, readStore, recordKey } from '../lib/store.ts';
+import { LOCK_FILE, StoreLock, StoreWriter, formatWarning, measuredKeys, readStore, recordKey } from '../lib/store.ts';
+import { spawnSync } from 'node:child_process';
+import { hostname } from 'node:os';
 
 const identity: Identity = {
   backend: 'cpu',
@@ -189,6 +191,71 @@ test('a tagged writer (one shard of a sweep) carries its tag in its file name an
   shard.close();
   plain.close();
   assert.equal(readdirSync(dir).map((f) => f.replace(/^sweep-\d{8}T\d{6}Z-\d+-/, '')), ['shard1of2.jsonl'], 'the unwritten plain file is gone');
+});
+
+test('StoreLock: one sweep at a time; the second is refused naming the pid that holds the store', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kpick-lock-'));
+  try {
+    const lock = StoreLock.acquire(dir);
+    const file = join(dir, LOCK_FILE);
+    assert.equal(readFileSync(file, 'utf8').split('\n').slice(0, 2), [String(process.pid), hostname()]);
+    assert.throws(() => StoreLock.acquire(dir), (e: unknown) => e instanceof Error && e.message === `store ${dir} is in use by another sweep (pid ${process.pid}, ${file}); wait for it, or remove the lock if no sweep runs`);
+    lock.release();
+    lock.release(); // idempotent
+    assert.not.ok(readdirSync(dir).includes(LOCK_FILE));
+    StoreLock.acquire(dir).release();
+    // a lock is not a record: the store reads past it
+    assert.equal(readStore(dir), { records: [], warnings: [] });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('StoreLock: a stale lock (its sweep was killed) is taken over; one from another host is not', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kpick-lock-'));
+  try {
+    const file = join(dir, LOCK_FILE);
+    const dead = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' });
+    const deadPid = Number(dead.stdout); // exited: nothing holds it now
+    writeFileSync(file, `${deadPid}\n${hostname()}\n2025-01-01T00:00:00Z\n`);
+    const lock = StoreLock.acquire(dir);
+    assert.is(readFileSync(file, 'utf8').split('\n')[0], String(process.pid));
+    assert.equal(readdirSync(dir), [LOCK_FILE], 'the stale lock left nothing behind');
+    lock.release();
+    writeFileSync(file, 'garbage');
+    StoreLock.acquire(dir).release(); // unreadable: taken over like a stale one
+    writeFileSync(file, `${deadPid}\nanother-host\n`);
+    assert.throws(() => StoreLock.acquire(dir), /in use by another sweep \(pid \d+ on another-host/);
+    rmSync(file);
+    // never read what is not a file (a FIFO would block), never replaced
+    assert.is(spawnSync('mkfifo', [file]).status, 0);
+    assert.throws(() => StoreLock.acquire(dir), (e: unknown) => e instanceof Error && e.message === `store ${dir}: its lock ${file} is a FIFO: remove it`);
+    const fifoStore = join(dir, 'fifo-store');
+    assert.is(spawnSync('mkfifo', [fifoStore]).status, 0);
+    assert.throws(() => StoreLock.acquire(fifoStore), /is not a writable folder/);
+    assert.throws(() => StoreWriter.open(fifoStore, 'sweep'), /is not a writable folder/);
+    assert.ok(statSync(fifoStore).isFIFO(), 'left as it was');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('StoreLock: the shards of one sweep share a store; the same shard, an unsharded sweep or another count are refused', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kpick-lock-'));
+  try {
+    const zero = StoreLock.acquire(dir, 'sweep-shard0of2');
+    const one = StoreLock.acquire(dir, 'sweep-shard1of2');
+    assert.equal(readdirSync(dir).sort(), ['sweep-shard0of2.lock', 'sweep-shard1of2.lock']);
+    assert.throws(() => StoreLock.acquire(dir, 'sweep-shard1of2'), new RegExp(`in use by another sweep \\(pid ${process.pid},`));
+    assert.throws(() => StoreLock.acquire(dir), /whose units overlap this one's \(sweep-shard\dof2, pid \d+/);
+    assert.throws(() => StoreLock.acquire(dir, 'sweep-shard0of3'), /whose units overlap this one's \(sweep-shard\dof2/);
+    assert.equal(readdirSync(dir).sort(), ['sweep-shard0of2.lock', 'sweep-shard1of2.lock'], 'a refused writer leaves no lock behind');
+    zero.release();
+    one.release();
+    StoreLock.acquire(dir).release();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test.run();

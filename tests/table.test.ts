@@ -5,8 +5,13 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { TABLE_FORMAT, type StoreRecord, type Table } from '../lib/schema.ts';
-import { archDir, buildTable, defaultTablePath, deviceSlug, parseTable, readTable, tableText, writeTable } from '../lib/table.ts';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { DEFAULT_BUILD_DIR, loadKpick } from '../lib/ffi.ts';
+import { TABLE_FORMAT, type StoreRecord, type Table, type TableEntry } from '../lib/schema.ts';
+import { archDir, buildTable, defaultTablePath, deviceSlug, mergeTables, parseTable, readTable, tableText, writeTable } from '../lib/table.ts';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 import { evenSamples, problem, syntheticRecord, SYNTHETIC_IDENTITY } from './helpers/synthetic-records.ts';
 
 const CREATED = new Date('2025-02-03T04:05:06.000Z');
@@ -108,8 +113,7 @@ test('atomic write: a target that is a folder fails with one line and leaves no 
   const result = writeTable(target, built());
   assert.ok('error' in result);
   if (!('error' in result)) return;
-  assert.ok(result.error.startsWith(`${target}: cannot write (`));
-  assert.not.match(result.error, /\n/);
+  assert.is(result.error, `${target} is a directory: refusing to replace it, nothing written`);
   assert.equal(fs.readdirSync(dir), ['decode_gemm.json']);
   assert.ok(fs.statSync(target).isDirectory());
 });
@@ -218,6 +222,27 @@ test('readTable: missing file, bad JSON and a bad table are one-line errors, nev
   assert.ok('error' in wrongResult && wrongResult.error.startsWith(`${wrong}: identity: `), JSON.stringify(wrongResult));
 
   assert.ok('error' in readTable(dir), 'a folder is not a table');
+});
+
+test('mergeTables: entries the fresh table does not cover stay, covered ones are replaced, new ones added, in table order', () => {
+  const entry = (n: number, bucket: 1 | 2, choice: string): TableEntry => ({ op: 'linear', dtype: 'bf16', n, k: 64, bucket, default: 'plain', choice, reason: choice, floor_us: null, candidates: {} });
+  const base = { format: TABLE_FORMAT, identity: SYNTHETIC_IDENTITY, created: '2025-01-01T00:00:00.000Z', gate: { min_gain: 0.02 } };
+  const old: Table = { ...base, entries: [entry(64, 1, 'old-a'), entry(64, 2, 'old-b'), entry(128, 1, 'old-c')] };
+  const fresh: Table = { ...base, created: '2025-02-01T00:00:00.000Z', entries: [entry(32, 1, 'new-d'), entry(64, 2, 'new-b')] };
+  const m = mergeTables(old, fresh);
+  assert.equal([m.kept, m.replaced, m.added], [2, 1, 1]);
+  assert.equal(m.table.entries.map((e) => [e.n, e.bucket, e.choice]), [[32, 1, 'new-d'], [64, 1, 'old-a'], [64, 2, 'new-b'], [128, 1, 'old-c']]);
+  assert.is(m.table.created, fresh.created);
+  assert.equal([mergeTables(null, fresh).kept, mergeTables(null, fresh).added], [0, 2]);
+});
+
+test('the compiler is named by what it reports: make with CC=cc and CC=gcc gives one identity, and the library carries it', () => {
+  const id = (cc: string) => spawnSync('make', ['-s', 'compiler-id', `CC=${cc}`], { cwd: ROOT, encoding: 'utf8' }).stdout.trim();
+  const cc = id('cc');
+  assert.match(cc, /^gcc \d+\.\d+\.\d+/);
+  assert.is(id('gcc'), cc);
+  const info = loadKpick({ lib: path.join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so') }).info();
+  assert.ok(info.compiler.startsWith(`${cc} -O3`), `${info.compiler} / ${cc}`);
 });
 
 test.run();

@@ -5,13 +5,14 @@
 # parity of every candidate on every decode linear of the five presets at
 # every rows bucket. Run from the repo root with .devcarry carried
 # (../shared/device/prep.sh; node_modules packed as .devcarry/nm.tar.xz).
-#   bash bench/gpu/pipeline.sh [step ...]   steps: build sweep promote bench parity timing serve pdl-rows peer profile shard
+#   bash bench/gpu/pipeline.sh [step ...]   steps: build sweep promote bench parity timing serve pdl-rows peer profile shard abi
 #   (default: sweep promote bench parity; build: only the build every call does; timing: a fresh Llama-3.1-8B sweep, for
 #   the 60 s target; serve: serve-bench of the presets through the table; pdl-rows: the same serve-bench through a
 #   second table promoted from the same store with the old rule, --pdl-rows 2, into tables-pdl2/; peer: the whole-step
 #   check, then serve-bench and the PyTorch peer of bench/peers/ on $PEER_MODELS at $PEER_C, joined in
 #   $OUT/peer-summary.jsonl; shard: a sharded sweep on one GPU against an unsharded one, their tables compared, and the
-#   fleet check plain and beside a bandwidth hog)
+#   fleet check plain and beside a bandwidth hog; abi: the route, route-fuzz and kpick_linear suites of tests/ against
+#   build/libkpick-cuda.so, with the table in tables/, into logs/abi.log)
 # Everything comes back as $OUT/pipeline.tar.xz (stores, tables, logs) and
 # $OUT/summary.txt; each step has its own time limit so the pack always runs.
 set -uo pipefail
@@ -145,6 +146,16 @@ for want in $steps; do
       step shard-fleet-pool 30 node --import tsx scripts/fleet.ts logs/shard-fleet-plain.jsonl logs/shard-fleet-hog.jsonl --json
       tail -n 1 logs/shard-fleet-pool-plain.log >> "$summary"
       cat logs/shard-fleet-pool.log >> "$summary" ;;
+    abi)
+      # The CPU suites, unchanged, on the GPU build (tests/helpers/route-tables.ts
+      # follows KPICK_BACKEND): TS and C agree on every entry and bucket of the
+      # committed table, kpick_linear on device memory and in a graph gives the
+      # routed candidate's bytes, 1200 fuzzed tables through it. Everything to logs/abi.log.
+      node --import tsx scripts/refuse-check.ts --tables-dir tables > logs/abi.log 2>&1
+      echo "refuse-check: exit $?" >> logs/abi.log
+      step abi-suites 300 sh -c 'exec node node_modules/uvu/bin.js -r tsx tests "^route(-fuzz)?\.test\.ts$" 1>&2'
+      cat logs/abi-suites.log >> logs/abi.log
+      grep -E "^(refuse-check|kpick: )|Total|Passed|FAIL" logs/abi.log | head -20 >> "$summary" ;;
     parity)
       for m in $presets; do step "parity-$m" 120 node --import tsx scripts/parity.ts --model "$m" --rows $rows --dtype bf16,fp16; done
       tail -q -n 3 logs/parity-*.log >> "$summary" ;;

@@ -127,11 +127,14 @@ int kpick_reference(const kpick_problem *p, const int64_t *cols, int32_t ncols,
  * dispatch, read at load: KPICK_FORCE=<candidate> (every call of that
  * candidate's op runs it) and KPICK_NO_BLASLT=1 (the default is never the
  * vendor BLAS); either one, set and non-empty, refuses the table by name. */
-#define KPICK_ROUTE_VERSION 1 /* the compact form */
+#define KPICK_ROUTE_VERSION 2 /* the compact form (2: bound to its JSON by sha256) */
 #define KPICK_TABLE_FORMAT 1  /* the JSON table it was written from */
 
 /* Loads the table at path once (NULL: none, the defaults), checking it against
- * this library (kpick_get_info), the knobs and the space, and records a
+ * this library (kpick_get_info), the knobs and the space, and against the JSON
+ * table beside it (same name, .json): a route whose JSON is missing or changed
+ * since it was compiled, or whose own text was edited, is refused (`npx tsx
+ * scripts/promote.ts --route-only --table X.json` compiles it again). It records a
  * one-line verdict: what it loaded, or why it refused; say = 1 also prints it
  * to stderr. A missing or refused table is not an error (KPICK_OK, defaults).
  * Later lookups never read the file; a second load replaces the first. */
@@ -148,6 +151,25 @@ int kpick_route_lookup(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_t 
  * the CPU ignores it and returns when y is complete). y must not overlap x or W. */
 int kpick_linear(int32_t op, int32_t dtype, const void *x, const void *w, void *y,
                  int32_t m, int64_t n, int64_t k, void *stream);
+/* kpick_linear as an engine runs it in a decode step: the routed call captured
+ * into a graph on a stream of its own, the graph launched `replays` times
+ * (1..1000), then the stream synchronised. The route must have run this call
+ * once outside capture first (a GPU grows its scratch only then). */
+int kpick_linear_graph(int32_t op, int32_t dtype, const void *x, const void *w, void *y,
+                       int32_t m, int64_t n, int64_t k, int32_t replays);
+
+/* ---- caller buffers (src/common/buffers.c) ----
+ * Memory for kpick_linear allocated through the library: device memory on a
+ * GPU, host memory on the CPU, so a binding without a GPU runtime of its own
+ * can call the route. The library knows each buffer's size: kpick_linear and
+ * the copies refuse bytes past its end. kpick_linear also takes memory of the
+ * caller's own; on a GPU it refuses host memory there (pointer attributes),
+ * rather than an illegal access that would poison the context. */
+int kpick_buffer_alloc(int64_t bytes, void **out);
+int kpick_buffer_free(void *buf);
+/* copy bytes between host memory and buf + offset (synchronous) */
+int kpick_buffer_upload(void *buf, int64_t offset, const void *src, int64_t bytes);
+int kpick_buffer_download(const void *buf, int64_t offset, void *dst, int64_t bytes);
 
 /* ---- decode model: serve-bench's step (src/common/model.c) ----
  * One decode step of a transformer with a real model's shapes and random

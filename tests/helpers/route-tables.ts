@@ -8,16 +8,75 @@ import * as path from 'node:path';
 import { DEFAULT_BUILD_DIR, loadKpick, NativeRoute } from '../../lib/ffi.ts';
 import type { Build } from '../../lib/guard.ts';
 import type { Linear } from '../../lib/models.ts';
-import { buildOf } from '../../lib/route.ts';
+import { buildOf, compactRouteText, sha256Hex } from '../../lib/route.ts';
 import type { CandidateResult, StoreRecord, Table, TableEntry } from '../../lib/schema.ts';
 import { runSweep } from '../../lib/sweep.ts';
-import { buildTable } from '../../lib/table.ts';
+import { buildTable, tableText } from '../../lib/table.ts';
 
-/** The production CPU library (the space an engine gets), or $KPICK_LIB: say, a sanitizer build. */
-export const kpick = loadKpick({ lib: process.env.KPICK_LIB || path.join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so') });
+/**
+ * The production CPU library (the space an engine gets); or $KPICK_LIB (say, a
+ * sanitizer build) or $KPICK_BACKEND's build: the route suites run unchanged
+ * against build/libkpick-cuda.so on a GPU machine (bench/gpu/pipeline.sh abi).
+ */
+export const kpick = process.env.KPICK_LIB || process.env.KPICK_BACKEND ? loadKpick() : loadKpick({ lib: path.join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so') });
 export const build: Build = buildOf(kpick);
 /** The C route of that library (process-wide state: every test loads what it needs). */
 export const native = new NativeRoute(kpick);
+/** A GPU build: kpick_linear takes device memory (DeviceBuffers), not host arrays. */
+export const onDevice = build.identity.backend !== 'cpu';
+
+/** The class default of op in this build: what a miss runs. */
+export function headOf(op: 'linear' | 'gated'): string {
+  const head = build.candidates.find((c) => c.op === op && c.isDefault && c.available);
+  if (!head) throw new Error(`this build has no class default for ${op}`);
+  return head.name;
+}
+
+/**
+ * Candidates of op that any entry may choose: available, not the default, not
+ * stack-bound, taking rows 1..128; those whose output is not byte-identical to
+ * the default's first (a wrong dispatch shows in the bytes), then space order.
+ */
+export function othersOf(op: 'linear' | 'gated'): string[] {
+  const head = headOf(op);
+  const all = kpick.candidates().filter((c) => c.op === op && c.available && !c.isDefault && !c.stackBound && c.rowsMin === 1 && c.rowsMax === 128);
+  const names = [...all.filter((c) => c.bitwiseWith !== head), ...all.filter((c) => c.bitwiseWith === head)].map((c) => c.name);
+  if (names.length < 2) throw new Error(`this build has fewer than two candidates for any ${op} entry`);
+  return names;
+}
+
+/**
+ * y of kpick_linear through the C route, on the memory this backend takes:
+ * host arrays on the CPU (and device buffers too, when asked), device buffers
+ * on a GPU; `graph`: the call captured into a graph and launched, as a decode
+ * step runs it. y starts poisoned (0xFFFF), so an element never written shows.
+ */
+export function linearThroughRoute(
+  op: 'linear' | 'gated',
+  dtype: 'bf16' | 'fp16',
+  x: Uint16Array,
+  w: Uint16Array,
+  m: number,
+  n: number,
+  k: number,
+  options: { graph?: boolean; buffers?: boolean } = {},
+): Uint16Array {
+  const y = new Uint16Array(m * n).fill(0xffff);
+  if (!onDevice && !options.buffers && !options.graph) {
+    native.linear(op, dtype, x, w, y, m, n, k);
+    return y;
+  }
+  const bx = native.allocFrom(x.subarray(0, m * k));
+  const bw = native.allocFrom(w);
+  const by = native.allocFrom(y);
+  try {
+    if (options.graph) native.linearGraph(op, dtype, bx, bw, by, m, n, k, 2);
+    else native.linear(op, dtype, bx, bw, by, m, n, k);
+    return native.download(by, y);
+  } finally {
+    for (const b of [bx, bw, by]) native.free(b);
+  }
+}
 
 /** Small enough that running every candidate on them costs microseconds. */
 export const SHAPES: readonly Linear[] = [
@@ -114,4 +173,9 @@ export function withEnv<T>(vars: Record<string, string | undefined>, fn: () => T
 export function nativeVerdict(file: string | null): string {
   native.load(file);
   return native.verdict();
+}
+
+/** The compact text promote writes beside tableText(table): bound to those JSON bytes. */
+export function routeTextOf(table: Table): string {
+  return compactRouteText(table, sha256Hex(tableText(table)));
 }

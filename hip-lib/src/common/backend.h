@@ -35,6 +35,10 @@ int be_download_y(const struct kpick_problem *p, void *dst);
 int be_launch(int32_t cand, int32_t op, int32_t dtype, const void *x, const void *w, void *y,
               int32_t m, int64_t n, int64_t k, void *stream);
 
+/* *is_device = 1 when the kernels may read and write memory at p (GPU:
+ * device or managed memory, by the runtime's pointer attributes; CPU: any). */
+int be_device_memory(const void *p, int *is_device);
+
 /* ---- the decode step (common/model.c): device memory, the non-linear ops and
  * graphs. Pointers are device pointers (host pointers on the CPU); each op is
  * enqueued on stream (the CPU ignores it and returns when done). model.c

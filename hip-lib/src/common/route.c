@@ -19,8 +19,10 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "buffers.h"
 #include "error.h"
 #include "route.h"
+#include "sha256.h"
 #include "space.h"
 
 /* ---- knobs: environment variables that reroute dispatch. Any one of them set
@@ -75,6 +77,7 @@ typedef struct parsed_entry {
 } parsed_entry;
 
 typedef struct parsed {
+  char json_sha[65]; /* sha256 of the JSON table it was compiled from */
   char header[H_COUNT][KP_ROUTE_MAX_VALUE + 1];
   parsed_entry *e;
   size_t len, cap;
@@ -144,18 +147,26 @@ static int is_name(const char *s, size_t len) {
   return 1;
 }
 
+/* lowercase hex digits, as a sha256 is written */
+static int is_hex(const char *s, size_t len) {
+  for (size_t i = 0; i < len; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+  return 1;
+}
+
 /* ---- the file: same checks and order as readTableFile in lib/guard.ts ---- */
 
 enum kind { K_USED, K_MISSING, K_REFUSED };
 
-/* Reads path into *text (NUL-terminated). Returns K_USED when read, K_MISSING,
- * or K_REFUSED with the reason in why; -1 when out of memory. */
-static int read_file(const char *path, char **text, size_t *len, char *why, size_t cap) {
+/* Opens path for reading after the checks every table file gets: missing, a
+ * symlink to another folder, not a regular file, larger than limit. Returns
+ * an fd (>= 0), or -1 - K_MISSING / -1 - K_REFUSED with the reason in why. */
+static int open_checked(const char *path, long long limit, char *why, size_t cap) {
   struct stat st;
   if (lstat(path, &st) != 0) {
-    if (errno == ENOENT) return K_MISSING;
+    if (errno == ENOENT) return -1 - K_MISSING;
     snprintf(why, cap, "unreadable: %s", strerror(errno));
-    return K_REFUSED;
+    return -1 - K_REFUSED;
   }
   if (S_ISLNK(st.st_mode)) {
     /* A table belongs to its folder: a link to another folder's table would
@@ -163,66 +174,112 @@ static int read_file(const char *path, char **text, size_t *len, char *why, size
     char target[PATH_MAX], dir_real[PATH_MAX], copy[PATH_MAX], target_copy[PATH_MAX];
     if (!realpath(path, target)) {
       snprintf(why, cap, "unreadable: a symlink to nothing");
-      return K_REFUSED;
+      return -1 - K_REFUSED;
     }
     snprintf(copy, sizeof copy, "%s", path);
     snprintf(target_copy, sizeof target_copy, "%s", target);
     if (!realpath(dirname(copy), dir_real) || strcmp(dir_real, dirname(target_copy)) != 0) {
       snprintf(why, cap, "unreadable: a symlink to another folder (%s)", target);
-      return K_REFUSED;
+      return -1 - K_REFUSED;
     }
   }
   if (stat(path, &st) != 0) {
     snprintf(why, cap, "unreadable: %s", strerror(errno));
-    return K_REFUSED;
+    return -1 - K_REFUSED;
   }
   if (!S_ISREG(st.st_mode)) {
     snprintf(why, cap, "unreadable: not a regular file");
-    return K_REFUSED;
+    return -1 - K_REFUSED;
   }
-  if (st.st_size > KP_ROUTE_MAX_BYTES) {
-    snprintf(why, cap, "unreadable: %lld bytes, larger than any real table (limit %d)", (long long)st.st_size,
-             KP_ROUTE_MAX_BYTES);
-    return K_REFUSED;
+  if (st.st_size > limit) {
+    snprintf(why, cap, "unreadable: %lld bytes, larger than any real table (limit %lld)", (long long)st.st_size,
+             limit);
+    return -1 - K_REFUSED;
   }
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     snprintf(why, cap, "unreadable: %s", strerror(errno));
-    return K_REFUSED;
+    return -1 - K_REFUSED;
   }
-  /* one byte past the limit, so a file that grew since the stat is still caught */
-  char *buf = malloc(KP_ROUTE_MAX_BYTES + 2);
-  if (!buf) {
-    close(fd);
-    return -1;
-  }
-  size_t got = 0;
+  return fd;
+}
+
+/* Reads up to limit + 1 bytes of fd into consume(ctx, bytes, n), so a file
+ * that grew past limit since the stat is still caught. Closes fd. Returns
+ * K_USED, or K_REFUSED with the reason in why. */
+static int read_all(int fd, long long limit, void (*consume)(void *, const char *, size_t), void *ctx, char *why,
+                    size_t cap) {
+  char chunk[65536];
+  long long got = 0;
   for (;;) {
-    ssize_t r = read(fd, buf + got, KP_ROUTE_MAX_BYTES + 1 - got);
+    ssize_t r = read(fd, chunk, sizeof chunk);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
       snprintf(why, cap, "unreadable: %s", strerror(errno));
       close(fd);
-      free(buf);
       return K_REFUSED;
     }
-    if (r == 0 || (got += (size_t)r) > KP_ROUTE_MAX_BYTES) break;
+    if (r == 0) break;
+    got += r;
+    if (got > limit) {
+      snprintf(why, cap, "unreadable: more than %lld bytes, larger than any real table", limit);
+      close(fd);
+      return K_REFUSED;
+    }
+    consume(ctx, chunk, (size_t)r);
   }
   close(fd);
-  if (got > KP_ROUTE_MAX_BYTES) {
-    snprintf(why, cap, "unreadable: more than %d bytes, larger than any real table", KP_ROUTE_MAX_BYTES);
-    free(buf);
-    return K_REFUSED;
-  }
-  buf[got] = '\0';
-  *text = buf;
-  *len = got;
   return K_USED;
+}
+
+typedef struct text_sink {
+  char *buf;
+  size_t len;
+} text_sink;
+
+static void to_text(void *ctx, const char *bytes, size_t n) {
+  text_sink *t = ctx;
+  memcpy(t->buf + t->len, bytes, n);
+  t->len += n;
+}
+
+static void to_hash(void *ctx, const char *bytes, size_t n) { kp_sha256_update(ctx, bytes, n); }
+
+/* Reads path into *text (NUL-terminated). Returns K_USED when read, K_MISSING,
+ * or K_REFUSED with the reason in why; -1 when out of memory. */
+static int read_file(const char *path, char **text, size_t *len, char *why, size_t cap) {
+  int fd = open_checked(path, KP_ROUTE_MAX_BYTES, why, cap);
+  if (fd < 0) return -1 - fd;
+  text_sink t = {malloc(KP_ROUTE_MAX_BYTES + 1), 0};
+  if (!t.buf) {
+    close(fd);
+    return -1;
+  }
+  int kind = read_all(fd, KP_ROUTE_MAX_BYTES, to_text, &t, why, cap);
+  if (kind != K_USED) {
+    free(t.buf);
+    return kind;
+  }
+  t.buf[t.len] = '\0';
+  *text = t.buf;
+  *len = t.len;
+  return K_USED;
+}
+
+/* The sha256 of the file at path as 64 hex digits: K_USED, K_MISSING or K_REFUSED (why). */
+static int hash_file(const char *path, char hex[65], char *why, size_t cap) {
+  int fd = open_checked(path, KP_TABLE_MAX_BYTES, why, cap);
+  if (fd < 0) return -1 - fd;
+  kp_sha256 s;
+  kp_sha256_init(&s);
+  int kind = read_all(fd, KP_TABLE_MAX_BYTES, to_hash, &s, why, cap);
+  if (kind == K_USED) kp_sha256_hex(&s, hex);
+  return kind;
 }
 
 /* ---- the parser: same rules and messages as parseCompactRoute in lib/route.ts ---- */
 
-enum parse_result { P_OK, P_INVALID, P_OLDER, P_NEWER, P_NOMEM };
+enum parse_result { P_OK, P_INVALID, P_OLDER, P_NEWER, P_NOMEM, P_EDITED };
 
 /* Writes why a route is invalid; returns P_INVALID. */
 static int invalid(char *why, size_t cap, const char *fmt, ...)
@@ -382,6 +439,13 @@ static int parse_route(const char *text, size_t len, parsed *p, char *why, size_
 
   if ((r = next_line(&c, why, cap)) < 0) return P_INVALID;
   if (r == 0) return invalid(why, cap, "truncated after line %d", (int)c.line);
+  if (c.cur_len != 5 + 64 || memcmp(c.cur, "json ", 5) != 0 || !is_hex(c.cur + 5, 64))
+    return invalid(why, cap, "line %d: expected 'json <sha256 of the JSON table: 64 hex digits>'", (int)c.line);
+  memcpy(p->json_sha, c.cur + 5, 64);
+  p->json_sha[64] = '\0';
+
+  if ((r = next_line(&c, why, cap)) < 0) return P_INVALID;
+  if (r == 0) return invalid(why, cap, "truncated after line %d", (int)c.line);
   if (!keyed_uint(&c, "format", &num)) return invalid(why, cap, "line %d: expected 'format <number>'", (int)c.line);
   if ((v = version_check("format", num, KPICK_TABLE_FORMAT, why, cap)) != P_OK) return v;
 
@@ -422,10 +486,18 @@ static int parse_route(const char *text, size_t len, parsed *p, char *why, size_
   if (r == 0)
     return invalid(why, cap, "truncated after line %d: expected %lld entries and 'end'", (int)c.line,
                    (long long)count);
-  if (c.cur_len != 3 || memcmp(c.cur, "end", 3) != 0)
-    return invalid(why, cap, "line %d: expected 'end' after %lld entries", (int)c.line, (long long)count);
+  if (c.cur_len != 4 + 64 || memcmp(c.cur, "end ", 4) != 0 || !is_hex(c.cur + 4, 64))
+    return invalid(why, cap, "line %d: expected 'end <sha256 of the lines above: 64 hex digits>' after %lld entries",
+                   (int)c.line, (long long)count);
   if (c.pos < c.len) return invalid(why, cap, "line %d: text after 'end'", (int)c.line + 1);
   if (find_duplicate(p, why, cap)) return P_INVALID;
+  /* the route's own text, so a hand edit of it is caught like one of its JSON */
+  kp_sha256 s;
+  char sum[65];
+  kp_sha256_init(&s);
+  kp_sha256_update(&s, text, (size_t)(c.cur - text));
+  kp_sha256_hex(&s, sum);
+  if (memcmp(sum, c.cur + 4, 64) != 0) return P_EDITED;
   return P_OK;
 }
 
@@ -486,6 +558,44 @@ static int kept_cmp(const void *a, const void *b) {
 static void refuse_line(route *rt, const char *path, const char *reason, const char *remedy) {
   snprintf(rt->verdict, sizeof rt->verdict, "kpick: table %s refused: %s; %s; using the defaults", path, reason,
            remedy);
+}
+
+/* The JSON table a route was compiled from: beside it, same name, .json. */
+static void json_path_of(const char *route_path, char *out, size_t cap) {
+  size_t len = strlen(route_path);
+  if (len > 6 && strcmp(route_path + len - 6, ".route") == 0) len -= 6;
+  snprintf(out, cap, "%.*s.json", (int)len, route_path);
+}
+
+static void remedy_route_only(char *out, size_t cap, const char *json) {
+  snprintf(out, cap, "run `npx tsx scripts/promote.ts --route-only --table %s`", json);
+}
+
+static void refuse_edited(route *rt, const char *path) {
+  char json[PATH_MAX + 8], remedy[PATH_MAX + 128];
+  json_path_of(path, json, sizeof json);
+  remedy_route_only(remedy, sizeof remedy, json);
+  refuse_line(rt, path, "edited since it was written (its checksum does not match)", remedy);
+}
+
+/* One table, one truth: a route is used only beside the JSON it was compiled
+ * from, byte for byte; 1 with the verdict written when it is not. */
+static int refuse_stale(route *rt, const char *path, const parsed *p) {
+  char json[PATH_MAX + 8], why[PATH_MAX + 256], hex[65], reason[2 * PATH_MAX + 512], remedy[PATH_MAX + 128];
+  json_path_of(path, json, sizeof json);
+  int kind = hash_file(json, hex, why, sizeof why);
+  if (kind == K_USED && strcmp(hex, p->json_sha) == 0) return 0;
+  if (kind == K_USED) {
+    snprintf(reason, sizeof reason, "%s changed since the route was written (sha256 %.12s, the route was made from %.12s)",
+             json, hex, p->json_sha);
+    remedy_route_only(remedy, sizeof remedy, json);
+  } else {
+    if (kind == K_MISSING) snprintf(reason, sizeof reason, "no JSON table beside it (%s)", json);
+    else snprintf(reason, sizeof reason, "%s %s", json, why);
+    snprintf(remedy, sizeof remedy, "a route is used only beside the JSON it was made from: restore it or run promote again");
+  }
+  refuse_line(rt, path, reason, remedy);
+  return 1;
 }
 
 /* The identity, compiler, space and knob checks, in DESIGN.md's order;
@@ -595,6 +705,8 @@ static int build_route(route *rt, const char *path) {
         refuse_line(rt, path, reason, "run promote again");
       } else if (pr == P_OLDER || pr == P_NEWER) {
         refuse_line(rt, path, why, pr == P_OLDER ? "run promote again" : "upgrade kpick");
+      } else if (pr == P_EDITED || refuse_stale(rt, path, &p)) {
+        if (pr == P_EDITED) refuse_edited(rt, path);
       } else if (!refuse_by_build(rt, path, &p, &info)) {
         st = use_table(rt, path, &p, &info);
         if (st != KPICK_OK) st = kp_fail(st, "kpick_route_load", "host allocation failed");
@@ -723,16 +835,56 @@ static int overlaps(const void *a, size_t a_bytes, const void *b, size_t b_bytes
   return x < y + b_bytes && y < x + a_bytes;
 }
 
-int kpick_linear(int32_t op, int32_t dtype, const void *x, const void *w, void *y, int32_t m, int64_t n, int64_t k,
-                 void *stream) {
-  KP_TRY(kpick_init());
+/* kpick_linear's checks: arguments, that y overlaps neither input, and that
+ * the memory takes the bytes the call reads and writes; then the route's pick. */
+static int linear_args(int32_t op, int32_t dtype, const void *x, const void *w, void *y, int32_t m, int64_t n,
+                       int64_t k, int32_t *cand) {
   KP_ROUTE_ARGS(op, dtype, n, k, m);
   KP_REQUIRE(x != NULL && w != NULL && y != NULL, "x, w and y must not be null");
   size_t x_bytes = (size_t)m * (size_t)k * 2, y_bytes = (size_t)m * (size_t)n * 2;
   size_t w_bytes = (size_t)(op == KPICK_OP_GATED ? 2 * n : n) * (size_t)k * 2;
   KP_REQUIRE(!overlaps(y, y_bytes, x, x_bytes) && !overlaps(y, y_bytes, w, w_bytes),
              "y must not overlap x or w");
+  KP_TRY(kp_check_memory("x", x, (int64_t)x_bytes));
+  KP_TRY(kp_check_memory("w", w, (int64_t)w_bytes));
+  KP_TRY(kp_check_memory("y", y, (int64_t)y_bytes));
+  return lookup(op, dtype, n, k, m, cand);
+}
+
+int kpick_linear(int32_t op, int32_t dtype, const void *x, const void *w, void *y, int32_t m, int64_t n, int64_t k,
+                 void *stream) {
+  KP_TRY(kpick_init());
   int32_t cand;
-  KP_TRY(lookup(op, dtype, n, k, m, &cand));
+  KP_TRY(linear_args(op, dtype, x, w, y, m, n, k, &cand));
   return be_launch(cand, op, dtype, x, w, y, m, n, k, stream);
+}
+
+typedef struct linear_call {
+  int32_t cand, op, dtype, m;
+  const void *x, *w;
+  void *y;
+  int64_t n, k;
+  void *stream;
+} linear_call;
+
+static int enqueue_linear(void *ctx) {
+  const linear_call *c = ctx;
+  return be_launch(c->cand, c->op, c->dtype, c->x, c->w, c->y, c->m, c->n, c->k, c->stream);
+}
+
+int kpick_linear_graph(int32_t op, int32_t dtype, const void *x, const void *w, void *y, int32_t m, int64_t n,
+                       int64_t k, int32_t replays) {
+  KP_TRY(kpick_init());
+  KP_REQUIRE(replays >= 1 && replays <= 1000, "replays must be in 1..1000, got %d", (int)replays);
+  int32_t cand;
+  KP_TRY(linear_args(op, dtype, x, w, y, m, n, k, &cand));
+  void *stream = NULL, *graph = NULL;
+  KP_TRY(be_stream_create(&stream));
+  linear_call c = {cand, op, dtype, m, x, w, y, n, k, stream};
+  int st = be_graph_capture(stream, enqueue_linear, &c, sizeof c, &graph);
+  for (int32_t i = 0; i < replays && st == KPICK_OK; i++) st = be_graph_launch(graph, stream);
+  if (st == KPICK_OK) st = be_stream_sync(stream);
+  if (graph) be_graph_free(graph);
+  be_stream_destroy(stream);
+  return st;
 }

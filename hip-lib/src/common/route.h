@@ -6,14 +6,22 @@
  * compare them). The format, version KPICK_ROUTE_VERSION, is printable ASCII,
  * one record per line, each ending in '\n':
  *
- *   kpick-route 1
+ *   kpick-route 2
+ *   json 3b1f...(64 hex digits)      sha256 of the JSON table's bytes it was made from
  *   format 1                         the JSON table's format version
  *   backend cpu                      then arch, device, runtime, blas,
  *   ...                              compiler, space: "key value", in this order
  *   entries 2
  *   linear bf16 4096 4096 8 rowblk.r4 ok pass 0
  *   gated fp16 14336 4096 1 gated.plain ok pass 0
- *   end
+ *   end 9c04...(64 hex digits)       sha256 of every byte above this line
+ *
+ * One table, one truth: the route is the compiled form of one JSON table and
+ * is used only beside it. The loader refuses a route whose JSON (same name,
+ * .json) is missing or hashes differently, or whose own text does not match
+ * its end line (a hand edit): `npx tsx scripts/promote.ts --route-only
+ * --table X.json` compiles it again from the JSON. The JSON's refusals apply
+ * through the header (identity, compiler, space, format) and the knobs.
  *
  * An entry line is: op dtype n k bucket choice status parity stack, where
  * status and parity are those of candidates[choice] in the JSON table
@@ -27,6 +35,7 @@
 
 /* Larger than any real compact table (a line is ~45 bytes: ~90k entries). */
 #define KP_ROUTE_MAX_BYTES (4 << 20)
+#define KP_TABLE_MAX_BYTES (32 << 20) /* the JSON beside it: MAX_TABLE_BYTES of lib/guard.ts */
 #define KP_ROUTE_MAX_ENTRIES (1 << 20)
 #define KP_ROUTE_MAX_VALUE 255 /* header value bytes */
 #define KP_ROUTE_MAX_NAME 47   /* a candidate name, as kpick_candidate.name holds */

@@ -92,6 +92,11 @@ int be_info(kpick_info *out) {
 }
 
 int be_available(int32_t cand) { return 1; }
+/* the CPU's "device" memory is host memory: any pointer will do */
+int be_device_memory(const void *p, int *is_device) {
+  *is_device = 1;
+  return KPICK_OK;
+}
 int be_supports(const struct kpick_problem *p, int32_t cand) { return 1; }
 
 int be_problem_init(struct kpick_problem *p) {

@@ -64,10 +64,24 @@
 #define hipGraphDestroy cudaGraphDestroy
 #define hipGraphExecDestroy cudaGraphExecDestroy
 #define hipGraphGetNodes cudaGraphGetNodes
+#define hipPointerAttribute_t cudaPointerAttributes
+#define hipPointerGetAttributes cudaPointerGetAttributes
 #else
 #include <hip/hip_fp16.h>
 #include <hip/hip_runtime.h>
 #endif
+
+/* Memory the kernels may touch, by the runtime's pointer attributes: device or
+ * managed. The field is `type` in CUDA and ROCm 6, `memoryType` before. */
+static inline bool kp_device_attr(const hipPointerAttribute_t &a) {
+#if defined(KPICK_GPU_CUDA)
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+#elif HIP_VERSION_MAJOR >= 6
+  return a.type == hipMemoryTypeDevice || a.isManaged;
+#else
+  return a.memoryType == hipMemoryTypeDevice || a.isManaged;
+#endif
+}
 
 /* One 16-byte piece: 8 bf16/fp16 values, two per word, low half first. */
 struct __attribute__((aligned(16))) kp_v16 {

@@ -597,3 +597,18 @@ int be_download_y(const struct kpick_problem *p, void *dst) {
   KP_GPU(hipMemcpy(dst, gp->y, p->y_bytes, hipMemcpyDeviceToHost));
   return KPICK_OK;
 }
+
+/* ---- caller memory (kpick_linear's pointers, common/buffers.c) ---- */
+
+int be_device_memory(const void *p, int *is_device) {
+  hipPointerAttribute_t a;
+  memset(&a, 0, sizeof a);
+  const hipError_t e = hipPointerGetAttributes(&a, p);
+  if (e != hipSuccess) {
+    (void)hipGetLastError(); /* unregistered host memory on some runtimes: an answer, not a sticky error */
+    *is_device = 0;
+    return KPICK_OK;
+  }
+  *is_device = kp_device_attr(a);
+  return KPICK_OK;
+}
