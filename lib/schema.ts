@@ -9,6 +9,10 @@ export const BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128] as const;
 const Name = v.pipe(v.string(), v.minLength(1), v.maxLength(200));
 const Dim = v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(1 << 24));
 const Micros = v.pipe(v.number(), v.finite(), v.minValue(0));
+/** The identity's toolchain line: kpick_info.compiler is char[256] (kpick.h) and a
+ * .route header value holds 255 bytes (route.h KP_ROUTE_MAX_VALUE); nvcc, the
+ * wgmma pass's flags and the host compiler's vendor build fill over 200. */
+export const COMPILER_MAX = 255;
 
 export const Op = v.pipe(v.picklist(['linear', 'gated']), v.description('linear: y = x.W^T; gated: silu(x.Wg^T) * (x.Wu^T)'));
 export const Dtype = v.pipe(v.picklist(['bf16', 'fp16']), v.description('element type of x, W and y'));
@@ -20,7 +24,7 @@ export const Identity = v.strictObject({
   device: v.pipe(Name, v.description('device or CPU name')),
   runtime: v.pipe(Name, v.description('runtime library version actually loaded')),
   blas: v.pipe(Name, v.description('BLAS library version actually loaded, or none')),
-  compiler: v.pipe(Name, v.description('toolchain and flags')),
+  compiler: v.pipe(v.string(), v.minLength(1), v.maxLength(COMPILER_MAX), v.description('toolchain and flags')),
   space: v.pipe(Name, v.description('token of space.def and the kernel sources')),
 });
 export type Identity = v.InferOutput<typeof Identity>;

@@ -8,7 +8,8 @@ import * as assert from 'uvu/assert';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_BUILD_DIR, loadKpick } from '../lib/ffi.ts';
-import { TABLE_FORMAT, type StoreRecord, type Table, type TableEntry } from '../lib/schema.ts';
+import * as v from 'valibot';
+import { COMPILER_MAX, Identity, TABLE_FORMAT, type StoreRecord, type Table, type TableEntry } from '../lib/schema.ts';
 import { archDir, buildTable, defaultTablePath, deviceSlug, mergeTables, parseTable, readTable, tableText, writeTable } from '../lib/table.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -243,6 +244,13 @@ test('the compiler is named by what it reports: make with CC=cc and CC=gcc gives
   assert.is(id('gcc'), cc);
   const info = loadKpick({ lib: path.join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so') }).info();
   assert.ok(info.compiler.startsWith(`${cc} -O3`), `${info.compiler} / ${cc}`);
+});
+
+test('an identity\'s compiler may fill the library\'s 255 bytes (nvcc, the wgmma pass and a vendor gcc reach 236), not more', () => {
+  const real = 'nvcc 13.0.88 -O3 -std=c++17 -arch=sm_90 -Xcompiler -fPIC (wgmma.hip: -gencode=arch=compute_90a,code=sm_90a -DKPICK_WGMMA_BUILT); gcc 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04) -O2 -std=gnu11 -fPIC -pthread -Wall -Wextra -Wno-unused-parameter';
+  assert.ok(v.safeParse(Identity, { ...SYNTHETIC_IDENTITY, compiler: real }).success);
+  assert.ok(v.safeParse(Identity, { ...SYNTHETIC_IDENTITY, compiler: 'c'.repeat(COMPILER_MAX) }).success);
+  assert.not.ok(v.safeParse(Identity, { ...SYNTHETIC_IDENTITY, compiler: 'c'.repeat(COMPILER_MAX + 1) }).success);
 });
 
 test.run();
