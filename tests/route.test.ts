@@ -273,6 +273,8 @@ test('kpick_route_load with say = 1 prints the one verdict line on stderr', () =
   const env = { ...process.env };
   delete env.KPICK_FORCE;
   delete env.KPICK_NO_BLASLT;
+  // the test runner sets FORCE_COLOR; with NO_COLOR also set (pipeline.sh sets it) Node warns on stderr
+  delete env.NO_COLOR;
   const r = spawnSync(path.join(ROOT, 'node_modules', '.bin', 'tsx'), ['-e', code], { cwd: ROOT, encoding: 'utf8', env });
   assert.is(r.status, 0, r.stderr);
   assert.is(r.stderr, `kpick: table ${files.route}: loaded ${realTable().entries.length} entries, dropped 0\n`);
