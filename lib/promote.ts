@@ -14,9 +14,12 @@
 //          samples of each side, the quartiles overlap however large the
 //          gain (a 2-core CPU shared with other jobs kept "+304.6 %"). The
 //          rank test counts each slowed sample as one rank, however slow, so
-//          a real gain passes with enough samples, and a shift no larger than
-//          the spread still does not. Where the quartiles are apart (a quiet
-//          GPU) the rule picks what it picked before.
+//          a real gain passes with enough samples. It takes the samples as
+//          independent, which the CPU sweep comes close to (each sample is a
+//          round of its own, lib/sweep.ts); a GPU takes a round's samples
+//          together, so there it leans optimistic, and a small shift that it
+//          passes still needs the gain over the gate. Where the quartiles are
+//          apart the rule picks what it picked before.
 //   nodes: graph nodes (measured, else declared) <= the default's; not for op
 //          'gated', whose default is two nodes and whose fused kernels are one:
 //          a gated entry needs the gain (and the noise check) alone.
