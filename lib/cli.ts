@@ -235,20 +235,31 @@ export function optionInt(options: Record<string, unknown>, name: string, fallba
   return value;
 }
 
-/** Progress on stderr: "12/80 label ETA 1m20s", redrawn in place, only when enabled. */
+/**
+ * Progress on stderr: "12/80 label ETA 1m20s", when enabled. On a terminal it
+ * is redrawn in place; into a pipe or a file (a log, CI) it is one line each
+ * time the label changes, so a long run shows where it is without a line per update.
+ */
 export class Progress {
   private readonly started = Date.now();
   private readonly enabled: boolean;
+  private readonly inPlace = Boolean(process.stderr.isTTY);
   private drawn = false;
+  private lastLabel: string | null = null;
 
   constructor(enabled: boolean) {
-    this.enabled = enabled && Boolean(process.stderr.isTTY);
+    this.enabled = enabled;
   }
 
   update(done: number, total: number, label: string): void {
     if (!this.enabled) return;
     const elapsed = (Date.now() - this.started) / 1000;
     const eta = done > 0 && total > done ? ` ETA ${formatSeconds((elapsed / done) * (total - done))}` : '';
+    if (!this.inPlace) {
+      if (label !== this.lastLabel) process.stderr.write(`${done}/${total} ${label} (${formatSeconds(elapsed)}${eta})\n`);
+      this.lastLabel = label;
+      return;
+    }
     const dim = colorsFor(process.stderr).dim;
     process.stderr.write(`\r\x1b[K${done}/${total} ${label}${dim(eta)}`);
     this.drawn = true;

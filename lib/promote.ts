@@ -5,10 +5,21 @@
 // 'ok', its parity 'pass' and it has samples. An eligible candidate leaves the
 // class default only when all of these hold:
 //   gain  = median(default) / median(candidate) - 1 >= gate
-//   noise: both have >= MIN_SAMPLES samples and the interquartile ranges do not
-//          overlap (candidate p75 < default p25). A distribution-free check: it
-//          needs no normality, and a shift smaller than the run-to-run spread of
-//          either side never passes, however many samples there are.
+//   noise: both have >= MIN_SAMPLES samples, and the candidate is faster past
+//          the noise by either of two distribution-free checks: the
+//          interquartile ranges do not overlap (candidate p75 < default p25),
+//          or a one-sided rank test (Mann-Whitney, lib/stats.ts) on the two
+//          sides' samples gives p < NOISE_P. The quartile check alone fails on
+//          a busy machine: when another process slows a quarter of the
+//          samples of each side, the quartiles overlap however large the
+//          gain (a 2-core CPU shared with other jobs kept "+304.6 %"). The
+//          rank test counts each slowed sample as one rank, however slow, so
+//          a real gain passes with enough samples. It takes the samples as
+//          independent, which the CPU sweep comes close to (each sample is a
+//          round of its own, lib/sweep.ts); a GPU takes a round's samples
+//          together, so there it leans optimistic, and a small shift that it
+//          passes still needs the gain over the gate. Where the quartiles are
+//          apart the rule picks what it picked before.
 //   nodes: graph nodes (measured, else declared) <= the default's; not for op
 //          'gated', whose default is two nodes and whose fused kernels are one:
 //          a gated entry needs the gain (and the noise check) alone.
@@ -32,7 +43,7 @@
 // entry says in one line why it moved or why it kept the default.
 import { identityDifference, identityKey, identityTag } from './identity.ts';
 import { Identity, type CandidateResult, type StoreRecord, type TableEntry } from './schema.ts';
-import { median, quantile } from './stats.ts';
+import { median, quantile, rankTest } from './stats.ts';
 
 export const DEFAULT_GATE = 0.02;
 /** The largest rows bucket where a '.pdl' candidate may be picked: the largest bucket, no limit (see the rule above). */
@@ -41,6 +52,8 @@ export const DEFAULT_PDL_ROWS = 128;
 const chainsWithPdl = (name: string) => name.endsWith('.pdl');
 /** With fewer samples a quartile is one or two samples: no measure of spread. */
 export const MIN_SAMPLES = 5;
+/** The rank test's level: at 5 samples a side, only a candidate faster in 24 of the 25 pairs passes. */
+export const NOISE_P = 0.01;
 
 // Code-unit order, not the locale's: the same table text on every machine.
 const byText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
@@ -118,7 +131,7 @@ export function poolCandidate(records: readonly StoreRecord[]): CandidateResult 
   const parity = ordered.some((r) => r.parity.status === 'fail') ? 'fail' : ordered.some((r) => r.parity.status === 'pass') ? 'pass' : 'skipped';
   const errs = ordered.map((r) => r.parity.rel_err).filter((e): e is number => e !== null);
   const measured = ordered.map((r) => r.nodes).filter((n): n is number => n !== null);
-  const samples = ordered.filter((r) => r.status === 'ok').flatMap((r) => r.samples_us);
+  const samples = pooledSamples(ordered);
   const timed = samples.length > 0;
   return {
     median_us: timed ? median(samples) : null,
@@ -135,6 +148,12 @@ export function poolCandidate(records: readonly StoreRecord[]): CandidateResult 
   };
 }
 
+/** The samples a candidate's pooled result is made of: those of its 'ok' records, oldest first. */
+export function pooledSamples(records: readonly StoreRecord[]): number[] {
+  const ordered = [...records].sort((a, b) => byText(a.at, b.at) || a.seed - b.seed);
+  return ordered.filter((r) => r.status === 'ok').flatMap((r) => r.samples_us);
+}
+
 /** Percent with sign and one decimal, as the reasons print it: "+23.1 %". */
 export function percent(gain: number): string {
   const text = (gain * 100).toFixed(1);
@@ -145,8 +164,14 @@ export function isEligible(c: CandidateResult): boolean {
   return c.status === 'ok' && c.parity === 'pass' && c.samples > 0 && c.median_us !== null && c.median_us > 0;
 }
 
+/** The samples a candidate's verdict rests on: its own and the default's. */
+export interface Samples {
+  cand: readonly number[];
+  def: readonly number[];
+}
+
 /** Why `cand` may not replace `def`, or null when it may. Both are eligible. */
-function refusal(op: TableEntry['op'], name: string, cand: CandidateResult, def: CandidateResult, gain: number, gate: number, rows: number, pdlRows: number): string | null {
+function refusal(op: TableEntry['op'], name: string, cand: CandidateResult, def: CandidateResult, samples: Samples, gain: number, gate: number, rows: number, pdlRows: number): string | null {
   const best = `best ${name} ${percent(gain)}`;
   if (gain >= gate && chainsWithPdl(name) && rows > pdlRows) return `kept: ${best} but PDL is picked only at rows <= ${pdlRows}`;
   if (gain < gate) {
@@ -156,7 +181,12 @@ function refusal(op: TableEntry['op'], name: string, cand: CandidateResult, def:
   }
   const fewest = Math.min(cand.samples, def.samples);
   if (fewest < MIN_SAMPLES) return `kept: ${best} but too few samples to judge noise (${fewest} < ${MIN_SAMPLES})`;
-  if (!((cand.p75_us as number) < (def.p25_us as number))) return `kept: ${best} but within noise (p75 ${fmtUs(cand.p75_us)} >= default p25 ${fmtUs(def.p25_us)} us)`;
+  if (!((cand.p75_us as number) < (def.p25_us as number))) {
+    const { p } = rankTest(samples.cand, samples.def);
+    if (!(p < NOISE_P)) {
+      return `kept: ${best} but within noise (rank test p ${p.toPrecision(2)} >= ${NOISE_P} over ${cand.samples} vs ${def.samples} samples; p75 ${fmtUs(cand.p75_us)} >= default p25 ${fmtUs(def.p25_us)} us)`;
+    }
+  }
   if (op !== 'gated' && cand.nodes > def.nodes) return `kept: ${best} but ${cand.nodes} nodes > ${def.nodes}`;
   return null;
 }
@@ -187,6 +217,8 @@ export function decide(
   op: TableEntry['op'],
   defaultName: string,
   candidates: ReadonlyMap<string, CandidateResult>,
+  /** every candidate's pooled samples, by name (poolCandidate's) */
+  samples: ReadonlyMap<string, readonly number[]>,
   gate: number,
   rows: number,
   pdlRows: number = DEFAULT_PDL_ROWS,
@@ -204,7 +236,8 @@ export function decide(
   const byMedian = eligible
     .map(([name, c]) => ({ name, c, gain: (def.median_us as number) / (c.median_us as number) - 1 }))
     .sort((a, b) => (a.c.median_us as number) - (b.c.median_us as number) || byText(a.name, b.name));
-  const judged = byMedian.map((x) => ({ ...x, why: refusal(op, x.name, x.c, def, x.gain, gate, rows, pdlRows) }));
+  const sampled = (name: string) => samples.get(name) ?? [];
+  const judged = byMedian.map((x) => ({ ...x, why: refusal(op, x.name, x.c, def, { cand: sampled(x.name), def: sampled(defaultName) }, x.gain, gate, rows, pdlRows) }));
   const winner = judged.find((x) => x.why === null);
   if (winner) return { choice: winner.name, reason: `picked ${winner.name}: ${percent(winner.gain)} over ${defaultName}` };
   return kept(judged[0]!.why as string);
@@ -272,7 +305,8 @@ export function promote(records: readonly StoreRecord[], gate: number, pdlRows: 
     }
     const pooled = new Map([...byName].sort(([a], [b]) => byText(a, b)).map(([name, rs]) => [name, poolCandidate(rs)] as const));
     const floorSamples = floors.filter((r) => r.status === 'ok').flatMap((r) => r.samples_us);
-    const { choice, reason } = decide(head.op, defaultName, pooled, gate, head.rows, pdlRows);
+    const samples = new Map([...byName].map(([name, rs]) => [name, pooledSamples(rs)] as const));
+    const { choice, reason } = decide(head.op, defaultName, pooled, samples, gate, head.rows, pdlRows);
     entries.push({
       op: head.op,
       dtype: head.dtype,

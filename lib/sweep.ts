@@ -2,7 +2,8 @@
 // one StoreRecord each. Per (dtype, shape) one problem (one weight fill) at
 // the largest rows; per rows bucket: parity on a sampled reference, node
 // count, then timing in rounds that visit every candidate and the read floor
-// in an order rotated each round, so drift hits them all alike. A sample is
+// in an order rotated each round, so drift hits them all alike (on the CPU
+// each sample is a round of its own, see visitsOf). A sample is
 // what kpick_time gives: on a GPU the call's served cost after a kernel that
 // writes its input, as a decode step runs it (README, "How a candidate is timed").
 import { randomInt } from 'node:crypto';
@@ -75,6 +76,18 @@ export function rotate<T>(list: readonly T[], r: number): T[] {
   return [...list.slice(s), ...list.slice(0, s)];
 }
 
+/**
+ * How the timing of a group is cut: `rounds` visits of `samples` calls each.
+ * On the CPU every sample is a round of its own (the same count of samples):
+ * a visit there costs nothing but its calls, and a burst of another process's
+ * work then slows one sample of several candidates, not several samples of one,
+ * which the noise check of promote can tell from a real gain. A GPU visit
+ * captures and replays a graph, so there the samples of a round stay together.
+ */
+export function visitsOf(backend: string, samples: number, rounds: number): { samples: number; rounds: number } {
+  return backend === 'cpu' ? { samples: 1, rounds: samples * rounds } : { samples, rounds };
+}
+
 interface Group {
   dtype: Dtype;
   linear: Linear;
@@ -139,6 +152,7 @@ export function runSweep(kpick: Kpick, plan: SweepPlan, events: SweepEvents): Sw
     if (record.parity.status === 'fail') summary.parityFailed++;
   };
 
+  const cut = visitsOf(plan.identity.backend, plan.samples, plan.rounds);
   let problem: Problem | null = null;
   let problemOf = '';
   try {
@@ -162,7 +176,7 @@ export function runSweep(kpick: Kpick, plan: SweepPlan, events: SweepEvents): Sw
       const base = summary.written;
       const groupSize = g.todo.length + (g.floor ? 1 : 0);
       events.progress?.(base, total, label(g));
-      measureGroup(problem as Problem, g, plan, emit, (fraction) =>
+      measureGroup(problem as Problem, g, plan, cut, emit, (fraction) =>
         events.progress?.(base + Math.floor(fraction * groupSize), total, label(g)),
       );
     }
@@ -176,6 +190,7 @@ function measureGroup(
   problem: Problem,
   g: Group,
   plan: SweepPlan,
+  cut: { samples: number; rounds: number },
   emit: (record: StoreRecord) => void,
   progress: (fraction: number) => void,
 ): void {
@@ -225,26 +240,26 @@ function measureGroup(
   // timing rounds: each visits every runnable candidate and the floor, rotated
   const floorSamples: number[] = [];
   let floorFailure = '';
-  for (let round = 0; round < plan.rounds; round++) {
+  for (let round = 0; round < cut.rounds; round++) {
     const visits: (Measure | typeof FLOOR)[] = [...runnable(), ...(g.floor && !floorFailure ? [FLOOR] : [])];
     for (const visit of rotate(visits, round)) {
       if (visit === FLOOR) {
         try {
-          floorSamples.push(...problem.timeFloor(plan.samples));
+          floorSamples.push(...problem.timeFloor(cut.samples));
         } catch (err) {
           floorFailure = failure(err, 'time floor');
         }
         continue;
       }
       try {
-        visit.samples.push(...problem.time(visit.cand.id, plan.samples));
+        visit.samples.push(...problem.time(visit.cand.id, cut.samples));
       } catch (err) {
         visit.status = 'failed';
         visit.reason = failure(err, 'time');
         visit.samples = [];
       }
     }
-    progress((round + 1) / plan.rounds);
+    progress((round + 1) / cut.rounds);
   }
 
   const common = {

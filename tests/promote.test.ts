@@ -43,7 +43,42 @@ test('within noise: +5.3 % over the gate but overlapping quartiles keeps the def
   // default p25 = 95, candidate p75 = 95 * 1.05 = 99.75: the IQRs overlap.
   const e = onlyEntry(problem({ samples_us: evenSamples(100, 0.1) }, [{ candidate: 'splitk.s4', samples_us: evenSamples(95, 0.1) }]));
   assert.is(e.choice, 'plain');
-  assert.match(e.reason, /^kept: best splitk\.s4 \+5\.3 % but within noise \(p75 99\.75 >= default p25 95\.00 us\)$/);
+  assert.match(e.reason, /^kept: best splitk\.s4 \+5\.3 % but within noise \(rank test p 0\.\d+ >= 0\.01 over 9 vs 9 samples; p75 99\.75 >= default p25 95\.00 us\)$/);
+});
+
+/** `clean` samples around `center` (±2 %), then `slowed` ones 3x to 5x slower: another process took the core. */
+function busySamples(center: number, clean: number, slowed: number): number[] {
+  const fast = evenSamples(center, 0.02, clean);
+  const slow = Array.from({ length: slowed }, (_, i) => center * (3 + (2 * i) / Math.max(1, slowed - 1)));
+  // slowed samples spread through the run, as bursts of other work fall
+  return fast.flatMap((x, i) => (i < slow.length ? [x, slow[i]!] : [x]));
+}
+
+test('busy machine: a real +60 % gain with a third of each side slowed is picked by the rank test, though the quartiles overlap', () => {
+  const def = busySamples(100, 10, 5);
+  const cand = busySamples(62.5, 10, 5);
+  const e = onlyEntry(problem({ samples_us: def }, [{ candidate: 'rowblk.r4', samples_us: cand }]));
+  assert.ok(e.candidates['rowblk.r4']!.p75_us! >= e.candidates.plain!.p25_us!, 'the quartiles overlap');
+  assert.is(e.choice, 'rowblk.r4');
+  assert.match(e.reason, /^picked rowblk\.r4: \+\d+\.\d % over plain$/);
+});
+
+test('busy machine: how far the slowed samples lie does not matter, only how many there are', () => {
+  const far = (xs: number[]) => xs.map((x) => (x > 200 ? x * 100 : x));
+  const def = busySamples(100, 10, 5);
+  const cand = busySamples(62.5, 10, 5);
+  assert.is(onlyEntry(problem({ samples_us: far(def) }, [{ candidate: 'rowblk.r4', samples_us: far(cand) }])).choice, 'rowblk.r4');
+  // 4 of the candidate's 10 samples slowed and none of the default's: faster by the median, but not clearly
+  const e = onlyEntry(problem({ samples_us: evenSamples(100, 0.02, 10) }, [{ candidate: 'rowblk.r4', samples_us: busySamples(62.5, 6, 4) }]));
+  assert.is(e.choice, 'plain');
+  assert.match(e.reason, /^kept: best rowblk\.r4 \+\d+\.\d % but within noise \(rank test p 0\.\d+ >= 0\.01 over 10 vs 10 samples; /);
+});
+
+test('quiet machine: disjoint quartiles pass on their own, where 5 samples a side give the rank test too little', () => {
+  // candidate p75 = 88 < default p25 = 95, but its slowest sample beats only the default's slowest
+  const e = onlyEntry(problem({ samples_us: [80, 95, 100, 105, 120] }, [{ candidate: 'rowblk.r2', samples_us: [70, 85, 86, 88, 110] }]));
+  assert.is(e.choice, 'rowblk.r2');
+  assert.is(e.reason, 'picked rowblk.r2: +16.3 % over plain');
 });
 
 test('below gate: +0.8 % with tight quartiles keeps the default', () => {

@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { geomean, mad, median, quantile } from '../lib/stats.ts';
+import { geomean, mad, median, quantile, rankTest } from '../lib/stats.ts';
 
 test('median of an odd count is the middle value, of an even count the mean of the two middle ones', () => {
   assert.is(median([5, 1, 3]), 3);
@@ -42,6 +42,28 @@ test('geomean is the n-th root of the product, for positive values only', () => 
   assert.throws(() => geomean([1, 0]), /positive/);
   assert.throws(() => geomean([1, -2]), /positive/);
   assert.throws(() => geomean([]), /no values/);
+});
+
+test('rankTest: exact p of the rank orders, one-sided: 1 of 252 orders puts all five below, 2 of 252 give 24 of 25 pairs', () => {
+  assert.equal(rankTest([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]), { u: 25, p: 1 / 252 });
+  assert.equal(rankTest([1, 2, 3, 4, 6], [5, 7, 8, 9, 10]), { u: 24, p: 2 / 252 });
+  assert.is(rankTest([6, 7, 8, 9, 10], [1, 2, 3, 4, 5]).p, 1);
+});
+
+test('rankTest: ranks, not values: moving the outliers further leaves p as it was', () => {
+  const a = [10, 11, 12, 13, 500, 14, 15];
+  const b = [20, 21, 22, 600, 23, 24, 25];
+  const far = (xs: number[]) => xs.map((x) => (x > 100 ? x * 1e6 : x));
+  assert.equal(rankTest(far(a), far(b)), rankTest(a, b));
+  assert.ok(rankTest(a, b).p < 0.01);
+});
+
+test('rankTest: ties count half a pair and use the normal approximation; all tied is no evidence', () => {
+  const t = rankTest([1, 2, 2, 3, 4], [2, 5, 6, 7, 8]);
+  assert.is(t.u, 22); // 1: 5 pairs, each 2: 4 and a tie, 3 and 4: 4 each
+  assert.ok(t.p > 0.005 && t.p < 0.03, `p ${t.p}`);
+  assert.is(rankTest([3, 3, 3], [3, 3, 3]).p, 1);
+  assert.throws(() => rankTest([], [1]), /no values/);
 });
 
 test.run();

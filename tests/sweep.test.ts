@@ -7,7 +7,7 @@ import { identityFromInfo } from '../lib/identity.ts';
 import type { Linear } from '../lib/models.ts';
 import { StoreRecord } from '../lib/schema.ts';
 import { measuredKeys, recordKey } from '../lib/store.ts';
-import { FLOOR, rotate, runSweep, selectCandidates, type SweepPlan } from '../lib/sweep.ts';
+import { FLOOR, rotate, runSweep, selectCandidates, visitsOf, type SweepPlan } from '../lib/sweep.ts';
 
 const kpick = loadKpick({ lib: join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so') });
 const space = kpick.candidates();
@@ -53,6 +53,12 @@ test('rotate starts each round at the next member', () => {
   assert.equal(rotate([1, 2, 3], 1), [2, 3, 1]);
   assert.equal(rotate([1, 2, 3], 4), [2, 3, 1]);
   assert.equal(rotate([], 3), []);
+});
+
+test('visitsOf: on the CPU every sample is a round of its own; a GPU keeps its samples together in each round', () => {
+  assert.equal(visitsOf('cpu', 3, 3), { samples: 1, rounds: 9 });
+  assert.equal(visitsOf('cuda', 5, 3), { samples: 5, rounds: 3 });
+  assert.equal(visitsOf('hip', 5, 3), { samples: 5, rounds: 3 });
 });
 
 test('a sweep writes one valid record per candidate of the op and one floor per shape and rows', () => {

@@ -44,8 +44,6 @@ static int threads(void) {
   return n < 1 ? 1 : n > 64 ? 64 : (int)n;
 }
 
-int be_init(void) { return KPICK_OK; }
-
 static void read_line_value(const char *path, const char *key, char *dst, size_t cap) {
   FILE *f = fopen(path, "r");
   if (!f) return;
@@ -74,6 +72,72 @@ int be_mem(int64_t *free_bytes, int64_t *total_bytes) {
   return KPICK_OK;
 }
 
+/* The first line of dir/file, without its newline; "" when absent. */
+static void sysfs_text(const char *dir, const char *file, char *dst, size_t cap) {
+  char path[320];
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  dst[0] = '\0';
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  if (!fgets(dst, (int)cap, f)) dst[0] = '\0';
+  fclose(f);
+  dst[strcspn(dst, "\n")] = '\0';
+}
+
+/* A sysfs cache size ("32768K") in bytes; 0 when absent. */
+static int64_t sysfs_bytes(const char *dir) {
+  char text[32];
+  sysfs_text(dir, "size", text, sizeof text);
+  char *end;
+  long long v = strtoll(text, &end, 10);
+  int64_t unit = *end == 'K' ? 1LL << 10 : *end == 'M' ? 1LL << 20 : *end == 'G' ? 1LL << 30 : 1;
+  return v > 0 ? v * unit : 0;
+}
+
+/* The cache a weight rotation must outrun: every data or unified cache of
+ * level 2 and up, each instance once (counted at the first CPU of its
+ * shared_cpu_list), so the per-core L2s plus the shared L3s; on AMD the L3 is
+ * filled by L2 victims, so the two add up. sysfs, not sysconf: glibc reads
+ * CPUID, which a hypervisor may fill with the host's figures (this 2-vCPU VM's
+ * sysconf reports a 256 MiB L3, its sysfs one 32 MiB L3, and the rotation
+ * then held 4096 copies of a small weight). Capped at 64 MiB a CPU and 2 GiB:
+ * no CPU made has more than 48 MiB of cache a core (EPYC 7373X) or 1152 MiB
+ * of L3 a socket (EPYC 9684X), so a larger figure is a misreport; a small VM
+ * on a larger L3 that the cap cuts still rotates past 5x that L3, as the
+ * rotation is 8x this figure (common/abi.c). */
+static int64_t cache_bytes(void) {
+  int64_t total = 0;
+  long cpus = sysconf(_SC_NPROCESSORS_CONF);
+  for (long cpu = 0; cpu < cpus && cpu < 8192; cpu++) {
+    for (int index = 0; index < 16; index++) {
+      char dir[96], level[16], type[32], shared[16];
+      snprintf(dir, sizeof dir, "/sys/devices/system/cpu/cpu%ld/cache/index%d", cpu, index);
+      sysfs_text(dir, "level", level, sizeof level);
+      if (!level[0]) break;
+      sysfs_text(dir, "type", type, sizeof type);
+      sysfs_text(dir, "shared_cpu_list", shared, sizeof shared);
+      if (atoi(level) < 2 || strcmp(type, "Instruction") == 0 || atol(shared) != cpu) continue;
+      total += sysfs_bytes(dir);
+    }
+  }
+  if (total <= 0) { /* no sysfs: glibc's figures */
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE), l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    total = (l2 > 0 ? (int64_t)l2 * threads() : 0) + (l3 > 0 ? l3 : 0);
+  }
+  if (total <= 0) total = 32LL << 20;
+  int64_t cap = (int64_t)threads() * (64LL << 20);
+  if (cap > (2LL << 30)) cap = 2LL << 30;
+  return total < cap ? total : cap;
+}
+
+/* read once: be_info runs for every problem created */
+static int64_t llc_bytes;
+
+int be_init(void) {
+  llc_bytes = cache_bytes();
+  return KPICK_OK;
+}
+
 int be_info(kpick_info *out) {
   struct utsname u;
   snprintf(out->backend, sizeof out->backend, "cpu");
@@ -85,9 +149,7 @@ int be_info(kpick_info *out) {
   out->warp = 1;
   out->units = threads();
   out->pdl = 0;
-  long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  out->llc_bytes = llc > 0 ? llc : 32L << 20;
+  out->llc_bytes = llc_bytes;
   return be_mem(&out->mem_free, &out->mem_total);
 }
 
