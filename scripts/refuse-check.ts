@@ -10,7 +10,7 @@
 // 3 otherwise (refused, no table, no .route, or a disagreement); 2 on bad
 // usage or no loadable library.
 import { asUsage, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, type OptionSpec } from '../lib/cli.ts';
-import { BACKENDS, parseBackend, loadKpick, type Kpick } from '../lib/ffi.ts';
+import { BACKENDS, parseBackend, openKpick, type Kpick } from '../lib/ffi.ts';
 import type { Build } from '../lib/guard.ts';
 import { buildOf } from '../lib/route.ts';
 import { defaultTablePath } from '../lib/table.ts';
@@ -56,7 +56,7 @@ export function parseArgs(argv: readonly string[]): RefuseCheckArgs | null {
 }
 
 function openLibrary(backend: string | null): Kpick {
-  return loadKpick(backend === null ? {} : { backend });
+  return openKpick(backend);
 }
 
 function jsonOf(both: TwoReaders, build: Build) {
