@@ -6,8 +6,11 @@
  *
  * Every entry returns a kpick_status; on failure kpick_last_error() says what
  * failed and why. Nothing here exits or aborts: it runs inside Node.
- * Ownership: the library owns problems (free with kpick_problem_free) and the
- * last-error string; the caller owns every buffer it passes in.
+ * Ownership: the library owns problems, models and kpick_buffer_alloc's
+ * buffers (each freed by its own _free; a freed handle is refused, never
+ * dereferenced) and the last-error string (valid until the next call); the
+ * caller owns every other pointer it passes in, read or written only during
+ * the call.
  */
 #ifndef KPICK_H
 #define KPICK_H
@@ -179,7 +182,7 @@ int kpick_buffer_free(void *buf);
 int kpick_buffer_upload(void *buf, int64_t offset, const void *src, int64_t bytes);
 int kpick_buffer_download(const void *buf, int64_t offset, void *dst, int64_t bytes);
 
-/* ---- decode model: serve-bench's step (src/common/model.c) ----
+/* ---- decode model: serve-bench's step (src/common/model.h lists its files) ----
  * One decode step of a transformer with a real model's shapes and random
  * weights (every layer its own), one row per sequence: per layer rmsnorm, qkv,
  * rotary embedding, single-query grouped-query attention over a KV cache, o and
