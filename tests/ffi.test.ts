@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
@@ -62,6 +62,16 @@ test('the library reports the struct sizes and limits the binding mirrors (check
   assert.is(fact('kpick_problem'), 'status 1', 'an unknown name is refused');
   assert.is(abi('version', null), 1, 'a null pointer is refused, not dereferenced');
   assert.is(abi(null, [0]), 1, 'a null name is refused, not dereferenced');
+});
+
+test('every struct and limit of kpick.h is an ABI fact the loader checks, and the library knows each', () => {
+  const header = readFileSync(join(DEFAULT_BUILD_DIR, '..', 'hip-lib', 'include', 'kpick.h'), 'utf8');
+  const structs = [...header.matchAll(/^typedef struct (\w+) \{/gm)].map((m) => m[1]!);
+  const limits = [...header.matchAll(/^#define (KPICK_MAX_\w+) /gm)].map((m) => m[1]!);
+  assert.ok(structs.includes('kpick_model_dims') && limits.includes('KPICK_MAX_ROWS'), `${structs} ${limits}`);
+  assert.equal(Object.keys(ABI_FACTS).sort(), ['version', ...structs, ...limits].sort());
+  const abi = koffi.load(CPU_LIB).func('kpick_abi_value', 'int', ['const char *', koffi.out(koffi.pointer('int64_t'))]);
+  for (const name of Object.keys(ABI_FACTS)) assert.is(abi(name, [0]), 0, `${name} unknown to the library`);
 });
 
 test('a shared object that is not a kpick library of this ABI is refused naming what it lacks', () => {
