@@ -26,4 +26,3 @@ int bag_upload(bag *b, const void *src, size_t bytes, void **out) {
   *out = p;
   return be_dev_upload(p, src, bytes);
 }
-

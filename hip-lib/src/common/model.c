@@ -96,7 +96,6 @@ static double arena_estimate(const kpick_model_dims *d) {
   return d->layers * per_layer + 2 * 2 * V * H + B * (4 * H + 2 * (H + qdim + nqkv + I + H + V) + 8) + scratch + 20 * KP_ALIGN;
 }
 
-
 #define KP_DIM(x, lo, hi) \
   KP_REQUIRE((x) >= (lo) && (x) <= (hi), #x " must be in %lld..%lld, got %lld", (long long)(lo), (long long)(hi), (long long)(x))
 
@@ -157,7 +156,6 @@ static void fit_advice(const kpick_model_dims *d, double free_bytes, char *out, 
   else
     snprintf(out, cap, "nothing would fit: the embedding and lm_head alone are too large");
 }
-
 
 /* ---- live models ---- */
 
@@ -295,4 +293,3 @@ int kpick_model_reset(kpick_model *md, uint64_t seed) {
   KP_MODEL(md);
   return reset(md, seed);
 }
-

@@ -3,6 +3,7 @@
  *   step.c     the step: its ops in order, its graphs, step and time
  *   opcheck.c  each non-linear op of this backend against fp64
  *   forward.c  the whole step against an fp64 forward on the host
+ *   check.c    the buffers of one fp64 check (check.h), for opcheck.c and forward.c
  * It sits above the backends (backend.h): a backend never includes it (what
  * the backends share with the model, the random values, is random.h). */
 #ifndef KPICK_MODEL_H

@@ -36,7 +36,6 @@ static double rel_f32(const float *out, const double *ref, int64_t n) {
   return isnan(err) ? INFINITY : mag > 0 ? err / mag : err;
 }
 
-
 /* Shapes with tails: no size a power of two, positions 0, mid and last. */
 enum { SC_M = 3, SC_HEADS = 4, SC_KV = 2, SC_CAP = 300, SC_V = 1003 };
 /* hidden sizes of the norm and embed checks: a multiple of 8 and one of 2 but
@@ -359,4 +358,3 @@ int kpick_decode_selfcheck(int32_t op, int32_t dtype, uint64_t seed, int32_t cor
   bag_free(&b);
   return st;
 }
-

@@ -31,7 +31,6 @@ static int check_cands(const int32_t *cands, int32_t m) {
   return KPICK_OK;
 }
 
-
 /* Everything one decode step enqueues, in order. Every buffer keeps the last
  * layer's value after the step (kpick_model_check reads them); none is an
  * input and an output of one call. */
@@ -167,4 +166,3 @@ int kpick_model_time(kpick_model *md, const int32_t *cands, int32_t batch, int32
   KP_TRY(graph_for(&a, &graph));
   return be_graph_time(graph, md->stream, steps, step_us_out);
 }
-
