@@ -25,7 +25,7 @@ import {
   warn,
   type OptionSpec,
 } from '../lib/cli.ts';
-import { BACKENDS, parseBackend, openKpick, type Dtype, type Kpick } from '../lib/ffi.ts';
+import { BACKENDS, parseBackend, openKpick, type Dtype } from '../lib/ffi.ts';
 import { DECODE_OPS, LINEAR_KINDS, NativeModels, type Model, type SelfCheck } from '../lib/model-ffi.ts';
 import { findModel, modelNames, parseDtypes, type ModelPreset } from '../lib/models.ts';
 import { buildOf, loadRoute } from '../lib/route.ts';
@@ -135,10 +135,6 @@ export function parseArgs(argv: readonly string[]): ServeBenchArgs | null {
   });
 }
 
-function openLibrary(backend: string | undefined): Kpick {
-  return openKpick(backend);
-}
-
 // ---- output ------------------------------------------------------------------
 
 const fmt = (x: number, digits = 1) => x.toFixed(digits);
@@ -222,7 +218,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   const args = parseArgs(argv);
   if (args === null) return EXIT.ok;
   const human = !args.quiet;
-  const kpick = openLibrary(args.backend);
+  const kpick = openKpick(args.backend);
   const info = kpick.info();
   const build = buildOf(kpick);
   const space = kpick.candidates();
