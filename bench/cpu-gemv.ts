@@ -5,7 +5,7 @@
 // Prints a table on stderr and one JSON record on stdout (commit it under bench/results/).
 import { cac } from 'cac';
 import { execSync } from 'node:child_process';
-import { loadKpick } from '../lib/ffi.ts';
+import { openKpick } from '../lib/ffi.ts';
 import { median, quantile } from '../lib/stats.ts';
 
 const defaults = { n: 4096, k: 4096, samples: 31, rounds: 5, target: 0.6 };
@@ -19,7 +19,7 @@ cli.help();
 const { options } = cli.parse();
 if (options.help) process.exit(0);
 
-const kp = loadKpick({ backend: 'cpu' });
+const kp = openKpick('cpu');
 const info = kp.info();
 const problem = kp.createProblem({ op: 'linear', dtype: 'bf16', n: Number(options.n), k: Number(options.k), mMax: 1, seed: 1 });
 const candidates = kp.candidates().filter((c) => c.op === 'linear' && problem.supports(c.id));

@@ -10,7 +10,7 @@
 // summary, target, then one run line), a table on stderr.
 import { execSync } from 'node:child_process';
 import { asUsage, EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../lib/cli.ts';
-import { loadKpick, type Problem } from '../lib/ffi.ts';
+import { openKpick, type Problem } from '../lib/ffi.ts';
 import { decodeLinears, findModel, parseDtypes, parseRows, uniqueShapes, type Linear } from '../lib/models.ts';
 import { buildOf, loadRoute } from '../lib/route.ts';
 import { median } from '../lib/stats.ts';
@@ -69,7 +69,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   const backend = optionText(o, 'backend');
   if (dtype === undefined) throw new UsageError('--dtype needs one of bf16, fp16');
 
-  const kpick = loadKpick(backend === undefined ? {} : { backend });
+  const kpick = openKpick(backend);
   const build = buildOf(kpick);
   const tableFile = optionText(o, 'table') ?? defaultTablePath(optionText(o, 'tablesDir', OPTIONS.tablesDir.default)!, build.identity);
   const route = loadRoute(tableFile, build);

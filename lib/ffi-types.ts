@@ -1,6 +1,10 @@
-// The C types of hip-lib/include/kpick.h, named once for koffi. Field order and
-// sizes must match the header exactly: koffi lays structs out by C rules.
-import koffi from 'koffi';
+// The binding of hip-lib/include/kpick.h, declared once: its C types (field
+// order and sizes exactly the header's: koffi lays structs out by C rules) and
+// every entry point as one table. lib/ffi.ts loads a library through it and
+// refuses one whose ABI facts (ABI_FACTS) differ; lib/model-ffi.ts and
+// NativeRoute call through the same loaded table.
+import koffi, { type TypeObject } from 'koffi';
+import { MAX_POSITIONS, MAX_ROWS } from './schema.ts';
 
 /** enum kpick_status */
 export const Status = {
@@ -27,7 +31,7 @@ export const DTYPE_CODES = { bf16: 0, fp16: 1 } as const;
 export const BUFFER_CODES = { y: 0, x: 1, w: 2 } as const;
 
 /** KPICK_ABI_VERSION this binding was written against */
-export const ABI_VERSION = 1;
+export const ABI_VERSION = 2;
 
 export const KpickInfo = koffi.struct('kpick_info', {
   backend: koffi.array('char', 16),
@@ -62,8 +66,40 @@ export const KpickCandidate = koffi.struct('kpick_candidate', {
   available: 'int32_t',
 });
 
-/** kpick_problem *: an opaque handle, a BigInt address on the JS side */
+export const KpickModelDims = koffi.struct('kpick_model_dims', {
+  dtype: 'int32_t',
+  hidden: 'int32_t',
+  intermediate: 'int32_t',
+  heads: 'int32_t',
+  kv_heads: 'int32_t',
+  head_dim: 'int32_t',
+  vocab: 'int32_t',
+  layers: 'int32_t',
+  tied: 'int32_t',
+  max_batch: 'int32_t',
+  context: 'int32_t',
+  max_new: 'int32_t',
+  rms_eps: 'float',
+  rope_theta: 'float',
+});
+
+/** Opaque handles (kpick_problem *, kpick_model *): addresses JS never reads. */
 export const ProblemHandle = koffi.pointer('kpick_problem', koffi.opaque());
+export const ModelHandle = koffi.pointer('kpick_model', koffi.opaque());
+
+/**
+ * What kpick_abi_value must report for this binding to pass anything in: the
+ * version, the size of every struct the table below passes, and the limits
+ * lib/schema.ts mirrors. A library that differs in any is refused at load.
+ */
+export const ABI_FACTS: Readonly<Record<string, number>> = {
+  version: ABI_VERSION,
+  kpick_info: koffi.sizeof(KpickInfo),
+  kpick_candidate: koffi.sizeof(KpickCandidate),
+  kpick_model_dims: koffi.sizeof(KpickModelDims),
+  KPICK_MAX_ROWS: MAX_ROWS,
+  KPICK_MAX_POSITIONS: MAX_POSITIONS,
+};
 
 /** The raw struct values as koffi decodes them. */
 export interface RawInfo {
@@ -99,33 +135,57 @@ export interface RawCandidate {
   available: number;
 }
 
+const out = (type: string | TypeObject) => koffi.out(koffi.pointer(type));
+const i32 = 'int32_t';
+const i64 = 'int64_t';
+const linearArgs = [i32, i32, 'void *', 'void *', 'void *', i32, i64, i64];
+const dimsIn = koffi.pointer(KpickModelDims);
+
 /**
- * Every entry point: name -> [result, argument types]. One table, so a change
- * of kpick.h is a change of one line here.
+ * Every entry point of kpick.h: name -> [result, argument types], in the
+ * header's order. One table, so a change of kpick.h is a change of one line here.
  */
 export const BINDINGS = {
   kpick_init: ['int', []],
-  kpick_abi: ['int', [koffi.out(koffi.pointer('int32_t')), koffi.out(koffi.pointer('int32_t')), koffi.out(koffi.pointer('int32_t'))]],
+  kpick_abi_value: ['int', ['const char *', out(i64)]],
   kpick_last_error: ['const char *', []],
-  kpick_get_info: ['int', [koffi.out(koffi.pointer(KpickInfo))]],
-  kpick_candidate_count: ['int', [koffi.out(koffi.pointer('int32_t'))]],
-  kpick_candidate_describe: ['int', ['int32_t', koffi.out(koffi.pointer(KpickCandidate))]],
-  kpick_candidate_find: ['int', ['const char *', koffi.out(koffi.pointer('int32_t'))]],
-  kpick_problem_create: [
-    'int',
-    ['int32_t', 'int32_t', 'int64_t', 'int64_t', 'int32_t', 'int32_t', 'uint64_t', koffi.out(koffi.pointer(ProblemHandle))],
-  ],
+  kpick_get_info: ['int', [out(KpickInfo)]],
+  kpick_candidate_count: ['int', [out(i32)]],
+  kpick_candidate_describe: ['int', [i32, out(KpickCandidate)]],
+  kpick_candidate_find: ['int', ['const char *', out(i32)]],
+  kpick_problem_create: ['int', [i32, i32, i64, i64, i32, i32, 'uint64_t', out(ProblemHandle)]],
   kpick_problem_free: ['int', [ProblemHandle]],
-  kpick_problem_copies: ['int', [ProblemHandle, koffi.out(koffi.pointer('int32_t'))]],
-  kpick_set_rows: ['int', [ProblemHandle, 'int32_t']],
-  kpick_supports: ['int', [ProblemHandle, 'int32_t', koffi.out(koffi.pointer('int32_t'))]],
+  kpick_problem_copies: ['int', [ProblemHandle, out(i32)]],
+  kpick_set_rows: ['int', [ProblemHandle, i32]],
+  kpick_supports: ['int', [ProblemHandle, i32, out(i32)]],
   kpick_poison: ['int', [ProblemHandle]],
-  kpick_run: ['int', [ProblemHandle, 'int32_t', 'int32_t']],
-  kpick_time: ['int', [ProblemHandle, 'int32_t', 'int32_t', 'double *']],
-  kpick_time_floor: ['int', [ProblemHandle, 'int32_t', 'double *']],
-  kpick_count_nodes: ['int', [ProblemHandle, 'int32_t', koffi.out(koffi.pointer('int32_t'))]],
-  kpick_download: ['int', [ProblemHandle, 'int32_t', 'void *', 'int64_t']],
-  kpick_reference: ['int', [ProblemHandle, 'const int64_t *', 'int32_t', 'double *', 'int64_t']],
-} as const;
+  kpick_run: ['int', [ProblemHandle, i32, i32]],
+  kpick_time: ['int', [ProblemHandle, i32, i32, 'double *']],
+  kpick_time_floor: ['int', [ProblemHandle, i32, 'double *']],
+  kpick_count_nodes: ['int', [ProblemHandle, i32, out(i32)]],
+  kpick_download: ['int', [ProblemHandle, i32, 'void *', i64]],
+  kpick_reference: ['int', [ProblemHandle, 'const int64_t *', i32, 'double *', i64]],
+  // the route
+  kpick_route_load: ['int', ['const char *', i32]],
+  kpick_route_verdict: ['int', ['char *', i32]],
+  kpick_route_status: ['int', [out(i32), out(i32), out(i32)]],
+  kpick_route_lookup: ['int', [i32, i32, i64, i64, i32, out(i32)]],
+  kpick_linear: ['int', [...linearArgs, 'void *']],
+  kpick_linear_graph: ['int', [...linearArgs, i32]],
+  // caller buffers
+  kpick_buffer_alloc: ['int', [i64, out('void *')]],
+  kpick_buffer_free: ['int', ['void *']],
+  kpick_buffer_upload: ['int', ['void *', i64, 'void *', i64]],
+  kpick_buffer_download: ['int', ['void *', i64, 'void *', i64]],
+  // the decode model
+  kpick_model_bytes: ['int', [dimsIn, out(i64)]],
+  kpick_model_create: ['int', [dimsIn, 'uint64_t', out(ModelHandle)]],
+  kpick_model_free: ['int', [ModelHandle]],
+  kpick_model_reset: ['int', [ModelHandle, 'uint64_t']],
+  kpick_model_step: ['int', [ModelHandle, 'const int32_t *', i32, 'int32_t *']],
+  kpick_model_time: ['int', [ModelHandle, 'const int32_t *', i32, i32, 'double *']],
+  kpick_model_check: ['int', [ModelHandle, 'const int32_t *', i32, out('double'), out('double')]],
+  kpick_decode_selfcheck: ['int', [i32, i32, 'uint64_t', i32, out('double'), out('double')]],
+} as const satisfies Record<string, readonly [string, readonly unknown[]]>;
 
 export type BindingName = keyof typeof BINDINGS;

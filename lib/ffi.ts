@@ -1,25 +1,28 @@
-// Typed bindings of libkpick-<backend>.so (hip-lib/include/kpick.h) via koffi.
+// Typed bindings of libkpick-<backend>.so (hip-lib/include/kpick.h) via koffi:
+// the one loader (loadKpick, openKpick) and the one status check (Kpick.check)
+// of every native call, through the one binding table of lib/ffi-types.ts.
+// NativeRoute (here) and NativeModels (lib/model-ffi.ts) call through the Kpick
+// they are given, so all three share one loaded library and its state.
 //
-// Memory ownership:
-// - The library owns every problem (weights, inputs, outputs, backend state).
-//   A Problem wraps one handle; free() releases it, and any later call on it is
-//   refused by the library ("not a live problem handle"), never a crash.
-// - The caller owns every buffer: data comes back through typed arrays that
-//   this module (or the caller) allocates with exactly the size the library
-//   checks, and that the library only writes during the call.
+// Who owns native memory:
+// - The library owns every problem, model and DeviceBuffer (weights, inputs,
+//   outputs, KV caches, graphs, backend state). A Problem, Model or
+//   DeviceBuffer wraps one handle; its free() releases it, and any later call
+//   on it is refused by the library ("not a live ... handle"), never a crash.
+//   Nothing frees them on garbage collection: a script frees what it made.
+// - The caller owns every JS array passed in: data comes back through typed
+//   arrays that this module (or the caller) allocates with exactly the size
+//   the library checks, and that the library only reads or writes during the call.
 // - The last-error string belongs to the library; check() copies it at once.
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import koffi, { type LibraryHandle } from 'koffi';
-import type * as v from 'valibot';
 import {
-  ABI_VERSION,
+  ABI_FACTS,
   BINDINGS,
   BUFFER_CODES,
   DTYPE_CODES,
-  KpickCandidate,
-  KpickInfo,
   OP_CODES,
   STATUS_NAMES,
   Status,
@@ -28,10 +31,9 @@ import {
   type RawInfo,
 } from './ffi-types.ts';
 import { UsageError } from './cli.ts';
-import type { Dtype as DtypeSchema, Op as OpSchema } from './schema.ts';
+import { MAX_ROWS, type Dtype, type Op } from './schema.ts';
 
-export type Op = v.InferOutput<typeof OpSchema>;
-export type Dtype = v.InferOutput<typeof DtypeSchema>;
+export type { Dtype, Op };
 
 export const BACKENDS = ['cpu', 'cuda', 'hip'] as const;
 export type Backend = (typeof BACKENDS)[number];
@@ -40,7 +42,6 @@ const GPU_PREFERENCE: readonly Backend[] = ['cuda', 'hip'];
 
 export const DEFAULT_BUILD_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..', 'build');
 
-/** A library call returned a non-OK status; message is kpick_last_error(). */
 /** --backend's value: undefined (the best build) or one of BACKENDS; throws naming them. */
 export function parseBackend(text: string | undefined): Backend | undefined {
   if (text === undefined) return undefined;
@@ -48,6 +49,7 @@ export function parseBackend(text: string | undefined): Backend | undefined {
   return text as Backend;
 }
 
+/** A library call returned a non-OK status; message is kpick_last_error(). */
 export class KpickError extends Error {
   readonly status: number;
   readonly call: string;
@@ -141,14 +143,17 @@ export class Kpick {
     this.native = native;
   }
 
-  /** Throws KpickError with the library's own message on a non-OK status. */
+  /**
+   * Throws KpickError with the library's own message (kpick_last_error, read
+   * at once) on a non-OK status: the one status check of every native call.
+   */
   check(call: BindingName, status: unknown): void {
     if (status === Status.OK) return;
     const message = String(this.native.kpick_last_error() ?? '');
     throw new KpickError(call, Number(status), message);
   }
 
-  /** Calls one entry point through check(). */
+  /** Calls one entry point of the binding table through check(). */
   call(name: BindingName, ...args: unknown[]): void {
     this.check(name, this.native[name](...args));
   }
@@ -369,6 +374,18 @@ export interface LoadOptions {
   buildDir?: string;
 }
 
+/** The ABI facts where the library differs from ABI_FACTS, "" when none does. */
+function abiMismatch(native: Native): string {
+  const differ: string[] = [];
+  for (const [name, mine] of Object.entries(ABI_FACTS)) {
+    const theirs = [0];
+    const status = native.kpick_abi_value(name, theirs);
+    if (status !== Status.OK) differ.push(`${name}: unknown to the library`);
+    else if (Number(theirs[0]) !== mine) differ.push(`${name} ${theirs[0]} there, ${mine} here`);
+  }
+  return differ.join(', ');
+}
+
 /** Opens one path: load, bind, init, ABI check. Returns the reason it failed. */
 function tryOpen(path: string): Kpick | string {
   if (!existsSync(path)) return 'no such file';
@@ -378,21 +395,25 @@ function tryOpen(path: string): Kpick | string {
   } catch (err) {
     return `load failed: ${(err as Error).message}`;
   }
+  let native: Native;
   try {
-    const native = bind(lib);
+    native = bind(lib);
+  } catch (err) {
+    lib.unload();
+    return `${(err as Error).message}: not a library of ABI ${ABI_FACTS.version} (rebuild with make)`;
+  }
+  try {
     const status = native.kpick_init();
     if (status !== Status.OK) {
       const why = String(native.kpick_last_error() ?? '') || STATUS_NAMES[Number(status)] || `status ${status}`;
       lib.unload();
       return `kpick_init failed: ${why}`;
     }
-    // the layout first: a struct of another size must never be passed in
-    const [abi, infoBytes, candidateBytes] = [[0], [0], [0]];
-    native.kpick_abi(abi, infoBytes, candidateBytes);
-    const mine = [ABI_VERSION, koffi.sizeof(KpickInfo), koffi.sizeof(KpickCandidate)];
-    if (abi[0] !== mine[0] || infoBytes[0] !== mine[1] || candidateBytes[0] !== mine[2]) {
+    // the layout and limits first: a struct of another size must never be passed in
+    const differ = abiMismatch(native);
+    if (differ) {
       lib.unload();
-      return `ABI ${abi[0]} (kpick_info ${infoBytes[0]} B, kpick_candidate ${candidateBytes[0]} B); this binding speaks ${mine[0]} (${mine[1]} B, ${mine[2]} B): rebuild with make`;
+      return `ABI differs from this binding (${differ}): rebuild with make`;
     }
     return new Kpick(path, native);
   } catch (err) {
@@ -431,9 +452,20 @@ export function loadKpick(options: LoadOptions = {}): Kpick {
   throw new KpickLoadError(tried);
 }
 
+/**
+ * The library a script runs on: loadKpick, and with a backend named (--backend)
+ * a library of another backend is refused too (KPICK_LIB may name any build):
+ * exit 2 through lib/cli.ts, with the path and what it is.
+ */
+export function openKpick(backend?: string | null, options: Omit<LoadOptions, 'backend'> = {}): Kpick {
+  const kpick = loadKpick(backend == null ? options : { ...options, backend });
+  const got = kpick.info().backend;
+  if (backend != null && got !== backend) throw new UsageError(`--backend ${backend}, but ${kpick.path} is a ${got} build`);
+  return kpick;
+}
+
 // ---- the route entry points (kpick.h, hip-lib/src/common/route.c) ----
-// Added by the route's owner as one block; bound on the same library file,
-// so they share its process-wide route state.
+// Called through the Kpick they are given: one loaded library, one route state.
 
 /**
  * Memory allocated through the library for kpick_linear (device memory on a
@@ -453,10 +485,10 @@ export type LinearMemory = Uint16Array | DeviceBuffer;
 const bytesOf = (m: LinearMemory) => (m instanceof DeviceBuffer ? m.bytes : m.byteLength);
 const pointerOf = (m: LinearMemory) => (m instanceof DeviceBuffer ? m.ptr : m);
 
-/** n, k in 1..2^24 and m in 1..128, as integers: what the route takes. */
+/** n, k in 1..2^24 and m in 1..MAX_ROWS, as integers: what the route takes. */
 function checkDims(m: number, n: number, k: number): void {
   const int = (x: number, lo: number, hi: number) => Number.isSafeInteger(x) && x >= lo && x <= hi;
-  if (!int(m, 1, 128)) throw new RangeError(`m must be an integer in 1..128, got ${m}`);
+  if (!int(m, 1, MAX_ROWS)) throw new RangeError(`m must be an integer in 1..${MAX_ROWS}, got ${m}`);
   if (!int(n, 1, 1 << 24)) throw new RangeError(`n must be an integer in 1..${1 << 24}, got ${n}`);
   if (!int(k, 1, 1 << 24)) throw new RangeError(`k must be an integer in 1..${1 << 24}, got ${k}`);
 }
@@ -477,32 +509,10 @@ export function checkLinearMemory(op: Op, x: LinearMemory, w: LinearMemory, y: L
 
 /** The C route of one loaded library: what an engine without Node calls. */
 export class NativeRoute {
-  private readonly fns: Record<string, NativeFn>;
-  constructor(private readonly kpick: Kpick) {
-    const lib = koffi.load(kpick.path);
-    const out32 = koffi.out(koffi.pointer('int32_t'));
-    const linearArgs = ['int32_t', 'int32_t', 'void *', 'void *', 'void *', 'int32_t', 'int64_t', 'int64_t'];
-    const sig: Record<string, [string, unknown[]]> = {
-      kpick_last_error: ['const char *', []],
-      kpick_route_load: ['int', ['const char *', 'int32_t']],
-      kpick_route_verdict: ['int', ['char *', 'int32_t']],
-      kpick_route_status: ['int', [out32, out32, out32]],
-      kpick_route_lookup: ['int', ['int32_t', 'int32_t', 'int64_t', 'int64_t', 'int32_t', out32]],
-      kpick_linear: ['int', [...linearArgs, 'void *']],
-      kpick_linear_graph: ['int', [...linearArgs, 'int32_t']],
-      kpick_buffer_alloc: ['int', ['int64_t', koffi.out(koffi.pointer('void *'))]],
-      kpick_buffer_free: ['int', ['void *']],
-      kpick_buffer_upload: ['int', ['void *', 'int64_t', 'void *', 'int64_t']],
-      kpick_buffer_download: ['int', ['void *', 'int64_t', 'void *', 'int64_t']],
-    };
-    this.fns = Object.fromEntries(
-      Object.entries(sig).map(([name, [result, args]]) => [name, lib.func(name, result, args as never[]) as NativeFn]),
-    );
-  }
+  constructor(private readonly kpick: Kpick) {}
 
-  private call(name: string, ...args: unknown[]): void {
-    const status = Number(this.fns[name]!(...args));
-    if (status !== Status.OK) throw new KpickError(name, status, String(this.fns.kpick_last_error!() ?? ''));
+  private call(name: BindingName, ...args: unknown[]): void {
+    this.kpick.call(name, ...args);
   }
 
   /** Loads the table at file (null: none); say prints the verdict on stderr. */

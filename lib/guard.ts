@@ -21,12 +21,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as v from 'valibot';
-import { issuesLine, Table, TABLE_FORMAT, type BUCKETS, type Identity } from './schema.ts';
-
-type Op = 'linear' | 'gated';
-type Dtype = 'bf16' | 'fp16';
-/** a rows bucket: 1, 2, 4 ... 128 */
-export type Bucket = (typeof BUCKETS)[number];
+import { issuesLine, Table, TABLE_FORMAT, type Bucket, type Dtype, type Identity, type Op } from './schema.ts';
 
 /** Larger than any real JSON table (a big one is a few MiB). */
 export const MAX_TABLE_BYTES = 32 << 20;

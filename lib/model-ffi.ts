@@ -1,17 +1,18 @@
-// Bindings of the decode model (kpick.h, "decode model"; hip-lib/src/common/model.c):
-// what serve-bench runs. Bound on the library file a Kpick loaded, so they share
-// its process-wide state (init, the backend's scratch and streams).
+// The decode model (kpick.h, "decode model"; hip-lib/src/common/model.h lists
+// its files): what serve-bench runs. Called through the Kpick it is given (the
+// one binding table of lib/ffi-types.ts, the one check of lib/ffi.ts), so it
+// shares that library's process-wide state (init, the backend's scratch and streams).
 //
-// Memory ownership:
+// Memory ownership (lib/ffi.ts says it for the whole binding):
 // - The library owns a model (weights, KV cache, activations, captured graphs);
 //   Model.free() releases it, and any later call on it is refused by the
 //   library ("not a live model handle"), never a crash.
 // - The caller owns every array passed in; the library writes tokens and step
 //   times only during the call.
 import type { ModelPreset } from './models.ts';
-import koffi from 'koffi';
-import { DTYPE_CODES, STATUS_NAMES, Status } from './ffi-types.ts';
-import { KpickError, type Dtype, type Kpick } from './ffi.ts';
+import { DTYPE_CODES, type BindingName } from './ffi-types.ts';
+import type { Kpick } from './ffi.ts';
+import type { Dtype } from './schema.ts';
 
 /** enum kpick_linear_kind: the order of a candidate list */
 export const LINEAR_KINDS = ['qkv', 'o', 'gate_up', 'down', 'lm_head'] as const;
@@ -44,42 +45,6 @@ export interface SelfCheck {
   pass: boolean;
 }
 
-const KpickModelDims = koffi.struct('kpick_model_dims', {
-  dtype: 'int32_t',
-  hidden: 'int32_t',
-  intermediate: 'int32_t',
-  heads: 'int32_t',
-  kv_heads: 'int32_t',
-  head_dim: 'int32_t',
-  vocab: 'int32_t',
-  layers: 'int32_t',
-  tied: 'int32_t',
-  max_batch: 'int32_t',
-  context: 'int32_t',
-  max_new: 'int32_t',
-  rms_eps: 'float',
-  rope_theta: 'float',
-});
-const ModelHandle = koffi.pointer('kpick_model', koffi.opaque());
-const dimsPtr = koffi.pointer(KpickModelDims);
-
-const SIGNATURES = {
-  kpick_last_error: ['const char *', []],
-  kpick_model_bytes: ['int', [dimsPtr, koffi.out(koffi.pointer('int64_t'))]],
-  kpick_model_create: ['int', [dimsPtr, 'uint64_t', koffi.out(koffi.pointer(ModelHandle))]],
-  kpick_model_free: ['int', [ModelHandle]],
-  kpick_model_reset: ['int', [ModelHandle, 'uint64_t']],
-  kpick_model_step: ['int', [ModelHandle, 'const int32_t *', 'int32_t', 'int32_t *']],
-  kpick_model_time: ['int', [ModelHandle, 'const int32_t *', 'int32_t', 'int32_t', 'double *']],
-  kpick_model_check: ['int', [ModelHandle, 'const int32_t *', 'int32_t', koffi.out(koffi.pointer('double')), koffi.out(koffi.pointer('double'))]],
-  kpick_decode_selfcheck: [
-    'int',
-    ['int32_t', 'int32_t', 'uint64_t', 'int32_t', koffi.out(koffi.pointer('double')), koffi.out(koffi.pointer('double'))],
-  ],
-} as const;
-type Name = keyof typeof SIGNATURES;
-type NativeFn = (...args: unknown[]) => unknown;
-
 function rawDims(d: ModelDims): Record<string, number> {
   return {
     dtype: DTYPE_CODES[d.dtype] ?? -1,
@@ -101,21 +66,11 @@ function rawDims(d: ModelDims): Record<string, number> {
 
 /** The decode-model entry points of one loaded library. */
 export class NativeModels {
-  private readonly fns: Record<Name, NativeFn>;
+  constructor(readonly kpick: Kpick) {}
 
-  constructor(readonly kpick: Kpick) {
-    const lib = koffi.load(kpick.path);
-    this.fns = Object.fromEntries(
-      Object.entries(SIGNATURES).map(([name, [result, args]]) => [name, lib.func(name, result, [...args]) as NativeFn]),
-    ) as Record<Name, NativeFn>;
-  }
-
-  /** Throws KpickError with the library's message on a non-OK status. */
-  call(name: Name, ...args: unknown[]): void {
-    const status = Number(this.fns[name](...args));
-    if (status === Status.OK) return;
-    const message = String(this.fns.kpick_last_error() ?? '');
-    throw new KpickError(name, status, message || `${name} failed: ${STATUS_NAMES[status] ?? `status ${status}`}`);
+  /** One entry point through Kpick.check: KpickError with the library's message on a non-OK status. */
+  call(name: BindingName, ...args: unknown[]): void {
+    this.kpick.call(name, ...args);
   }
 
   /** Bytes of memory kpick_model_create would need for dims (weights, cache, activations, reserve). */

@@ -1,9 +1,8 @@
 // What to measure: model presets (from each model's published config.json),
 // the decode linears they imply, and the parsers of --shapes, --rows, --dtype.
-import { BUCKETS } from './schema.ts';
-import type { Dtype, Op } from './ffi.ts';
+import { BUCKETS, DTYPES, type Bucket, type Dtype, type Op } from './schema.ts';
 
-export type Bucket = (typeof BUCKETS)[number];
+export type { Bucket };
 
 export interface ModelPreset {
   name: string;
@@ -176,8 +175,6 @@ export function parseRows(text: string | number): Bucket[] {
   });
   return [...new Set(rows)].sort((a, b) => a - b);
 }
-
-const DTYPES: readonly Dtype[] = ['bf16', 'fp16'];
 
 /** "bf16,fp16" -> dtypes, no repeats. */
 export function parseDtypes(text: string): Dtype[] {

@@ -24,7 +24,7 @@
 //          'gated', whose default is two nodes and whose fused kernels are one:
 //          a gated entry needs the gain (and the noise check) alone.
 //   pdl:   a candidate that chains with programmatic dependent launch (its name
-//          ends '.pdl') is picked only at rows <= pdl rows (default 128: any).
+//          ends '.pdl') is picked only at rows <= pdl rows (default MAX_ROWS: any).
 //          The rule was added (default 2) when the sweep timed each kernel back
 //          to back with itself: a .pdl kernel then overlapped its own previous
 //          launch, which no decode step allows, and on the H200 the .pdl picks
@@ -42,12 +42,12 @@
 // Among the candidates that pass, the fastest median wins (ties by name). Every
 // entry says in one line why it moved or why it kept the default.
 import { identityDifference, identityKey, identityTag } from './identity.ts';
-import { Identity, type CandidateResult, type StoreRecord, type TableEntry } from './schema.ts';
+import { Identity, MAX_ROWS, type CandidateResult, type StoreRecord, type TableEntry } from './schema.ts';
 import { median, quantile, rankTest } from './stats.ts';
 
 export const DEFAULT_GATE = 0.02;
 /** The largest rows bucket where a '.pdl' candidate may be picked: the largest bucket, no limit (see the rule above). */
-export const DEFAULT_PDL_ROWS = 128;
+export const DEFAULT_PDL_ROWS = MAX_ROWS;
 
 const chainsWithPdl = (name: string) => name.endsWith('.pdl');
 /** With fewer samples a quartile is one or two samples: no measure of spread. */

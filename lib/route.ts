@@ -29,7 +29,6 @@ import {
   readTableFile,
   verdictOfReading,
   type Build,
-  type Bucket,
   type BuildCandidate,
   type EntryView,
   type Env,
@@ -39,11 +38,9 @@ import {
 } from './guard.ts';
 import type { Kpick } from './ffi.ts';
 import { identityFromInfo } from './identity.ts';
-import { BUCKETS, TABLE_FORMAT, type Identity, type Table } from './schema.ts';
+import { BUCKETS, DTYPES, MAX_ROWS, OPS, TABLE_FORMAT, type Bucket, type Dtype, type Identity, type Op, type Table } from './schema.ts';
 import { writeFileAtomic } from './write-file.ts';
 
-type Op = 'linear' | 'gated';
-type Dtype = 'bf16' | 'fp16';
 
 /** KPICK_ROUTE_VERSION of kpick.h */
 export const ROUTE_VERSION = 2;
@@ -54,14 +51,12 @@ const MAX_VALUE = 255;
 const MAX_NAME = 47;
 const MAX_DIM = 1 << 24;
 const HEADER_KEYS = ['backend', 'arch', 'device', 'runtime', 'blas', 'compiler', 'space'] as const;
-const OPS = ['linear', 'gated'] as const;
-const DTYPES = ['bf16', 'fp16'] as const;
 const STATUSES = ['ok', 'unsupported', 'failed', 'unmeasured'] as const;
 const PARITIES = ['pass', 'fail', 'skipped', 'none'] as const;
 
-/** The smallest rows bucket that holds m (1..128). */
+/** The smallest rows bucket that holds m (1..MAX_ROWS). */
 export function bucketOf(m: number): Bucket {
-  if (!Number.isInteger(m) || m < 1 || m > 128) throw new RangeError(`m must be an integer in 1..128, got ${m}`);
+  if (!Number.isInteger(m) || m < 1 || m > MAX_ROWS) throw new RangeError(`m must be an integer in 1..${MAX_ROWS}, got ${m}`);
   return BUCKETS.find((b) => b >= m)!;
 }
 

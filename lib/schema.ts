@@ -5,6 +5,12 @@ import * as v from 'valibot';
 export const STORE_VERSION = 1;
 export const TABLE_FORMAT = 1;
 export const BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128] as const;
+/** Activation rows of one call, 1..MAX_ROWS: the largest bucket (KPICK_MAX_ROWS of kpick.h, checked at load). */
+export const MAX_ROWS: number = Math.max(...BUCKETS);
+/** KV positions of a decode model, context + new tokens (KPICK_MAX_POSITIONS, checked at load). */
+export const MAX_POSITIONS = 8192;
+export const OPS = ['linear', 'gated'] as const;
+export const DTYPES = ['bf16', 'fp16'] as const;
 
 const Name = v.pipe(v.string(), v.minLength(1), v.maxLength(200));
 const Dim = v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(1 << 24));
@@ -14,9 +20,13 @@ const Micros = v.pipe(v.number(), v.finite(), v.minValue(0));
  * wgmma pass's flags and the host compiler's vendor build fill over 200. */
 export const COMPILER_MAX = 255;
 
-export const Op = v.pipe(v.picklist(['linear', 'gated']), v.description('linear: y = x.W^T; gated: silu(x.Wg^T) * (x.Wu^T)'));
-export const Dtype = v.pipe(v.picklist(['bf16', 'fp16']), v.description('element type of x, W and y'));
+export const Op = v.pipe(v.picklist(OPS), v.description('linear: y = x.W^T; gated: silu(x.Wg^T) * (x.Wu^T)'));
+export const Dtype = v.pipe(v.picklist(DTYPES), v.description('element type of x, W and y'));
 export const Bucket = v.pipe(v.picklist(BUCKETS), v.description('rows bucket M'));
+export type Op = v.InferOutput<typeof Op>;
+export type Dtype = v.InferOutput<typeof Dtype>;
+/** a rows bucket: 1, 2, 4 ... MAX_ROWS */
+export type Bucket = v.InferOutput<typeof Bucket>;
 
 export const Identity = v.strictObject({
   backend: v.pipe(Name, v.description('cpu | cuda | hip')),

@@ -9,10 +9,11 @@
 //   summary   median tok/s, step p50 and p90, stalled runs counted (kept)
 //   identity  both routes decode the same sequences greedily; the first step
 //             where tokens differ, and whether the routes' candidates explain it
-import type { Candidate, Dtype, Kpick } from './ffi.ts';
+import type { Candidate, Kpick } from './ffi.ts';
 import { LINEAR_KINDS, type LinearKind, type Model, type ModelDims, type NativeModels } from './model-ffi.ts';
 import { decodeLinears, type ModelPreset } from './models.ts';
 import type { Route } from './route.ts';
+import { MAX_ROWS, type Dtype } from './schema.ts';
 import { median, quantile } from './stats.ts';
 
 export const ARMS = ['default', 'table'] as const;
@@ -67,7 +68,7 @@ export function dimsOf(model: ModelPreset, shape: StepShape): ModelDims {
   };
 }
 
-/** "1,4,8" -> concurrencies, each 1..128, ascending, no repeats. */
+/** "1,4,8" -> concurrencies, each 1..MAX_ROWS, ascending, no repeats. */
 export function parseConcurrency(text: string | number): number[] {
   const items = String(text)
     .split(',')
@@ -75,7 +76,7 @@ export function parseConcurrency(text: string | number): number[] {
   if (items.some((s) => s === '')) throw new Error(`--c must be a comma-separated list of concurrencies, got '${text}'`);
   const values = items.map((item) => {
     const c = /^\d+$/.test(item) ? Number(item) : NaN;
-    if (!(c >= 1 && c <= 128)) throw new Error(`--c '${item}' is not an integer in 1..128`);
+    if (!(c >= 1 && c <= MAX_ROWS)) throw new Error(`--c '${item}' is not an integer in 1..${MAX_ROWS}`);
     return c;
   });
   return [...new Set(values)].sort((a, b) => a - b);

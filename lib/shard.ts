@@ -10,7 +10,8 @@
 // shard), in an order fixed by the cost and then the unit's key. Greedy list
 // scheduling bounds every shard's cost by total/n + the largest unit.
 import type { Candidate, Dtype } from './ffi.ts';
-import type { Bucket, Linear } from './models.ts';
+import type { Linear } from './models.ts';
+import type { Bucket } from './schema.ts';
 
 export interface Shard {
   /** 0-based, < count */

@@ -7,8 +7,9 @@
 // what kpick_time gives: on a GPU the call's served cost after a kernel that
 // writes its input, as a decode step runs it (README, "How a candidate is timed").
 import { randomInt } from 'node:crypto';
-import { KpickError, type Candidate, type Dtype, type Kpick, type Problem } from './ffi.ts';
-import type { Bucket, Linear } from './models.ts';
+import { KpickError, type Candidate, type Kpick, type Problem } from './ffi.ts';
+import type { Linear } from './models.ts';
+import type { Bucket, Dtype } from './schema.ts';
 import { ParityChecker, computeReference, referenceColumns } from './parity.ts';
 import { STORE_VERSION, type Identity, type Parity, type StoreRecord } from './schema.ts';
 import { planUnits, shardKeys, unitKey, type Shard } from './shard.ts';

@@ -7,7 +7,7 @@ import type { Kpick } from './ffi.ts';
 import { NativeRoute } from './ffi.ts';
 import { guardTable, type Build, type Env, type Verdict } from './guard.ts';
 import { guardCompactRoute, jsonPathFor, Route, routeOnlyCommand, routePathFor } from './route.ts';
-import { BUCKETS } from './schema.ts';
+import { BUCKETS, type Dtype, type Op } from './schema.ts';
 
 /** What the C route made of the .route: its verdict line and counts. */
 export interface NativeVerdict {
@@ -44,7 +44,7 @@ export function readBoth(kpick: Kpick, build: Build, file: string, env: Env = pr
   const tsVerdict = guardTable(files.json, build, env);
   const native = new NativeRoute(kpick);
   const names = kpick.candidates().map((x) => x.name);
-  const cLookup = (op: 'linear' | 'gated', dtype: 'bf16' | 'fp16', n: number, k: number, m: number) => {
+  const cLookup = (op: Op, dtype: Dtype, n: number, k: number, m: number) => {
     const id = native.lookup(op, dtype, n, k, m);
     return names[id] ?? `id ${id}`;
   };
@@ -64,7 +64,7 @@ function compare(
   files: { json: string; route: string },
   build: Build,
   env: Env,
-  cLookup: (op: 'linear' | 'gated', dtype: 'bf16' | 'fp16', n: number, k: number, m: number) => string,
+  cLookup: (op: Op, dtype: Dtype, n: number, k: number, m: number) => string,
 ): string | null {
   const fix = `run \`${routeOnlyCommand(files.json)}\``;
   if (!ts.used) return c.used ? `kpick: the readers disagree: the JSON is not used, ${files.route} is (${c.kept} entries): ${fix}` : null;
@@ -76,7 +76,7 @@ function compare(
     return `kpick: the C route keeps ${c.kept} entries and drops ${c.dropped} of ${files.route}, the JSON ${ts.kept.length} and ${ts.dropped.length}: ${fix}`;
   }
   const route = new Route(ts, build, env);
-  const shapes = new Map<string, { op: 'linear' | 'gated'; dtype: 'bf16' | 'fp16'; n: number; k: number }>();
+  const shapes = new Map<string, { op: Op; dtype: Dtype; n: number; k: number }>();
   for (const e of [...ts.kept, ...ts.dropped]) shapes.set(`${e.op}/${e.dtype}/${e.n}/${e.k}`, { op: e.op, dtype: e.dtype, n: e.n, k: e.k });
   for (const s of shapes.values()) {
     for (const bucket of BUCKETS) {

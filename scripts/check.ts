@@ -12,7 +12,7 @@
 //   tsx scripts/check.ts --quick [--table file] [--node name] > node.jsonl
 import * as path from 'node:path';
 import { asUsage, colorsFor, EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../lib/cli.ts';
-import { loadKpick } from '../lib/ffi.ts';
+import { openKpick } from '../lib/ffi.ts';
 import { DEFAULT_BOUNDS, nodeName, nodeSummary, probeEntries, refusedSummary, shapeLabel, type Bounds } from '../lib/fleet.ts';
 import { guardTable } from '../lib/guard.ts';
 import { findModel, parseDtypes, parseRows } from '../lib/models.ts';
@@ -110,7 +110,7 @@ export function parseCheckArgs(argv: readonly string[], now = new Date()): Check
 /** The fleet check: probe the table's picks, print one summary line; exit 0, 1 flagged, 3 refused. */
 function quickCheck(args: CheckArgs, quick: NonNullable<CheckArgs['quick']>): number {
   if (quick.table?.endsWith('.route')) throw new UsageError('--table: the fleet check needs the JSON table (it holds the recorded medians), not the compact .route');
-  const kpick = loadKpick(args.backend === undefined ? {} : { backend: args.backend });
+  const kpick = openKpick(args.backend);
   const build = buildOf(kpick);
   const file = quick.table ?? defaultTablePath(args.tablesDir, build.identity);
   const input = { node: nodeName(quick.node), identity: build.identity, table: file, bounds: quick.bounds, at: new Date() };

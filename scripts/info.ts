@@ -9,7 +9,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { asUsage, colorsFor, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, scriptCli, type OptionSpec } from '../lib/cli.ts';
-import { BACKENDS, parseBackend, DEFAULT_BUILD_DIR, KpickLoadError, loadKpick, type Info, type Kpick } from '../lib/ffi.ts';
+import { BACKENDS, parseBackend, DEFAULT_BUILD_DIR, KpickLoadError, openKpick, type Info, type Kpick } from '../lib/ffi.ts';
 import { DISPATCH_KNOBS, type Verdict } from '../lib/guard.ts';
 import { readBoth } from '../lib/two-readers.ts';
 import { buildOf, routePathFor } from '../lib/route.ts';
@@ -103,7 +103,7 @@ export function gatherInfo(args: InfoArgs, env: NodeJS.ProcessEnv = process.env)
   const base = { built: builtLibraries(DEFAULT_BUILD_DIR), env: setKnobs(env) };
   let kpick: Kpick;
   try {
-    kpick = loadKpick(args.backend === null ? {} : { backend: args.backend });
+    kpick = openKpick(args.backend);
   } catch (err) {
     if (!(err instanceof KpickLoadError)) throw err;
     return { library: null, load_error: err.message, identity: null, candidates: null, table: null, verdict: null, route_verdict: null, memory: null, ...base };

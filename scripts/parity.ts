@@ -19,7 +19,7 @@ import {
   scriptCli,
   type OptionSpec,
 } from '../lib/cli.ts';
-import { BACKENDS, parseBackend, KpickError, loadKpick, type Candidate, type Dtype, type Problem } from '../lib/ffi.ts';
+import { BACKENDS, parseBackend, KpickError, openKpick, type Candidate, type Dtype, type Problem } from '../lib/ffi.ts';
 import { describeIdentity, identityFromInfo } from '../lib/identity.ts';
 import { decodeLinears, findModel, linearsOf, modelNames, parseDtypes, parseRows, parseShapes, uniqueShapes, type Bucket, type Linear } from '../lib/models.ts';
 import { ParityChecker, computeReference, referenceColumns, type ColumnMode } from '../lib/parity.ts';
@@ -150,11 +150,8 @@ export async function main(argv: readonly string[]): Promise<number> {
   const human = !args.quiet;
   const writer = args.store === undefined ? null : asUsage(() => StoreWriter.open(args.store as string, 'parity'));
   try {
-    const kpick = loadKpick({ backend: args.backend });
+    const kpick = openKpick(args.backend);
     const info = kpick.info();
-    if (args.backend !== undefined && info.backend !== args.backend) {
-      throw new UsageError(`--backend ${args.backend}, but ${kpick.path} is a ${info.backend} build`);
-    }
     const identity = identityFromInfo(info);
     const space = kpick.candidates();
     const candidates = asUsage(() => selectCandidates(space, args.candidates));

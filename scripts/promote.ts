@@ -8,6 +8,7 @@
 // written then); 3 when --route-only is given a table the JSON reader refuses.
 import { colorsFor, EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, warn, scriptCli, type OptionSpec } from '../lib/cli.ts';
 import { chooseIdentity, DEFAULT_GATE, DEFAULT_PDL_ROWS } from '../lib/promote.ts';
+import { MAX_ROWS } from '../lib/schema.ts';
 import { reportPathFor, writeReport } from '../lib/html-report.ts';
 import { entryJson, summaryLines } from '../lib/report.ts';
 import { writeRouteOf } from '../lib/route.ts';
@@ -82,7 +83,7 @@ export function parseArgs(argv: readonly string[]): PromoteArgs | null {
     routeOnly: false,
     stores,
     gate,
-    pdlRows: optionInt(options, 'pdlRows', OPTIONS.pdlRows.default, 0, 128),
+    pdlRows: optionInt(options, 'pdlRows', OPTIONS.pdlRows.default, 0, MAX_ROWS),
     identity,
     replace: options.replace === true,
     out: optionText(options, 'out') ?? null,

@@ -10,7 +10,7 @@
 // 3 otherwise (refused, no table, no .route, or a disagreement); 2 on bad
 // usage or no loadable library.
 import { asUsage, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, type OptionSpec } from '../lib/cli.ts';
-import { BACKENDS, parseBackend, loadKpick, type Kpick } from '../lib/ffi.ts';
+import { BACKENDS, parseBackend, openKpick } from '../lib/ffi.ts';
 import type { Build } from '../lib/guard.ts';
 import { buildOf } from '../lib/route.ts';
 import { defaultTablePath } from '../lib/table.ts';
@@ -55,10 +55,6 @@ export function parseArgs(argv: readonly string[]): RefuseCheckArgs | null {
   };
 }
 
-function openLibrary(backend: string | null): Kpick {
-  return loadKpick(backend === null ? {} : { backend });
-}
-
 function jsonOf(both: TwoReaders, build: Build) {
   const verdict = both.json.verdict;
   return {
@@ -78,7 +74,7 @@ function jsonOf(both: TwoReaders, build: Build) {
 export function main(argv: readonly string[]): number {
   const args = parseArgs(argv);
   if (args === null) return EXIT.ok;
-  const kpick = openLibrary(args.backend);
+  const kpick = openKpick(args.backend);
   const build = buildOf(kpick);
   const both = readBoth(kpick, build, args.table ?? defaultTablePath(args.tablesDir, build.identity), process.env);
   const used = both.json.verdict.used && both.agree;

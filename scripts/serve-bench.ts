@@ -25,20 +25,19 @@ import {
   warn,
   type OptionSpec,
 } from '../lib/cli.ts';
-import { BACKENDS, parseBackend, KpickLoadError, loadKpick, type Dtype, type Kpick } from '../lib/ffi.ts';
+import { BACKENDS, parseBackend, openKpick, type Dtype } from '../lib/ffi.ts';
 import { DECODE_OPS, LINEAR_KINDS, NativeModels, type Model, type SelfCheck } from '../lib/model-ffi.ts';
 import { findModel, modelNames, parseDtypes, type ModelPreset } from '../lib/models.ts';
 import { buildOf, loadRoute } from '../lib/route.ts';
 import { ARMS, benchRow, checkFit, dimsOf, gib, parseConcurrency, RATIO_FLOOR, routeArm, type ArmName, type ArmRoute, type ArmSummary, type RowResult } from '../lib/serve.ts';
+import { MAX_POSITIONS, MAX_ROWS } from '../lib/schema.ts';
 import { defaultTablePath } from '../lib/table.ts';
 
-/** KP_MODEL_MAX_POSITIONS of hip-lib/src/common/model.h */
-export const MAX_POSITIONS = 8192;
 
 export const OPTIONS = {
   model: { flag: '--model <name>', help: `model preset (required): ${modelNames().join(', ')}` },
   layers: { flag: '--layers <n>', help: "decoder layers to build (default: all of the model's)" },
-  c: { flag: '--c <list>', help: 'concurrencies (rows per step), comma separated, each 1..128', default: '1,4,8,16,32,64' },
+  c: { flag: '--c <list>', help: `concurrencies (rows per step), comma separated, each 1..${MAX_ROWS}`, default: '1,4,8,16,32,64' },
   context: { flag: '--context <n>', help: 'KV-cache positions filled before the first step (the prompt)', default: 256 },
   steps: { flag: '--steps <n>', help: 'decode steps per timed run', default: 100 },
   runs: { flag: '--runs <n>', help: 'timed runs per arm per lane (two lanes, in opposite orders)', default: 3 },
@@ -136,18 +135,6 @@ export function parseArgs(argv: readonly string[]): ServeBenchArgs | null {
   });
 }
 
-function openLibrary(backend: string | undefined): Kpick {
-  try {
-    const kpick = loadKpick({ backend });
-    const got = kpick.info().backend;
-    if (backend !== undefined && got !== backend) throw new UsageError(`--backend ${backend}, but ${kpick.path} is a ${got} build`);
-    return kpick;
-  } catch (err) {
-    if (err instanceof KpickLoadError) throw new UsageError(err.message);
-    throw err;
-  }
-}
-
 // ---- output ------------------------------------------------------------------
 
 const fmt = (x: number, digits = 1) => x.toFixed(digits);
@@ -231,7 +218,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   const args = parseArgs(argv);
   if (args === null) return EXIT.ok;
   const human = !args.quiet;
-  const kpick = openLibrary(args.backend);
+  const kpick = openKpick(args.backend);
   const info = kpick.info();
   const build = buildOf(kpick);
   const space = kpick.candidates();

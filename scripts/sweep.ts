@@ -18,7 +18,7 @@ import {
   warn,
   type OptionSpec,
 } from '../lib/cli.ts';
-import { BACKENDS, parseBackend, loadKpick, type Dtype } from '../lib/ffi.ts';
+import { BACKENDS, parseBackend, openKpick, type Dtype } from '../lib/ffi.ts';
 import { describeIdentity, identityFromInfo } from '../lib/identity.ts';
 import { decodeLinears, findModel, linearsOf, modelNames, parseDtypes, parseRows, parseShapes, uniqueShapes, type Bucket, type Linear } from '../lib/models.ts';
 import { StoreLock, StoreWriter, formatWarning, measuredKeys, readStore, writerKey } from '../lib/store.ts';
@@ -101,7 +101,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   if (args === null) return EXIT.ok;
   const human = !args.quiet;
   // the library first: a bad environment stops here, before the store is touched
-  const kpick = loadKpick({ backend: args.backend });
+  const kpick = openKpick(args.backend);
   // the shard names the writer: its files, and the store lock it holds
   const tag = args.shard === undefined ? undefined : shardTag(args.shard);
   const lock = asUsage(() => StoreLock.acquire(args.store, writerKey('sweep', tag)));

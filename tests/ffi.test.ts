@@ -1,11 +1,12 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import koffi from 'koffi';
-import { ABI_VERSION, KpickCandidate, KpickInfo } from '../lib/ffi-types.ts';
-import { DEFAULT_BUILD_DIR, KpickError, KpickLoadError, loadKpick, type Problem } from '../lib/ffi.ts';
+import { ABI_FACTS, ABI_VERSION, KpickCandidate, KpickInfo, KpickModelDims } from '../lib/ffi-types.ts';
+import { DEFAULT_BUILD_DIR, KpickError, KpickLoadError, loadKpick, openKpick, type Problem } from '../lib/ffi.ts';
+import { BUCKETS, MAX_POSITIONS, MAX_ROWS } from '../lib/schema.ts';
 import { identityFromInfo } from '../lib/identity.ts';
 import { UsageError } from '../lib/cli.ts';
 
@@ -31,23 +32,72 @@ function small(): Problem {
   return kpick.createProblem({ op: 'linear', dtype: 'bf16', n: 40, k: 64, mMax: 4, copies: 2, seed: 7 });
 }
 
-test('info reads the loaded library: cpu backend, ABI 1, a space token and a cache size', () => {
+test('info reads the loaded library: cpu backend, this ABI, a space token and a cache size', () => {
   const info = kpick.info();
   assert.is(info.backend, 'cpu');
-  assert.is(info.abi, 1);
+  assert.is(info.abi, ABI_VERSION);
   assert.ok(info.space.length >= 8, info.space);
   assert.ok(info.llcBytes > 0);
   assert.ok(info.memFree > 0 && info.memFree <= info.memTotal);
   assert.is(kpick.path, CPU_LIB);
 });
 
-test('the library reports the struct sizes the binding mirrors (checked before any struct is passed)', () => {
-  const lib = koffi.load(join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so'));
-  const abi = lib.func('kpick_abi', 'int', [koffi.out(koffi.pointer('int32_t')), koffi.out(koffi.pointer('int32_t')), koffi.out(koffi.pointer('int32_t'))]);
-  const [version, info, candidate] = [[0], [0], [0]];
-  assert.is(abi(version, info, candidate), 0);
-  assert.equal([version[0], info[0], candidate[0]], [ABI_VERSION, koffi.sizeof(KpickInfo), koffi.sizeof(KpickCandidate)]);
-  assert.is(abi(null, info, candidate), 1, 'a null pointer is refused, not dereferenced');
+test('the library reports the struct sizes and limits the binding mirrors (checked before any struct is passed)', () => {
+  const lib = koffi.load(CPU_LIB);
+  const abi = lib.func('kpick_abi_value', 'int', ['const char *', koffi.out(koffi.pointer('int64_t'))]);
+  const fact = (name: string) => {
+    const out = [0];
+    const status = abi(name, out);
+    return status === 0 ? Number(out[0]) : `status ${status}`;
+  };
+  assert.equal(Object.keys(ABI_FACTS), ['version', 'kpick_info', 'kpick_candidate', 'kpick_model_dims', 'KPICK_MAX_ROWS', 'KPICK_MAX_POSITIONS']);
+  assert.is(fact('version'), ABI_VERSION);
+  assert.is(fact('kpick_info'), koffi.sizeof(KpickInfo));
+  assert.is(fact('kpick_candidate'), koffi.sizeof(KpickCandidate));
+  assert.is(fact('kpick_model_dims'), koffi.sizeof(KpickModelDims));
+  // the limits named once in kpick.h and once in lib/schema.ts agree
+  assert.is(fact('KPICK_MAX_ROWS'), MAX_ROWS);
+  assert.is(MAX_ROWS, BUCKETS[BUCKETS.length - 1]);
+  assert.is(fact('KPICK_MAX_POSITIONS'), MAX_POSITIONS);
+  assert.is(fact('kpick_problem'), 'status 1', 'an unknown name is refused');
+  assert.is(abi('version', null), 1, 'a null pointer is refused, not dereferenced');
+  assert.is(abi(null, [0]), 1, 'a null name is refused, not dereferenced');
+});
+
+test('every struct and limit of kpick.h is an ABI fact the loader checks, and the library knows each', () => {
+  const header = readFileSync(join(DEFAULT_BUILD_DIR, '..', 'hip-lib', 'include', 'kpick.h'), 'utf8');
+  const structs = [...header.matchAll(/^typedef struct (\w+) \{/gm)].map((m) => m[1]!);
+  const limits = [...header.matchAll(/^#define (KPICK_MAX_\w+) /gm)].map((m) => m[1]!);
+  assert.ok(structs.includes('kpick_model_dims') && limits.includes('KPICK_MAX_ROWS'), `${structs} ${limits}`);
+  assert.equal(Object.keys(ABI_FACTS).sort(), ['version', ...structs, ...limits].sort());
+  const abi = koffi.load(CPU_LIB).func('kpick_abi_value', 'int', ['const char *', koffi.out(koffi.pointer('int64_t'))]);
+  for (const name of Object.keys(ABI_FACTS)) assert.is(abi(name, [0]), 0, `${name} unknown to the library`);
+});
+
+test('a shared object that is not a kpick library of this ABI is refused naming what it lacks', () => {
+  const libm = ['/lib/x86_64-linux-gnu/libm.so.6', '/usr/lib/x86_64-linux-gnu/libm.so.6', '/lib64/libm.so.6', '/usr/lib/libm.so.6'].find(existsSync);
+  if (!libm) throw new Error('no libm.so.6 in the usual places');
+  try {
+    loadKpick({ lib: libm });
+    assert.unreachable('libm loaded as kpick');
+  } catch (err) {
+    assert.instance(err, KpickLoadError);
+    assert.match((err as Error).message, /^no usable libkpick \(tried .*libm\.so\.6: .*kpick_init.*: not a library of ABI \d+ \(rebuild with make\)\)$/);
+  }
+});
+
+test('openKpick refuses a library of another backend than --backend names (exit 2), and takes any without one', () => {
+  const saved = process.env.KPICK_LIB;
+  try {
+    process.env.KPICK_LIB = CPU_LIB;
+    assert.is(openKpick().path, CPU_LIB);
+    assert.is(openKpick(null).path, CPU_LIB);
+    assert.is(openKpick('cpu').path, CPU_LIB);
+    assert.throws(() => openKpick('cuda'), (e: unknown) => e instanceof UsageError && (e as Error).message === `--backend cuda, but ${CPU_LIB} is a cpu build`);
+  } finally {
+    if (saved === undefined) delete process.env.KPICK_LIB;
+    else process.env.KPICK_LIB = saved;
+  }
 });
 
 test('candidates are described with op, class head, params and default flags', () => {

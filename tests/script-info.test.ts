@@ -11,6 +11,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { UsageError } from '../lib/cli.ts';
 import { DEFAULT_BUILD_DIR, loadKpick } from '../lib/ffi.ts';
+import { ABI_VERSION } from '../lib/ffi-types.ts';
 import { identityFromInfo } from '../lib/identity.ts';
 import { TABLE_FORMAT, type Identity, type Table } from '../lib/schema.ts';
 import { archDir, deviceSlug, writeTable } from '../lib/table.ts';
@@ -146,7 +147,7 @@ test('human view on stderr, stdout empty', () => {
   const labels = r.stderr.split('\n').filter((l) => /^\S/.test(l)).map((l) => l.split(/\s+/)[0]);
   assert.equal(labels, ['library', 'identity', 'target', 'memory', 'built', 'space', 'table', 'route', 'verdict', 'C', 'env']);
   assert.match(r.stderr, /C route   kpick: no table at .*\.route: using the defaults/);
-  assert.match(r.stderr, new RegExp(`library   ${CPU_LIB.replace(/[.]/g, '\\.')} \\(cpu, ABI 1\\)`));
+  assert.match(r.stderr, new RegExp(`library   ${CPU_LIB.replace(/[.]/g, '\\.')} \\(cpu, ABI ${ABI_VERSION}\\)`));
   assert.match(r.stderr, /verdict   kpick: no table at .*: using the defaults/);
   assert.match(r.stderr, /env       KPICK_BACKEND=cpu/);
 });

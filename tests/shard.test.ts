@@ -1,14 +1,14 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { decodeLinears, findModel, MODELS, uniqueShapes } from '../lib/models.ts';
-import { BUCKETS } from '../lib/schema.ts';
+import { BUCKETS, type Dtype, type Op } from '../lib/schema.ts';
 import { joinShardValue, parseShard, partition, planUnits, shardKeys, shardTag, unitKey, weightBytes, writersOverlap, type Unit } from '../lib/shard.ts';
 import { writerKey } from '../lib/store.ts';
 
 // a space like the CPU build's: 6 linear candidates, 4 gated ones
-const candidates = [...Array(6).fill({ op: 'linear' }), ...Array(4).fill({ op: 'gated' })] as { op: 'linear' | 'gated' }[];
+const candidates = [...Array(6).fill({ op: 'linear' }), ...Array(4).fill({ op: 'gated' })] as { op: Op }[];
 
-function unitsOf(model: string, dtypes: ('bf16' | 'fp16')[] = ['bf16', 'fp16']): Unit[] {
+function unitsOf(model: string, dtypes: (Dtype)[] = ['bf16', 'fp16']): Unit[] {
   return planUnits({ dtypes, linears: uniqueShapes(decodeLinears(findModel(model))), rows: BUCKETS, candidates });
 }
 

@@ -1,10 +1,10 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { BUCKETS } from '../lib/schema.ts';
 import { GROUPS, summaries, summarize, summaryTable, targetVerdicts, verdictLine, WORST_SPEEDUP_MIN, type BenchRow } from '../lib/targets.ts';
 
 const row = (rows: number, speedup: number, pick_over_floor: number, n = 4096): BenchRow => ({ op: 'linear', n, k: 4096, rows, speedup, pick_over_floor });
 const close = (a: number | null, b: number) => a !== null && Math.abs(a - b) < 1e-12;
-const BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128];
 
 test('the targets are the issue-11 ones: rows 1-16 and 32-128, and no shape below 0.98x', () => {
   assert.equal(GROUPS.map((g) => [g.label, g.buckets, g.floorMax, g.speedupMin]), [

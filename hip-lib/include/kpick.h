@@ -6,8 +6,11 @@
  *
  * Every entry returns a kpick_status; on failure kpick_last_error() says what
  * failed and why. Nothing here exits or aborts: it runs inside Node.
- * Ownership: the library owns problems (free with kpick_problem_free) and the
- * last-error string; the caller owns every buffer it passes in.
+ * Ownership: the library owns problems, models and kpick_buffer_alloc's
+ * buffers (each freed by its own _free; a freed handle is refused, never
+ * dereferenced) and the last-error string (valid until the next call); the
+ * caller owns every other pointer it passes in, read or written only during
+ * the call.
  */
 #ifndef KPICK_H
 #define KPICK_H
@@ -18,7 +21,12 @@
 extern "C" {
 #endif
 
-#define KPICK_ABI_VERSION 1
+#define KPICK_ABI_VERSION 2 /* 2: kpick_abi_value replaces kpick_abi */
+
+/* The limits a caller must know, named once (lib/schema.ts mirrors them and
+ * checks them through kpick_abi_value at load). */
+#define KPICK_MAX_ROWS 128       /* activation rows of one call, 1..this: the largest rows bucket */
+#define KPICK_MAX_POSITIONS 8192 /* KV positions of a decode model: context + max_new */
 
 enum kpick_status {
   KPICK_OK = 0,
@@ -70,9 +78,12 @@ typedef struct kpick_candidate {
 typedef struct kpick_problem kpick_problem;
 
 int kpick_init(void);                     /* idempotent */
-/* The ABI version and the sizes of the structs below, so a binding can refuse
- * a library whose layout it does not mirror before it passes one in. */
-int kpick_abi(int32_t *version, int32_t *info_bytes, int32_t *candidate_bytes);
+/* One fact of this ABI by name, so a binding can refuse a library whose layout
+ * or limits it does not mirror before it passes a struct in: "version"
+ * (KPICK_ABI_VERSION), the size of every struct in this header ("kpick_info",
+ * "kpick_candidate", "kpick_model_dims") and every limit ("KPICK_MAX_ROWS",
+ * "KPICK_MAX_POSITIONS"). KPICK_E_ARG for a name it does not know. */
+int kpick_abi_value(const char *name, int64_t *out);
 const char *kpick_last_error(void);       /* "" when the last call succeeded */
 int kpick_get_info(kpick_info *out);
 
@@ -122,7 +133,7 @@ int kpick_reference(const kpick_problem *p, const int64_t *cols, int32_t ncols,
 /* ---- route: what an engine calls (src/common/route.c, twin of lib/route.ts) ----
  * The route maps (op, dtype, N, K, M) to a candidate through the compact table
  * that promote writes beside the JSON (decode_gemm.route): M goes to the
- * smallest bucket (1, 2, 4 ... 128) that holds it; no entry, no table or a
+ * smallest bucket (1, 2, 4 ... KPICK_MAX_ROWS) that holds it; no entry, no table or a
  * refused table gives the class default. Environment knobs that reroute
  * dispatch, read at load: KPICK_FORCE=<candidate> (every call of that
  * candidate's op runs it) and KPICK_NO_BLASLT=1 (the default is never the
@@ -143,7 +154,7 @@ int kpick_route_load(const char *path, int32_t say);
 int kpick_route_verdict(char *buf, int32_t cap);
 /* *used = 1 when a table is in use; entries kept and dropped by the guard. */
 int kpick_route_status(int32_t *used, int32_t *kept, int32_t *dropped);
-/* The candidate id the route picks for one call (m in 1..128). */
+/* The candidate id the route picks for one call (m in 1..KPICK_MAX_ROWS). */
 int kpick_route_lookup(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_t m,
                        int32_t *cand_out);
 /* y[m,N] = x[m,K] . W^T (or the gated op on W[2N,K]) through the route, on
@@ -171,7 +182,7 @@ int kpick_buffer_free(void *buf);
 int kpick_buffer_upload(void *buf, int64_t offset, const void *src, int64_t bytes);
 int kpick_buffer_download(const void *buf, int64_t offset, void *dst, int64_t bytes);
 
-/* ---- decode model: serve-bench's step (src/common/model.c) ----
+/* ---- decode model: serve-bench's step (src/common/model.h lists its files) ----
  * One decode step of a transformer with a real model's shapes and random
  * weights (every layer its own), one row per sequence: per layer rmsnorm, qkv,
  * rotary embedding, single-query grouped-query attention over a KV cache, o and
@@ -201,9 +212,9 @@ typedef struct kpick_model_dims {
   int32_t vocab;
   int32_t layers;
   int32_t tied;         /* 1: lm_head is the embedding table */
-  int32_t max_batch;    /* rows of a step: 1..128 */
+  int32_t max_batch;    /* rows of a step: 1..KPICK_MAX_ROWS */
   int32_t context;      /* KV positions a reset fills (the prompt), >= 0 */
-  int32_t max_new;      /* steps a reset leaves room for, >= 1; context + max_new <= 8192 */
+  int32_t max_new;      /* steps a reset leaves room for, >= 1; context + max_new <= KPICK_MAX_POSITIONS */
   float rms_eps;        /* > 0 */
   float rope_theta;     /* > 1 */
 } kpick_model_dims;

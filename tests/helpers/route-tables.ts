@@ -9,7 +9,7 @@ import { DEFAULT_BUILD_DIR, loadKpick, NativeRoute } from '../../lib/ffi.ts';
 import type { Build } from '../../lib/guard.ts';
 import type { Linear } from '../../lib/models.ts';
 import { buildOf, compactRouteText, sha256Hex } from '../../lib/route.ts';
-import type { CandidateResult, StoreRecord, Table, TableEntry } from '../../lib/schema.ts';
+import { BUCKETS, MAX_ROWS, type CandidateResult, type Dtype, type Op, type StoreRecord, type Table, type TableEntry } from '../../lib/schema.ts';
 import { runSweep } from '../../lib/sweep.ts';
 import { buildTable, tableText } from '../../lib/table.ts';
 
@@ -26,7 +26,7 @@ export const native = new NativeRoute(kpick);
 export const onDevice = build.identity.backend !== 'cpu';
 
 /** The class default of op in this build: what a miss runs. */
-export function headOf(op: 'linear' | 'gated'): string {
+export function headOf(op: Op): string {
   const head = build.candidates.find((c) => c.op === op && c.isDefault && c.available);
   if (!head) throw new Error(`this build has no class default for ${op}`);
   return head.name;
@@ -34,12 +34,12 @@ export function headOf(op: 'linear' | 'gated'): string {
 
 /**
  * Candidates of op that any entry may choose: available, not the default, not
- * stack-bound, taking rows 1..128; those whose output is not byte-identical to
+ * stack-bound, taking rows 1..MAX_ROWS; those whose output is not byte-identical to
  * the default's first (a wrong dispatch shows in the bytes), then space order.
  */
-export function othersOf(op: 'linear' | 'gated'): string[] {
+export function othersOf(op: Op): string[] {
   const head = headOf(op);
-  const all = kpick.candidates().filter((c) => c.op === op && c.available && !c.isDefault && !c.stackBound && c.rowsMin === 1 && c.rowsMax === 128);
+  const all = kpick.candidates().filter((c) => c.op === op && c.available && !c.isDefault && !c.stackBound && c.rowsMin === 1 && c.rowsMax === MAX_ROWS);
   const names = [...all.filter((c) => c.bitwiseWith !== head), ...all.filter((c) => c.bitwiseWith === head)].map((c) => c.name);
   if (names.length < 2) throw new Error(`this build has fewer than two candidates for any ${op} entry`);
   return names;
@@ -52,8 +52,8 @@ export function othersOf(op: 'linear' | 'gated'): string[] {
  * step runs it. y starts poisoned (0xFFFF), so an element never written shows.
  */
 export function linearThroughRoute(
-  op: 'linear' | 'gated',
-  dtype: 'bf16' | 'fp16',
+  op: Op,
+  dtype: Dtype,
   x: Uint16Array,
   w: Uint16Array,
   m: number,
@@ -98,7 +98,7 @@ export function realTable(): Table {
         identity: build.identity,
         linears: SHAPES,
         dtypes: ['bf16', 'fp16'],
-        rows: [1, 2, 4, 8, 16, 32, 64, 128],
+        rows: [...BUCKETS],
         candidates: space,
         space,
         samples: 3,

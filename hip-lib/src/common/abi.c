@@ -20,7 +20,6 @@
 
 /* Largest dimension accepted: keeps every byte count far inside int64. */
 #define KP_MAX_DIM (1LL << 24)
-#define KP_MAX_ROWS 128
 #define KP_MAX_COPIES 4096
 #define KP_MAX_SAMPLES 100000
 
@@ -56,13 +55,24 @@ static void copy_str(char *dst, size_t cap, const char *src) {
   dst[cap - 1] = '\0';
 }
 
-int kpick_abi(int32_t *version, int32_t *info_bytes, int32_t *candidate_bytes) {
+int kpick_abi_value(const char *name, int64_t *out) {
   kp_clear_error();
-  KP_REQUIRE(version != NULL && info_bytes != NULL && candidate_bytes != NULL, "null argument");
-  *version = KPICK_ABI_VERSION;
-  *info_bytes = (int32_t)sizeof(kpick_info);
-  *candidate_bytes = (int32_t)sizeof(kpick_candidate);
-  return KPICK_OK;
+  KP_REQUIRE(name != NULL && out != NULL, "null argument");
+  static const struct { const char *name; int64_t value; } facts[] = {
+      {"version", KPICK_ABI_VERSION},
+      {"kpick_info", sizeof(kpick_info)},
+      {"kpick_candidate", sizeof(kpick_candidate)},
+      {"kpick_model_dims", sizeof(kpick_model_dims)},
+      {"KPICK_MAX_ROWS", KPICK_MAX_ROWS},
+      {"KPICK_MAX_POSITIONS", KPICK_MAX_POSITIONS},
+  };
+  for (size_t i = 0; i < sizeof facts / sizeof facts[0]; i++) {
+    if (strcmp(facts[i].name, name) == 0) {
+      *out = facts[i].value;
+      return KPICK_OK;
+    }
+  }
+  return kp_fail(KPICK_E_ARG, __func__, "no ABI fact named '%.60s'", name);
 }
 
 int kpick_get_info(kpick_info *out) {
@@ -144,7 +154,7 @@ int kpick_problem_create(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_
   KP_REQUIRE(dtype == KPICK_BF16 || dtype == KPICK_FP16, "dtype must be 0 (bf16) or 1 (fp16), got %d", (int)dtype);
   KP_REQUIRE(n > 0 && n <= KP_MAX_DIM, "n must be in 1..%lld, got %lld", KP_MAX_DIM, (long long)n);
   KP_REQUIRE(k > 0 && k <= KP_MAX_DIM, "k must be in 1..%lld, got %lld", KP_MAX_DIM, (long long)k);
-  KP_REQUIRE(m > 0 && m <= KP_MAX_ROWS, "m must be in 1..%d, got %d", KP_MAX_ROWS, (int)m);
+  KP_REQUIRE(m > 0 && m <= KPICK_MAX_ROWS, "m must be in 1..%d, got %d", KPICK_MAX_ROWS, (int)m);
   KP_REQUIRE(copies <= KP_MAX_COPIES, "copies must be at most %d, got %d", KP_MAX_COPIES, (int)copies);
 
   int64_t w_rows = op == KPICK_OP_GATED ? 2 * n : n;

@@ -39,10 +39,11 @@ int be_launch(int32_t cand, int32_t op, int32_t dtype, const void *x, const void
  * device or managed memory, by the runtime's pointer attributes; CPU: any). */
 int be_device_memory(const void *p, int *is_device);
 
-/* ---- the decode step (common/model.c): device memory, the non-linear ops and
- * graphs. Pointers are device pointers (host pointers on the CPU); each op is
- * enqueued on stream (the CPU ignores it and returns when done). model.c
- * validates every size before calling; the ops assume rows 0..m-1 are live.
+/* ---- the decode step (common/model.h lists its files): device memory, the
+ * non-linear ops and graphs. Pointers are device pointers (host pointers on
+ * the CPU); each op is enqueued on stream (the CPU ignores it and returns when
+ * done). The model validates every size before calling; the ops assume rows
+ * 0..m-1 are live.
  * Tensors: residual fp32 [m, hidden]; every other activation the dtype;
  * qkv [m, (heads + 2 kv_heads) head_dim] (q heads, then k heads, then v heads);
  * a layer's k and v caches [max_batch][kv_heads][cap][head_dim]; pos[m] int32,
@@ -55,7 +56,7 @@ int be_dev_download(void *dst, const void *src, size_t bytes);
 int be_stream_create(void **out); /* the CPU gives NULL */
 void be_stream_destroy(void *stream);
 int be_stream_sync(void *stream);
-/* dst[i] = offset + scale * u(seed, i), u of kp_uniform (model.h): the same
+/* dst[i] = offset + scale * u(seed, i), u of kp_uniform (random.h): the same
  * values on every backend */
 int be_fill_uniform(void *dst, int64_t count, int32_t dtype, uint64_t seed, float offset, float scale,
                     void *stream);

@@ -1,36 +1,83 @@
-/* model.h: what model.c and the backends' decode ops share: the random values
- * every backend generates alike, and the limits of the decode model. */
+/* model.h: the decode model's state, shared by its files and no one else:
+ *   model.c    dims, the arena's layout, memory, weights, create/free/reset
+ *   step.c     the step: its ops in order, its graphs, step and time
+ *   opcheck.c  each non-linear op of this backend against fp64
+ *   forward.c  the whole step against an fp64 forward on the host
+ *   check.c    the buffers of one fp64 check (check.h), for opcheck.c and forward.c
+ * It sits above the backends (backend.h): a backend never includes it (what
+ * the backends share with the model, the random values, is random.h). */
 #ifndef KPICK_MODEL_H
 #define KPICK_MODEL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-#if defined(__CUDACC__) || defined(__HIPCC__)
-#define KP_HOST_DEVICE __host__ __device__
-#else
-#define KP_HOST_DEVICE
-#endif
+#include "backend.h"
 
-/* Attention keeps a row's scores in shared memory: context + max_new <= this. */
-#define KP_MODEL_MAX_POSITIONS 8192
 /* head_dim limit: the attention kernel gives each thread pair of dims one lane. */
 #define KP_MODEL_MAX_HEAD_DIM 512
-#define KP_MODEL_MAX_ROWS 128
+#define KP_GRAPH_SLOTS 16
 
-/* splitmix64's finaliser: one well-mixed word per counter */
-static inline KP_HOST_DEVICE uint64_t kp_mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+/* byte offsets into the arena; model.c's plan() fills them from the dims */
+typedef struct layout {
+  int64_t nqkv, qdim;         /* qkv width, q width */
+  size_t gamma_attn, gamma_mlp, wqkv, wo, wgu, wdown, layer_bytes; /* inside one layer */
+  size_t layers;              /* layer 0 */
+  size_t kv, cache_bytes;     /* [layers][k, v] caches of cache_bytes each */
+  size_t embed, lm_head, gamma_final;
+  size_t resid, hbuf, qkv, attn, act, ybuf, logits, tokens, pos;
+  size_t attn_scratch, attn_scratch_bytes, argmax_scratch, argmax_scratch_bytes; /* zeroed once; 0 bytes: none */
+  size_t total;
+} layout;
+
+struct graph_slot {
+  int32_t cands[KPICK_LIN_COUNT];
+  int32_t m;
+  void *graph;
+};
+
+struct kpick_model {
+  kpick_model_dims d;
+  layout L;
+  int32_t cap;          /* KV positions: context + max_new */
+  char *arena;
+  void *stream;
+  int32_t steps;        /* since the positions were last put back at context */
+  int32_t *pos_host;    /* [max_batch], scratch for position uploads */
+  struct graph_slot graphs[KP_GRAPH_SLOTS]; /* step.c's; model.c frees them */
+  int32_t ngraphs, evict;
+};
+
+/* 1 when md is a live model: a freed or foreign handle is an error, not a crash */
+int kp_model_live(const kpick_model *md);
+#define KP_MODEL(md) KP_REQUIRE((md) != NULL && kp_model_live(md), "not a live model handle")
+
+/* positions back at context, steps at 0 */
+int kp_model_set_positions(struct kpick_model *md);
+
+static inline void *kp_at(const struct kpick_model *md, size_t offset) { return md->arena + offset; }
+static inline void *kp_layer_at(const struct kpick_model *md, int32_t l, size_t offset) {
+  return md->arena + md->L.layers + (size_t)l * md->L.layer_bytes + offset;
+}
+/* which: 0 the k cache, 1 the v cache */
+static inline void *kp_cache_at(const struct kpick_model *md, int32_t l, int which) {
+  return md->arena + md->L.kv + ((size_t)l * 2 + (size_t)which) * md->L.cache_bytes;
+}
+/* a region that may be empty: NULL then */
+static inline void *kp_scratch_at(const struct kpick_model *md, size_t offset, size_t bytes) {
+  return bytes ? md->arena + offset : NULL;
 }
 
-/* Element i of the stream seed: an odd multiple of 2^-16 in (-1, 1), never
- * zero; four elements per mixed word. Exact in fp32, so host and device agree. */
-static inline KP_HOST_DEVICE float kp_uniform(uint64_t seed, uint64_t i) {
-  const uint64_t r = kp_mix64(seed ^ kp_mix64(i >> 2));
-  const uint32_t bits = (uint32_t)(r >> (16 * (i & 3))) & 0xffffu;
-  return ((float)bits - 32767.5f) / 32768.0f;
-}
+/* One step's arguments: the model, a candidate per linear kind, the rows. */
+typedef struct step_args {
+  struct kpick_model *md;
+  int32_t cands[KPICK_LIN_COUNT];
+  int32_t m;
+} step_args;
+
+/* batch and cands checked against md and the space, into a */
+int kp_step_args(struct kpick_model *md, const int32_t *cands, int32_t batch, step_args *a);
+/* one step through its graph (captured on first use), synchronised */
+int kp_step_run(step_args *a);
 
 #endif

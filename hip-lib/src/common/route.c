@@ -367,8 +367,11 @@ static int parse_entry(const cursor *c, parsed_entry *e, char *why, size_t cap) 
     return invalid(why, cap, "line %d: n must be an integer in 1..%d", L, KP_ROUTE_MAX_DIM);
   if (!parse_uint(f[3], fl[3], &k) || k < 1 || k > KP_ROUTE_MAX_DIM)
     return invalid(why, cap, "line %d: k must be an integer in 1..%d", L, KP_ROUTE_MAX_DIM);
-  if (!parse_uint(f[4], fl[4], &bucket) || bucket > 128 || kp_route_bucket((int32_t)bucket) != bucket)
-    return invalid(why, cap, "line %d: bucket must be one of 1,2,4,8,16,32,64,128", L);
+  if (!parse_uint(f[4], fl[4], &bucket) || bucket > KPICK_MAX_ROWS || kp_route_bucket((int32_t)bucket) != bucket) {
+    char list[64] = "1"; /* the buckets, as lib/route.ts lists them */
+    for (int b = 2; b <= KPICK_MAX_ROWS; b *= 2) snprintf(list + strlen(list), sizeof list - strlen(list), ",%d", b);
+    return invalid(why, cap, "line %d: bucket must be one of %s", L, list);
+  }
   if (!is_name(f[5], fl[5]))
     return invalid(why, cap, "line %d: choice must be a candidate name (1..%d of A-Z a-z 0-9 . _ -)", L,
                    KP_ROUTE_MAX_NAME);
@@ -773,7 +776,7 @@ static int lookup(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_t m, in
                (long long)(n));                                                                            \
     KP_REQUIRE((k) > 0 && (k) <= KP_ROUTE_MAX_DIM, "k must be in 1..%d, got %lld", KP_ROUTE_MAX_DIM,        \
                (long long)(k));                                                                            \
-    KP_REQUIRE((m) > 0 && (m) <= 128, "m must be in 1..128, got %d", (int)(m));                             \
+    KP_REQUIRE((m) > 0 && (m) <= KPICK_MAX_ROWS, "m must be in 1..%d, got %d", KPICK_MAX_ROWS, (int)(m));   \
   } while (0)
 
 int kpick_route_load(const char *path, int32_t say) {

@@ -33,6 +33,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../../include/kpick.h"
+
 /* Larger than any real compact table (a line is ~45 bytes: ~90k entries). */
 #define KP_ROUTE_MAX_BYTES (4 << 20)
 #define KP_TABLE_MAX_BYTES (32 << 20) /* the JSON beside it: MAX_TABLE_BYTES of lib/guard.ts */
@@ -42,9 +44,10 @@
 #define KP_ROUTE_MAX_DIM (1 << 24)
 #define KP_ROUTE_VERDICT_MAX 16384 /* two paths and two header values fit */
 
-/* The smallest rows bucket (1, 2, 4, ... 128) that holds m; -1 outside 1..128. */
+/* The smallest rows bucket (1, 2, 4, ... KPICK_MAX_ROWS) that holds m; -1
+ * outside 1..KPICK_MAX_ROWS. */
 static inline int32_t kp_route_bucket(int32_t m) {
-  if (m < 1 || m > 128) return -1;
+  if (m < 1 || m > KPICK_MAX_ROWS) return -1;
   int32_t b = 1;
   while (b < m) b *= 2;
   return b;

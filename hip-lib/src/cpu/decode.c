@@ -15,8 +15,8 @@
 
 #include "../common/backend.h"
 #include "../common/error.h"
-#include "../common/model.h"
 #include "../common/numeric.h"
+#include "../common/random.h"
 
 int be_dev_alloc(void **out, size_t bytes) {
   const size_t align = 256, rounded = (bytes + align - 1) / align * align;

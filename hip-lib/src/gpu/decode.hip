@@ -2,7 +2,7 @@
  * memory, the step's own stream, graphs, and the non-linear ops of a decode
  * step. Arithmetic is fp32, rounding once to the dtype; every reduction runs
  * in a fixed order, so a step's output does not change from run to run.
- *   fill         kp_uniform values (common/model.h), as the CPU makes them
+ *   fill         kp_uniform values (common/random.h), as the CPU makes them
  *   add_rmsnorm  one block per row, the row held in registers: residual += y,
  *                sum of squares, scale
  *   rope_append  a thread per rotated pair: rotate-half rotary embedding of q
@@ -24,7 +24,7 @@
 
 #include "../common/backend.h"
 #include "../common/error.h"
-#include "../common/model.h"
+#include "../common/random.h"
 #include "arch.h"
 #include "dtype.h"
 
@@ -496,9 +496,9 @@ static int kp_attn_splits(int m, int heads, int kv_heads, int head_dim, int cap)
   return s < 1 ? 1 : (int)s;
 }
 
-/* scratch: a counter per (row, query-head block) for up to KP_MODEL_MAX_ROWS
+/* scratch: a counter per (row, query-head block) for up to KPICK_MAX_ROWS
  * rows, then per (row, head, split) the partial output [D] and (max, sum) */
-static size_t kp_attn_counter_bytes(int heads) { return ((size_t)KP_MODEL_MAX_ROWS * heads * 4 + 255) / 256 * 256; }
+static size_t kp_attn_counter_bytes(int heads) { return ((size_t)KPICK_MAX_ROWS * heads * 4 + 255) / 256 * 256; }
 
 int64_t be_attention_scratch(int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap) {
   const int s = kp_attn_splits(m, heads, kv_heads, head_dim, cap);
@@ -765,9 +765,9 @@ static int kp_argmax_blocks(int32_t m, int64_t vocab) {
   return (int)((vocab + slice - 1) / slice);
 }
 
-/* scratch: a counter per row for up to KP_MODEL_MAX_ROWS rows, then per
+/* scratch: a counter per row for up to KPICK_MAX_ROWS rows, then per
  * (row, block) a value and an index */
-static constexpr size_t kp_argmax_counter_bytes = ((size_t)KP_MODEL_MAX_ROWS * 4 + 255) / 256 * 256;
+static constexpr size_t kp_argmax_counter_bytes = ((size_t)KPICK_MAX_ROWS * 4 + 255) / 256 * 256;
 
 int64_t be_argmax_scratch(int32_t m, int64_t vocab) {
   const int blocks = kp_argmax_blocks(m, vocab);

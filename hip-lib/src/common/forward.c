@@ -1,0 +1,228 @@
+/* forward.c: kpick_model_check, one step of the model (model.h) against an
+ * fp64 forward of the same step on the host. */
+#include <math.h>
+#include <string.h>
+
+#include "check.h"
+#include "error.h"
+#include "model.h"
+#include "numeric.h"
+
+/* each buffer against the fp64 forward, relative to its largest value:
+ * 4 units in the last place of the dtype, at most */
+#define KP_STEP_TOL_BF16 0x1p-5
+#define KP_STEP_TOL_FP16 0x1p-8
+
+/* ---- the whole step against an fp64 forward on the host ----
+ * The reference rounds to the dtype where the step stores the dtype (norm
+ * outputs, qkv, rotated q and k, attention, every linear's output) and keeps
+ * the residual in fp32 like the step, so only accumulation order and the
+ * kernels' fp32 arithmetic separate the two. Compared: the k and v every layer
+ * wrote to its cache, every buffer as the last layer left it (qkv, attention,
+ * gate_up, down), the final norm, the residual and the logits; a wiring
+ * mistake (a wrong buffer, size, cache slot, position or weight) shows there. */
+
+static double rnd(int dt, double x) { return (double)kp_to_f32(dt, kp_from_f32(dt, (float)x)); }
+
+static double dot_w(const uint16_t *w, const double *x, int64_t k, int dt) {
+  double acc = 0;
+  for (int64_t i = 0; i < k; i++) acc += (double)kp_to_f32(dt, w[i]) * x[i];
+  return acc;
+}
+
+/* out[n] = round(W[n, k] . x) */
+static void linear_ref(const uint16_t *w, const double *x, int64_t n, int64_t k, int dt, double *out) {
+  for (int64_t j = 0; j < n; j++) out[j] = rnd(dt, dot_w(w + j * k, x, k, dt));
+}
+
+/* residual (fp32 values) += y; out = round(rmsnorm(residual) * gamma) */
+static void add_norm_ref(double *x, const double *y, const uint16_t *gamma, int64_t h, double eps, int dt, double *out) {
+  double ss = 0;
+  for (int64_t j = 0; j < h; j++) {
+    if (y) x[j] = (double)((float)x[j] + (float)y[j]);
+    ss += x[j] * x[j];
+  }
+  const double inv = 1.0 / sqrt(ss / (double)h + eps);
+  for (int64_t j = 0; j < h; j++) out[j] = rnd(dt, x[j] * inv * (double)kp_to_f32(dt, gamma[j]));
+}
+
+/* max |a - b| and max |b| accumulated over several comparisons */
+typedef struct diff {
+  double err, mag;
+} diff;
+
+static void diff_add(diff *f, double got, double want) {
+  const double e = fabs(got - want);
+  f->err = isnan(e) || isnan(f->err) ? NAN : fmax(f->err, e);
+  f->mag = fmax(f->mag, fabs(want));
+}
+
+static void diff_dtype(diff *f, const uint16_t *got, const double *want, int64_t n, int dt) {
+  for (int64_t i = 0; i < n; i++) diff_add(f, (double)kp_to_f32(dt, got[i]), want[i]);
+}
+
+static double diff_rel(const diff *f) { return isnan(f->err) ? INFINITY : f->mag > 0 ? f->err / f->mag : f->err; }
+
+/* Host copies: one layer's weights and caches at a time; the reference's
+ * per-row state [m][...]; the step's buffers as it left them. */
+typedef struct check_buf {
+  uint16_t *layer, *kc, *vc, *table, *lm, *gamma_final;
+  double *x, *pending, *h, *qkv, *attn, *act, *gu, *p, *logits;
+  diff kv; /* the cache slots every layer wrote */
+} check_buf;
+
+static int check_alloc(bag *b, const struct kpick_model *md, int32_t m, check_buf *c) {
+  const kpick_model_dims *d = &md->d;
+  const int64_t H = d->hidden, I = d->intermediate, V = d->vocab;
+  KP_HOST(b, c->layer, md->L.layer_bytes);
+  KP_HOST(b, c->kc, md->L.cache_bytes);
+  KP_HOST(b, c->vc, md->L.cache_bytes);
+  KP_HOST(b, c->table, (size_t)V * H * 2);
+  KP_HOST(b, c->lm, d->tied ? 2 : (size_t)V * H * 2);
+  KP_HOST(b, c->gamma_final, (size_t)H * 2);
+  KP_HOST(b, c->x, (size_t)m * H * 8);
+  KP_HOST(b, c->pending, (size_t)m * H * 8);
+  KP_HOST(b, c->h, (size_t)m * H * 8);
+  KP_HOST(b, c->qkv, (size_t)m * md->L.nqkv * 8);
+  KP_HOST(b, c->attn, (size_t)m * md->L.qdim * 8);
+  KP_HOST(b, c->act, (size_t)m * I * 8);
+  KP_HOST(b, c->gu, (size_t)2 * I * 8);
+  KP_HOST(b, c->p, (size_t)md->cap * 8);
+  KP_HOST(b, c->logits, (size_t)m * V * 8);
+  return KPICK_OK;
+}
+
+/* one layer of the reference for row r at position p; kc and vc hold the
+ * caches as the step left them: slots before p as they were before it */
+static void layer_ref(const struct kpick_model *md, check_buf *c, int32_t r, int32_t p, int first) {
+  const kpick_model_dims *d = &md->d;
+  const layout *L = &md->L;
+  const int dt = d->dtype, D = d->head_dim, half = D / 2, group = d->heads / d->kv_heads;
+  const int64_t H = d->hidden, I = d->intermediate, nqkv = L->nqkv;
+  const char *lw = (const char *)c->layer;
+  double *x = c->x + r * H, *pend = c->pending + r * H, *h = c->h + r * H, *qkv = c->qkv + r * nqkv;
+  double *attn = c->attn + r * L->qdim, *act = c->act + r * I;
+  add_norm_ref(x, first ? NULL : pend, (const uint16_t *)(lw + L->gamma_attn), H, d->rms_eps, dt, h);
+  linear_ref((const uint16_t *)(lw + L->wqkv), h, nqkv, H, dt, qkv);
+  for (int hd = 0; hd < d->heads + d->kv_heads; hd++) {
+    double *v = qkv + (int64_t)hd * D;
+    for (int i = 0; i < half; i++) {
+      const double ang = p * pow((double)d->rope_theta, -2.0 * i / D), cs = cos(ang), sn = sin(ang);
+      const double x0 = v[i], x1 = v[i + half];
+      v[i] = rnd(dt, x0 * cs - x1 * sn);
+      v[i + half] = rnd(dt, x1 * cs + x0 * sn);
+    }
+  }
+  for (int g = 0; g < d->kv_heads; g++) {
+    const int64_t slot = (((int64_t)r * d->kv_heads + g) * md->cap + p) * D;
+    diff_dtype(&c->kv, c->kc + slot, qkv + (int64_t)(d->heads + g) * D, D, dt);
+    diff_dtype(&c->kv, c->vc + slot, qkv + (int64_t)(d->heads + d->kv_heads + g) * D, D, dt);
+  }
+  const double scale = 1.0 / sqrt((double)D);
+  for (int hd = 0; hd < d->heads; hd++) {
+    const int g = hd / group;
+    const double *q = qkv + (int64_t)hd * D;
+    const double *kn = qkv + (int64_t)(d->heads + g) * D, *vn = qkv + (int64_t)(d->heads + d->kv_heads + g) * D;
+    const int64_t base = ((int64_t)r * d->kv_heads + g) * md->cap * D;
+    double mx = -INFINITY, sum = 0;
+    for (int32_t t = 0; t <= p; t++) {
+      double s = 0;
+      for (int e = 0; e < D; e++) s += q[e] * (t < p ? (double)kp_to_f32(dt, c->kc[base + (int64_t)t * D + e]) : kn[e]);
+      c->p[t] = s * scale;
+      mx = fmax(mx, c->p[t]);
+    }
+    for (int32_t t = 0; t <= p; t++) sum += c->p[t] = exp(c->p[t] - mx);
+    for (int e = 0; e < D; e++) {
+      double o = 0;
+      for (int32_t t = 0; t <= p; t++) o += c->p[t] * (t < p ? (double)kp_to_f32(dt, c->vc[base + (int64_t)t * D + e]) : vn[e]);
+      attn[(int64_t)hd * D + e] = rnd(dt, o / sum);
+    }
+  }
+  linear_ref((const uint16_t *)(lw + L->wo), attn, H, L->qdim, dt, pend);
+  add_norm_ref(x, pend, (const uint16_t *)(lw + L->gamma_mlp), H, d->rms_eps, dt, h);
+  const uint16_t *wgu = (const uint16_t *)(lw + L->wgu);
+  for (int64_t j = 0; j < 2 * I; j++) c->gu[j] = dot_w(wgu + j * H, h, H, dt);
+  for (int64_t j = 0; j < I; j++) act[j] = rnd(dt, c->gu[j] / (1.0 + exp(-c->gu[j])) * c->gu[I + j]);
+  linear_ref((const uint16_t *)(lw + L->wdown), act, H, I, dt, pend);
+}
+
+/* the step's buffer at offset (n dtype elements) against the reference */
+static int diff_buffer(struct kpick_model *md, bag *b, size_t offset, const double *want, int64_t n, diff *f) {
+  uint16_t *got;
+  KP_HOST(b, got, (size_t)n * 2);
+  KP_TRY(be_dev_download(got, kp_at(md, offset), (size_t)n * 2));
+  diff_dtype(f, got, want, n, md->d.dtype);
+  return KPICK_OK;
+}
+
+static int step_check(struct kpick_model *md, step_args *a, bag *b, double *err) {
+  const kpick_model_dims *d = &md->d;
+  const layout *L = &md->L;
+  const int32_t m = a->m, dt = d->dtype;
+  const int64_t H = d->hidden, V = d->vocab;
+  check_buf c;
+  memset(&c, 0, sizeof c);
+  KP_TRY(check_alloc(b, md, m, &c));
+  int32_t tokens[KPICK_MAX_ROWS], pos[KPICK_MAX_ROWS];
+  KP_TRY(be_stream_sync(md->stream));
+  KP_TRY(be_dev_download(tokens, kp_at(md, L->tokens), (size_t)m * 4));
+  KP_TRY(be_dev_download(pos, kp_at(md, L->pos), (size_t)m * 4));
+  md->steps++;
+  KP_TRY(kp_step_run(a));
+
+  KP_TRY(be_dev_download(c.table, kp_at(md, L->embed), (size_t)V * H * 2));
+  for (int32_t r = 0; r < m; r++) {
+    const int64_t t = tokens[r] >= 0 && tokens[r] < V ? tokens[r] : 0;
+    for (int64_t j = 0; j < H; j++) c.x[r * H + j] = (double)kp_to_f32(dt, c.table[t * H + j]);
+  }
+  for (int32_t l = 0; l < d->layers; l++) {
+    KP_TRY(be_dev_download(c.layer, kp_layer_at(md, l, 0), L->layer_bytes));
+    KP_TRY(be_dev_download(c.kc, kp_cache_at(md, l, 0), L->cache_bytes));
+    KP_TRY(be_dev_download(c.vc, kp_cache_at(md, l, 1), L->cache_bytes));
+    for (int32_t r = 0; r < m; r++) layer_ref(md, &c, r, pos[r], l == 0);
+  }
+  KP_TRY(be_dev_download(c.gamma_final, kp_at(md, L->gamma_final), (size_t)H * 2));
+  const uint16_t *lm = c.table;
+  if (!d->tied) {
+    KP_TRY(be_dev_download(c.lm, kp_at(md, L->lm_head), (size_t)V * H * 2));
+    lm = c.lm;
+  }
+  for (int32_t r = 0; r < m; r++) {
+    add_norm_ref(c.x + r * H, c.pending + r * H, c.gamma_final, H, d->rms_eps, dt, c.h + r * H);
+    for (int64_t j = 0; j < V; j++) c.logits[r * V + j] = dot_w(lm + j * H, c.h + r * H, H, dt);
+  }
+
+  /* each buffer relative to its own largest value */
+  diff f[7];
+  memset(f, 0, sizeof f);
+  KP_TRY(diff_buffer(md, b, L->qkv, c.qkv, (int64_t)m * L->nqkv, &f[0]));
+  KP_TRY(diff_buffer(md, b, L->attn, c.attn, (int64_t)m * L->qdim, &f[1]));
+  KP_TRY(diff_buffer(md, b, L->act, c.act, (int64_t)m * d->intermediate, &f[2]));
+  KP_TRY(diff_buffer(md, b, L->ybuf, c.pending, (int64_t)m * H, &f[3]));
+  KP_TRY(diff_buffer(md, b, L->hbuf, c.h, (int64_t)m * H, &f[4]));
+  KP_TRY(diff_buffer(md, b, L->logits, c.logits, (int64_t)m * V, &f[5]));
+  float *resid;
+  KP_HOST(b, resid, (size_t)m * H * 4);
+  KP_TRY(be_dev_download(resid, kp_at(md, L->resid), (size_t)m * H * 4));
+  for (int64_t i = 0; i < (int64_t)m * H; i++) diff_add(&f[6], (double)resid[i], c.x[i]);
+  *err = diff_rel(&c.kv);
+  for (int i = 0; i < 7; i++) *err = kp_worst(*err, diff_rel(&f[i]));
+  return KPICK_OK;
+}
+
+int kpick_model_check(kpick_model *md, const int32_t *cands, int32_t batch, double *rel_err_out, double *tol_out) {
+  kp_clear_error();
+  KP_MODEL(md);
+  KP_REQUIRE(rel_err_out != NULL && tol_out != NULL, "rel_err_out and tol_out must not be null");
+  step_args a;
+  KP_TRY(kp_step_args(md, cands, batch, &a));
+  KP_REQUIRE(md->steps < md->d.max_new, "the KV cache holds %d new positions and all are used: reset the model",
+             (int)md->d.max_new);
+  *tol_out = md->d.dtype == KPICK_BF16 ? KP_STEP_TOL_BF16 : KP_STEP_TOL_FP16;
+  *rel_err_out = INFINITY;
+  bag b;
+  memset(&b, 0, sizeof b);
+  const int st = step_check(md, &a, &b, rel_err_out);
+  bag_free(&b);
+  return st;
+}

@@ -1,0 +1,360 @@
+/* opcheck.c: kpick_decode_selfcheck, each non-linear op of this backend on
+ * random data with tails against an fp64 reference computed here. */
+#include <math.h>
+#include <string.h>
+
+#include "backend.h"
+#include "check.h"
+#include "error.h"
+#include "numeric.h"
+#include "random.h"
+
+static void random_dtype(uint16_t *dst, int64_t n, int dtype, uint64_t seed, float offset, float scale) {
+  for (int64_t i = 0; i < n; i++) dst[i] = kp_from_f32(dtype, fmaf(scale, kp_uniform(seed, (uint64_t)i), offset));
+}
+
+static double val(int dtype, uint16_t h) { return (double)kp_to_f32(dtype, h); }
+
+/* max |out - ref| / max |ref| over n elements of a dtype output */
+static double rel_dtype(const uint16_t *out, const double *ref, int64_t n, int dtype) {
+  double err = 0, mag = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const double e = fabs(val(dtype, out[i]) - ref[i]);
+    err = e > err || isnan(e) ? e : err;
+    mag = fabs(ref[i]) > mag ? fabs(ref[i]) : mag;
+  }
+  return isnan(err) ? INFINITY : mag > 0 ? err / mag : err;
+}
+
+static double rel_f32(const float *out, const double *ref, int64_t n) {
+  double err = 0, mag = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const double e = fabs((double)out[i] - ref[i]);
+    err = e > err || isnan(e) ? e : err;
+    mag = fabs(ref[i]) > mag ? fabs(ref[i]) : mag;
+  }
+  return isnan(err) ? INFINITY : mag > 0 ? err / mag : err;
+}
+
+/* Shapes with tails: no size a power of two, positions 0, mid and last. */
+enum { SC_M = 3, SC_HEADS = 4, SC_KV = 2, SC_CAP = 300, SC_V = 1003 };
+/* hidden sizes of the norm and embed checks: a multiple of 8 and one of 2 but
+ * not 4 (the GPU kernels read 4 or 8 elements at once only when every row is
+ * so aligned), and one over 4096 (two groups of 4 per thread of the norm's
+ * 1024-thread block) */
+static const int sc_hiddens[] = {328, 330, 4100};
+/* head dims of the rotary and attention checks: tiny's, and every preset's */
+static const int sc_head_dims[] = {64, 128};
+static const int32_t sc_pos[SC_M] = {0, 77, SC_CAP - 1};
+static const float sc_theta = 1e6f;
+
+static int check_add_rmsnorm_h(bag *b, int dt, uint64_t seed, int corrupt, int H, double *err) {
+  const int64_t n = (int64_t)SC_M * H;
+  const float eps = 1e-6f;
+  float *resid;
+  uint16_t *y, *y_dev_src, *gamma, *out;
+  double *r, *ref;
+  KP_HOST(b, resid, n * 4);
+  KP_HOST(b, y, n * 2);
+  KP_HOST(b, y_dev_src, n * 2);
+  KP_HOST(b, gamma, H * 2);
+  KP_HOST(b, out, n * 2);
+  KP_HOST(b, r, n * 8);
+  KP_HOST(b, ref, n * 8);
+  for (int64_t i = 0; i < n; i++) resid[i] = 3.0f * kp_uniform(seed + 1, (uint64_t)i);
+  random_dtype(y, n, dt, seed + 2, 0.0f, 1.0f);
+  random_dtype(gamma, H, dt, seed + 3, 1.0f, 0.25f);
+  memcpy(y_dev_src, y, n * 2);
+  if (corrupt) y_dev_src[H + 5] = kp_from_f32(dt, val(dt, y[H + 5]) + 4.0f);
+  void *d_resid, *d_y, *d_gamma, *d_out;
+  KP_TRY(bag_upload(b, resid, n * 4, &d_resid));
+  KP_TRY(bag_upload(b, y_dev_src, n * 2, &d_y));
+  KP_TRY(bag_upload(b, gamma, H * 2, &d_gamma));
+  KP_TRY(bag_upload(b, out, n * 2, &d_out));
+  for (int64_t i = 0; i < n; i++) r[i] = (double)resid[i] + val(dt, y[i]);
+  *err = 0;
+  /* with y, then without: the second call normalises the updated residual again */
+  for (int pass = 0; pass < 2; pass++) {
+    KP_TRY(be_add_rmsnorm(dt, d_resid, pass == 0 ? d_y : NULL, d_gamma, d_out, SC_M, H, eps, b->stream));
+    KP_TRY(be_stream_sync(b->stream));
+    KP_TRY(be_dev_download(out, d_out, n * 2));
+    KP_TRY(be_dev_download(resid, d_resid, n * 4));
+    for (int m = 0; m < SC_M; m++) {
+      double ss = 0;
+      for (int j = 0; j < H; j++) ss += r[m * H + j] * r[m * H + j];
+      const double inv = 1.0 / sqrt(ss / H + eps);
+      for (int j = 0; j < H; j++) ref[m * H + j] = r[m * H + j] * inv * val(dt, gamma[j]);
+    }
+    *err = kp_worst(*err, kp_worst(rel_dtype(out, ref, n, dt), rel_f32(resid, r, n)));
+  }
+  return KPICK_OK;
+}
+
+/* fp64 rotate-half rotary embedding of one head vector in place */
+static void rope_ref(double *v, int32_t pos, int d, double theta) {
+  for (int i = 0; i < d / 2; i++) {
+    const double ang = pos * pow(theta, -2.0 * i / d), c = cos(ang), s = sin(ang);
+    const double x0 = v[i], x1 = v[i + d / 2];
+    v[i] = x0 * c - x1 * s;
+    v[i + d / 2] = x1 * c + x0 * s;
+  }
+}
+
+static int check_rope_append_d(bag *b, int dt, uint64_t seed, int corrupt, int D, double *err) {
+  const int64_t nqkv = (int64_t)(SC_HEADS + 2 * SC_KV) * D, n = SC_M * nqkv;
+  const int64_t ncache = (int64_t)SC_M * SC_KV * SC_CAP * D;
+  uint16_t *qkv, *kc, *vc;
+  double *qkv_ref, *kc_ref, *vc_ref;
+  int32_t pos[SC_M];
+  KP_HOST(b, qkv, n * 2);
+  KP_HOST(b, kc, ncache * 2);
+  KP_HOST(b, vc, ncache * 2);
+  KP_HOST(b, qkv_ref, n * 8);
+  KP_HOST(b, kc_ref, ncache * 8);
+  KP_HOST(b, vc_ref, ncache * 8);
+  random_dtype(qkv, n, dt, seed + 1, 0.0f, 1.0f);
+  random_dtype(kc, ncache, dt, seed + 2, 0.0f, 1.0f);
+  random_dtype(vc, ncache, dt, seed + 3, 0.0f, 1.0f);
+  memcpy(pos, sc_pos, sizeof pos);
+  for (int64_t i = 0; i < n; i++) qkv_ref[i] = val(dt, qkv[i]);
+  for (int64_t i = 0; i < ncache; i++) kc_ref[i] = val(dt, kc[i]), vc_ref[i] = val(dt, vc[i]);
+  for (int m = 0; m < SC_M; m++) {
+    for (int h = 0; h < SC_HEADS + SC_KV; h++) rope_ref(qkv_ref + m * nqkv + h * D, pos[m], D, sc_theta);
+    for (int g = 0; g < SC_KV; g++) {
+      const int64_t slot = (((int64_t)m * SC_KV + g) * SC_CAP + pos[m]) * D;
+      for (int e = 0; e < D; e++) {
+        kc_ref[slot + e] = qkv_ref[m * nqkv + (SC_HEADS + g) * D + e];
+        vc_ref[slot + e] = qkv_ref[m * nqkv + (SC_HEADS + SC_KV + g) * D + e];
+      }
+    }
+  }
+  if (corrupt) pos[0] += 1;
+  void *d_qkv, *d_kc, *d_vc, *d_pos;
+  KP_TRY(bag_upload(b, qkv, n * 2, &d_qkv));
+  KP_TRY(bag_upload(b, kc, ncache * 2, &d_kc));
+  KP_TRY(bag_upload(b, vc, ncache * 2, &d_vc));
+  KP_TRY(bag_upload(b, pos, sizeof pos, &d_pos));
+  KP_TRY(be_rope_append(dt, d_qkv, d_pos, d_kc, d_vc, SC_M, SC_HEADS, SC_KV, D, SC_CAP, sc_theta, b->stream));
+  KP_TRY(be_stream_sync(b->stream));
+  KP_TRY(be_dev_download(qkv, d_qkv, n * 2));
+  KP_TRY(be_dev_download(kc, d_kc, ncache * 2));
+  KP_TRY(be_dev_download(vc, d_vc, ncache * 2));
+  *err = kp_worst(rel_dtype(qkv, qkv_ref, n, dt), kp_worst(rel_dtype(kc, kc_ref, ncache, dt), rel_dtype(vc, vc_ref, ncache, dt)));
+  return KPICK_OK;
+}
+
+/* The worst error of one sized check over the sizes given. */
+typedef int (*check_at_size)(bag *b, int dt, uint64_t seed, int corrupt, int size, double *err);
+static int worst_over(check_at_size check, const int *sizes, size_t count, bag *b, int dt, uint64_t seed, int corrupt,
+                      double *err) {
+  *err = 0;
+  for (size_t i = 0; i < count; i++) {
+    double e = INFINITY;
+    KP_TRY(check(b, dt, seed + 16 * i, corrupt, sizes[i], &e));
+    *err = kp_worst(*err, e);
+  }
+  return KPICK_OK;
+}
+
+static int worst_over_head_dims(check_at_size check, bag *b, int dt, uint64_t seed, int corrupt, double *err) {
+  return worst_over(check, sc_head_dims, sizeof sc_head_dims / sizeof sc_head_dims[0], b, dt, seed, corrupt, err);
+}
+
+static int check_add_rmsnorm(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
+  return worst_over(check_add_rmsnorm_h, sc_hiddens, sizeof sc_hiddens / sizeof sc_hiddens[0], b, dt, seed, corrupt, err);
+}
+
+static int check_rope_append(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
+  return worst_over_head_dims(check_rope_append_d, b, dt, seed, corrupt, err);
+}
+
+static int check_attention_d(bag *b, int dt, uint64_t seed, int corrupt, int D, double *err) {
+  const int64_t nqkv = (int64_t)(SC_HEADS + 2 * SC_KV) * D, n = SC_M * nqkv;
+  const int64_t ncache = (int64_t)SC_M * SC_KV * SC_CAP * D, nout = (int64_t)SC_M * SC_HEADS * D;
+  uint16_t *qkv, *kc, *vc, *vc_dev_src, *out;
+  double *ref, *p;
+  KP_HOST(b, qkv, n * 2);
+  KP_HOST(b, kc, ncache * 2);
+  KP_HOST(b, vc, ncache * 2);
+  KP_HOST(b, vc_dev_src, ncache * 2);
+  KP_HOST(b, out, nout * 2);
+  KP_HOST(b, ref, nout * 8);
+  KP_HOST(b, p, SC_CAP * 8);
+  /* q scaled up so the softmax is far from flat */
+  random_dtype(qkv, n, dt, seed + 1, 0.0f, 3.0f);
+  random_dtype(kc, ncache, dt, seed + 2, 0.0f, 1.0f);
+  random_dtype(vc, ncache, dt, seed + 3, 0.0f, 1.0f);
+  memcpy(vc_dev_src, vc, ncache * 2);
+  if (corrupt) /* values of row 2, kv head 0, shifted: its heads' outputs move by 2 */
+    for (int64_t i = 0; i < (int64_t)SC_CAP * D; i++) {
+      const int64_t at_i = ((int64_t)2 * SC_KV + 0) * SC_CAP * D + i;
+      vc_dev_src[at_i] = kp_from_f32(dt, val(dt, vc[at_i]) + 2.0f);
+    }
+  const double scale = 1.0 / sqrt((double)D);
+  for (int m = 0; m < SC_M; m++) {
+    for (int h = 0; h < SC_HEADS; h++) {
+      const int g = h / (SC_HEADS / SC_KV);
+      const uint16_t *q = qkv + m * nqkv + h * D;
+      const int64_t base = ((int64_t)m * SC_KV + g) * SC_CAP * D;
+      double mx = -INFINITY, sum = 0;
+      for (int t = 0; t <= sc_pos[m]; t++) {
+        double s = 0;
+        for (int e = 0; e < D; e++) s += val(dt, q[e]) * val(dt, kc[base + (int64_t)t * D + e]);
+        p[t] = s * scale;
+        mx = p[t] > mx ? p[t] : mx;
+      }
+      for (int t = 0; t <= sc_pos[m]; t++) sum += p[t] = exp(p[t] - mx);
+      for (int e = 0; e < D; e++) {
+        double o = 0;
+        for (int t = 0; t <= sc_pos[m]; t++) o += p[t] * val(dt, vc[base + (int64_t)t * D + e]);
+        ref[((int64_t)m * SC_HEADS + h) * D + e] = o / sum;
+      }
+    }
+  }
+  void *d_qkv, *d_kc, *d_vc, *d_pos, *d_out, *d_scratch = NULL;
+  KP_TRY(bag_upload(b, qkv, n * 2, &d_qkv));
+  KP_TRY(bag_upload(b, kc, ncache * 2, &d_kc));
+  KP_TRY(bag_upload(b, vc_dev_src, ncache * 2, &d_vc));
+  KP_TRY(bag_upload(b, sc_pos, sizeof sc_pos, &d_pos));
+  KP_TRY(bag_upload(b, out, nout * 2, &d_out));
+  /* a row in one block (no scratch), then split over blocks twice: the second
+   * split run needs the counters the first put back to 0 */
+  const int64_t scratch_bytes = be_attention_scratch(SC_M, SC_HEADS, SC_KV, D, SC_CAP);
+  if (scratch_bytes > 0) {
+    uint16_t *zeros;
+    KP_HOST(b, zeros, (size_t)scratch_bytes);
+    KP_TRY(bag_upload(b, zeros, (size_t)scratch_bytes, &d_scratch));
+  }
+  *err = 0;
+  for (int run = 0; run < (d_scratch ? 3 : 1); run++) {
+    for (int64_t i = 0; i < nout; i++) out[i] = 0xffffu; /* NaN in both dtypes: an unwritten output fails */
+    KP_TRY(be_dev_upload(d_out, out, nout * 2));
+    KP_TRY(be_attention(dt, d_qkv, d_kc, d_vc, d_pos, d_out, SC_M, SC_HEADS, SC_KV, D, SC_CAP, run ? d_scratch : NULL,
+                        b->stream));
+    KP_TRY(be_stream_sync(b->stream));
+    KP_TRY(be_dev_download(out, d_out, nout * 2));
+    *err = kp_worst(*err, rel_dtype(out, ref, nout, dt));
+  }
+  return KPICK_OK;
+}
+
+static int check_attention(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
+  return worst_over_head_dims(check_attention_d, b, dt, seed, corrupt, err);
+}
+
+/* lowest index of the largest value; NaN never wins, an all-NaN row gives 0 */
+static int32_t argmax_ref(const uint16_t *row, int64_t v, int dt) {
+  int32_t best = -1;
+  for (int64_t j = 0; j < v; j++) {
+    const double x = val(dt, row[j]);
+    if (isnan(x)) continue;
+    if (best < 0 || x > val(dt, row[best])) best = (int32_t)j;
+  }
+  return best < 0 ? 0 : best;
+}
+
+static int check_argmax(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
+  const int64_t n = (int64_t)SC_M * SC_V;
+  uint16_t *logits;
+  KP_HOST(b, logits, n * 2);
+  random_dtype(logits, n, dt, seed + 1, 0.0f, 1.0f);
+  /* row 1: the maximum twice, the lower index must win; row 2: NaNs */
+  uint16_t *r1 = logits + SC_V, *r2 = logits + 2 * SC_V;
+  const int32_t j1 = argmax_ref(r1, SC_V, dt);
+  r1[j1 > 0 ? j1 / 2 : SC_V - 1] = r1[j1];
+  const int32_t j2 = argmax_ref(r2, SC_V, dt);
+  r2[0] = r2[(j2 + 1) % SC_V] = kp_from_f32(dt, NAN);
+  int32_t want_tok[SC_M], want_pos[SC_M], tokens[SC_M], pos[SC_M];
+  for (int m = 0; m < SC_M; m++) {
+    want_tok[m] = argmax_ref(logits + m * SC_V, SC_V, dt);
+    pos[m] = sc_pos[m];
+    want_pos[m] = sc_pos[m] + 1;
+    tokens[m] = -1;
+  }
+  if (corrupt) logits[(want_tok[0] + 1) % SC_V] = kp_from_f32(dt, 8.0f);
+  void *d_logits, *d_tokens, *d_pos, *d_scratch = NULL;
+  KP_TRY(bag_upload(b, logits, n * 2, &d_logits));
+  KP_TRY(bag_upload(b, tokens, sizeof tokens, &d_tokens));
+  KP_TRY(bag_upload(b, pos, sizeof pos, &d_pos));
+  /* a row in one block (no scratch), then over several blocks twice: the
+   * second needs the counters the first put back to 0 */
+  const int64_t scratch_bytes = be_argmax_scratch(SC_M, SC_V);
+  if (scratch_bytes > 0) {
+    uint16_t *zeros;
+    KP_HOST(b, zeros, (size_t)scratch_bytes);
+    KP_TRY(bag_upload(b, zeros, (size_t)scratch_bytes, &d_scratch));
+  }
+  const int runs = d_scratch ? 3 : 1;
+  int wrong = 0;
+  for (int run = 0; run < runs; run++) {
+    for (int m = 0; m < SC_M; m++) tokens[m] = -1;
+    KP_TRY(be_dev_upload(d_tokens, tokens, sizeof tokens));
+    KP_TRY(be_argmax_advance(dt, d_logits, SC_M, SC_V, d_tokens, d_pos, run ? d_scratch : NULL, b->stream));
+    KP_TRY(be_stream_sync(b->stream));
+    KP_TRY(be_dev_download(tokens, d_tokens, sizeof tokens));
+    for (int m = 0; m < SC_M; m++) wrong += tokens[m] != want_tok[m];
+  }
+  KP_TRY(be_dev_download(pos, d_pos, sizeof pos));
+  for (int m = 0; m < SC_M; m++) wrong += pos[m] != want_pos[m] + runs - 1; /* one step per run */
+  *err = wrong / ((runs + 1.0) * SC_M);
+  return KPICK_OK;
+}
+
+static int check_embed_h(bag *b, int dt, uint64_t seed, int corrupt, int H, double *err) {
+  const int64_t n = (int64_t)SC_V * H, nout = (int64_t)SC_M * H;
+  uint16_t *table;
+  float *out;
+  KP_HOST(b, table, n * 2);
+  KP_HOST(b, out, nout * 4);
+  random_dtype(table, n, dt, seed + 1, 0.0f, 1.0f);
+  const int32_t want[SC_M] = {17, SC_V - 1, -5}; /* out of range: row 0 */
+  int32_t tokens[SC_M] = {17, SC_V - 1, -5};
+  if (corrupt) tokens[0] = 18;
+  void *d_table, *d_tokens, *d_out;
+  KP_TRY(bag_upload(b, table, n * 2, &d_table));
+  KP_TRY(bag_upload(b, tokens, sizeof tokens, &d_tokens));
+  KP_TRY(bag_upload(b, out, nout * 4, &d_out));
+  KP_TRY(be_embed(dt, d_table, d_tokens, d_out, SC_M, H, SC_V, b->stream));
+  KP_TRY(be_stream_sync(b->stream));
+  KP_TRY(be_dev_download(out, d_out, nout * 4));
+  int64_t wrong = 0;
+  for (int m = 0; m < SC_M; m++) {
+    const int32_t row = want[m] >= 0 && want[m] < SC_V ? want[m] : 0;
+    for (int j = 0; j < H; j++) wrong += out[m * H + j] != kp_to_f32(dt, table[(int64_t)row * H + j]);
+  }
+  *err = (double)wrong / (double)nout;
+  return KPICK_OK;
+}
+
+static int check_embed(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
+  return worst_over(check_embed_h, sc_hiddens, sizeof sc_hiddens / sizeof sc_hiddens[0], b, dt, seed, corrupt, err);
+}
+
+int kpick_decode_selfcheck(int32_t op, int32_t dtype, uint64_t seed, int32_t corrupt, double *rel_err_out,
+                           double *tol_out) {
+  KP_TRY(kpick_init());
+  KP_REQUIRE(op >= 0 && op < KPICK_DEC_COUNT, "op must be in 0..%d, got %d", KPICK_DEC_COUNT - 1, (int)op);
+  KP_REQUIRE(dtype == KPICK_BF16 || dtype == KPICK_FP16, "dtype must be 0 (bf16) or 1 (fp16), got %d", (int)dtype);
+  KP_REQUIRE(corrupt == 0 || corrupt == 1, "corrupt must be 0 or 1, got %d", (int)corrupt);
+  KP_REQUIRE(rel_err_out != NULL && tol_out != NULL, "rel_err_out and tol_out must not be null");
+  /* one rounding to the dtype at the end: machine epsilon of the output type
+   * bounds the error relative to the largest reference value */
+  const double eps = dtype == KPICK_BF16 ? 0x1p-7 : 0x1p-10;
+  *tol_out = op == KPICK_DEC_ARGMAX || op == KPICK_DEC_EMBED ? 0.0 : eps;
+  *rel_err_out = INFINITY;
+  bag b;
+  memset(&b, 0, sizeof b);
+  int st = be_stream_create(&b.stream);
+  const uint64_t s = kp_mix64(seed);
+  if (st == KPICK_OK) {
+    switch (op) {
+      case KPICK_DEC_ADD_RMSNORM: st = check_add_rmsnorm(&b, dtype, s, corrupt, rel_err_out); break;
+      case KPICK_DEC_ROPE_APPEND: st = check_rope_append(&b, dtype, s, corrupt, rel_err_out); break;
+      case KPICK_DEC_ATTENTION: st = check_attention(&b, dtype, s, corrupt, rel_err_out); break;
+      case KPICK_DEC_ARGMAX: st = check_argmax(&b, dtype, s, corrupt, rel_err_out); break;
+      default: st = check_embed(&b, dtype, s, corrupt, rel_err_out); break;
+    }
+  }
+  bag_free(&b);
+  return st;
+}
