@@ -353,9 +353,8 @@ int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *ga
   threads = (threads + 63) / 64 * 64;
   const dim3 grid((unsigned)m), block((unsigned)threads);
   const hipStream_t s = (hipStream_t)stream;
-  KP_GPU(dtype == KP_DT_BF16
-                           ? kp_add_rmsnorm_launch<KP_DT_BF16>(chunks, grid, block, s, residual, y, gamma, out, hidden, eps)
-                           : kp_add_rmsnorm_launch<KP_DT_FP16>(chunks, grid, block, s, residual, y, gamma, out, hidden, eps));
+  KP_GPU(dtype == KP_DT_BF16 ? kp_add_rmsnorm_launch<KP_DT_BF16>(chunks, grid, block, s, residual, y, gamma, out, hidden, eps)
+                             : kp_add_rmsnorm_launch<KP_DT_FP16>(chunks, grid, block, s, residual, y, gamma, out, hidden, eps));
   return KPICK_OK;
 }
 
@@ -406,9 +405,9 @@ int be_rope_append(int32_t dtype, void *qkv, const int32_t *pos, void *kcache, v
   const int64_t pairs = (int64_t)(heads + 2 * kv_heads) * (head_dim / 2);
   const dim3 grid((unsigned)((pairs + kp_row_threads - 1) / kp_row_threads), (unsigned)m), block(kp_row_threads);
   uint16_t *q = (uint16_t *)qkv, *k = (uint16_t *)kcache, *v = (uint16_t *)vcache;
-  KP_GPU(dtype == KP_DT_BF16
-          ? kp_launch(kp_rope_append_kernel<KP_DT_BF16>, grid, block, s, kp_dec_pdl(), q, pos, k, v, (int)heads, (int)kv_heads, (int)head_dim, (int)cap, theta)
-          : kp_launch(kp_rope_append_kernel<KP_DT_FP16>, grid, block, s, kp_dec_pdl(), q, pos, k, v, (int)heads, (int)kv_heads, (int)head_dim, (int)cap, theta));
+  const auto kernel = dtype == KP_DT_BF16 ? kp_rope_append_kernel<KP_DT_BF16> : kp_rope_append_kernel<KP_DT_FP16>;
+  KP_GPU(kp_launch(kernel, grid, block, s, kp_dec_pdl(), q, pos, k, v, (int)heads, (int)kv_heads, (int)head_dim,
+                   (int)cap, theta));
   return KPICK_OK;
 }
 
@@ -707,7 +706,7 @@ int be_attention(int32_t dtype, const void *qkv, const void *kcache, const void 
   const float scale = 1.0f / sqrtf((float)head_dim);
   const hipStream_t s = (hipStream_t)stream;
   KP_GPU(dtype == KP_DT_BF16 ? kp_attention_dispatch<KP_DT_BF16>(head_dim, qpb, grid, s, qkv, kcache, vcache, pos, out, counters, part_o, part_ml, heads, kv_heads, cap, scale)
-                          : kp_attention_dispatch<KP_DT_FP16>(head_dim, qpb, grid, s, qkv, kcache, vcache, pos, out, counters, part_o, part_ml, heads, kv_heads, cap, scale));
+                             : kp_attention_dispatch<KP_DT_FP16>(head_dim, qpb, grid, s, qkv, kcache, vcache, pos, out, counters, part_o, part_ml, heads, kv_heads, cap, scale));
   return KPICK_OK;
 }
 
@@ -850,8 +849,8 @@ int be_argmax_advance(int32_t dtype, const void *logits, int32_t m, int64_t voca
   int32_t *part_i = nb > 1 ? (int32_t *)(part_v + (size_t)m * nb) : NULL;
   const dim3 grid((unsigned)nb, (unsigned)m), block(kp_argmax_threads);
   const uint16_t *l = (const uint16_t *)logits;
-  KP_GPU(dtype == KP_DT_BF16 ? kp_launch(kp_argmax_kernel<KP_DT_BF16>, grid, block, s, kp_dec_pdl(), l, (int64_t)vocab, slice, tokens, pos, counters, part_v, part_i)
-                                           : kp_launch(kp_argmax_kernel<KP_DT_FP16>, grid, block, s, kp_dec_pdl(), l, (int64_t)vocab, slice, tokens, pos, counters, part_v, part_i));
+  const auto k = dtype == KP_DT_BF16 ? kp_argmax_kernel<KP_DT_BF16> : kp_argmax_kernel<KP_DT_FP16>;
+  KP_GPU(kp_launch(k, grid, block, s, kp_dec_pdl(), l, (int64_t)vocab, slice, tokens, pos, counters, part_v, part_i));
   return KPICK_OK;
 }
 
@@ -885,7 +884,7 @@ int be_embed(int32_t dtype, const void *table, const int32_t *tokens, float *res
   const hipStream_t s = (hipStream_t)stream;
   const dim3 grid((unsigned)m), block(kp_row_threads);
   const uint16_t *t = (const uint16_t *)table;
-  KP_GPU(dtype == KP_DT_BF16 ? kp_launch(kp_embed_kernel<KP_DT_BF16>, grid, block, s, kp_dec_pdl(), t, tokens, residual, (int64_t)hidden, (int64_t)vocab)
-                                           : kp_launch(kp_embed_kernel<KP_DT_FP16>, grid, block, s, kp_dec_pdl(), t, tokens, residual, (int64_t)hidden, (int64_t)vocab));
+  const auto k = dtype == KP_DT_BF16 ? kp_embed_kernel<KP_DT_BF16> : kp_embed_kernel<KP_DT_FP16>;
+  KP_GPU(kp_launch(k, grid, block, s, kp_dec_pdl(), t, tokens, residual, (int64_t)hidden, (int64_t)vocab));
   return KPICK_OK;
 }

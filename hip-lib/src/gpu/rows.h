@@ -30,7 +30,7 @@ struct kp_def {
 
 #define LINEAR KPICK_OP_LINEAR
 #define GATED KPICK_OP_GATED
-static constexpr kp_def kp_defs[KP_NCAND] = {
+static constexpr kp_def kp_defs[] = {
 #define CPU(...)
 #define GPU(id, name, family, op, p0, p1, p2, nodes, bw, flags, rmin, rmax) \
   {KP_FAM_##family, op, p0, p1, p2, flags, rmin, rmax},
@@ -38,6 +38,8 @@ static constexpr kp_def kp_defs[KP_NCAND] = {
 };
 #undef LINEAR
 #undef GATED
+/* the same rows as the ids, in the same order (both expand the GPU rows) */
+static_assert(sizeof kp_defs / sizeof kp_defs[0] == KP_NCAND, "one kp_def per candidate id");
 
 /* PDL kernels exist only where the compiler can build them (CUDA) */
 #if defined(KPICK_GPU_CUDA)
