@@ -261,7 +261,7 @@ static constexpr int kp_mma_tiles(int m) {
  * gated mma, splitk): k[dtype][log2 NT] for NT = 1 .. the NT of its rows_max
  * (rows.h); null elsewhere and for rows of other families. */
 typedef void (*kp_mma_fn)(kp_mma_args);
-static constexpr int kp_mma_nt_slots = kp_log2(kp_mma_tiles(128)) + 1;
+static constexpr int kp_mma_nt_slots = kp_log2(kp_mma_tiles(kp_rows_limit)) + 1;
 struct kp_mma_set {
   kp_mma_fn k[2][kp_mma_nt_slots];
 };
@@ -275,7 +275,7 @@ static void kp_mma_fill(kp_mma_fn (&k)[kp_mma_nt_slots]) {
 /* a row's set: every NT its rows reach, both dtypes */
 template <int U, int MODE, bool PDL, int NT>
 static kp_mma_set kp_mma_make() {
-  static_assert(NT >= 1 && kp_log2(NT) < kp_mma_nt_slots, "rows_max past 128");
+  static_assert(NT >= 1 && kp_log2(NT) < kp_mma_nt_slots, "rows_max past kp_rows_limit");
   static_assert(U <= 8 || NT <= 8, "U = 16 would spill past 8 tiles: such a row's rows_max stops at 64 (CUDA)");
   kp_mma_set s = {};
   kp_mma_fill<KP_DT_BF16, U, MODE, PDL, NT>(s.k[0]);

@@ -261,7 +261,7 @@ static kp_wgmma_set kp_wgmma_row() {
     static_assert(r.p0 == 1 || r.p0 == 2 || r.p0 == 4, "wgmma: WG is 1, 2 or 4 consumer warpgroups");
     static_assert(r.p1 >= 2 && r.p1 <= kp_wg_max_stages, "wgmma: T is 2..kp_wg_max_stages stages");
     static_assert(r.p2 >= 1 && r.p2 <= kp_wg_max_split, "wgmma: S is 1..8 blocks of a portable cluster");
-    static_assert(r.rows_max >= 1 && r.rows_max <= 128, "wgmma: rows stop at 128 (the widest N of m64nNk16)");
+    static_assert(r.rows_max >= 1 && r.rows_max <= kp_rows_limit, "wgmma: rows stop at 128 (kp_wg_bn's widest N)");
     constexpr int mode = r.op == KPICK_OP_GATED ? KP_WG_GATED : KP_WG_LINEAR, bn = kp_wg_bn(r.rows_max);
     kp_wgmma_fill<KP_DT_BF16, r.p0, mode, r.pdl(), bn>(s.k[0]);
     kp_wgmma_fill<KP_DT_FP16, r.p0, mode, r.pdl(), bn>(s.k[1]);
@@ -310,7 +310,7 @@ int kp_wgmma_built(int32_t cand) { return kp_wgmma_sets[cand].k[0][0] != nullptr
 
 int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s) {
   const int gated = c->op == KPICK_OP_GATED, bn = kp_wg_bn(c->m);
-  const kp_wgmma_fn k = c->m >= 1 && c->m <= 128 ? kp_wgmma_sets[c->cand].k[c->dtype == KP_DT_BF16 ? 0 : 1][kp_log2(bn / 8)] : nullptr;
+  const kp_wgmma_fn k = c->m >= 1 && c->m <= kp_rows_limit ? kp_wgmma_sets[c->cand].k[c->dtype == KP_DT_BF16 ? 0 : 1][kp_log2(bn / 8)] : nullptr;
   if (!k || wg != kp_defs[c->cand].p0 || !kp_wgmma_fits(wg, stages, s, c->m))
     return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "no kernel for m=%d, WG=%d, T=%d, S=%d, pdl=%d", (int)c->m, wg,
                    stages, s, c->pdl);
