@@ -23,8 +23,9 @@
 //   nodes: graph nodes (measured, else declared) <= the default's; not for op
 //          'gated', whose default is two nodes and whose fused kernels are one:
 //          a gated entry needs the gain (and the noise check) alone.
-//   pdl:   a candidate that chains with programmatic dependent launch (its name
-//          ends '.pdl') is picked only at rows <= pdl rows (default MAX_ROWS: any).
+//   pdl:   a candidate that chains with programmatic dependent launch (its
+//          records' pdl flag: KF_PDL in space.def, reported by the library) is
+//          picked only at rows <= pdl rows (default MAX_ROWS: any).
 //          The rule was added (default 2) when the sweep timed each kernel back
 //          to back with itself: a .pdl kernel then overlapped its own previous
 //          launch, which no decode step allows, and on the H200 the .pdl picks
@@ -46,10 +47,8 @@ import { Identity, MAX_ROWS, type CandidateResult, type StoreRecord, type TableE
 import { median, quantile, rankTest } from './stats.ts';
 
 export const DEFAULT_GATE = 0.02;
-/** The largest rows bucket where a '.pdl' candidate may be picked: the largest bucket, no limit (see the rule above). */
+/** The largest rows bucket where a PDL candidate may be picked: the largest bucket, no limit (see the rule above). */
 export const DEFAULT_PDL_ROWS = MAX_ROWS;
-
-const chainsWithPdl = (name: string) => name.endsWith('.pdl');
 /** With fewer samples a quartile is one or two samples: no measure of spread. */
 export const MIN_SAMPLES = 5;
 /** The rank test's level: at 5 samples a side, only a candidate faster in 24 of the 25 pairs passes. */
@@ -171,9 +170,9 @@ export interface Samples {
 }
 
 /** Why `cand` may not replace `def`, or null when it may. Both are eligible. */
-function refusal(op: TableEntry['op'], name: string, cand: CandidateResult, def: CandidateResult, samples: Samples, gain: number, gate: number, rows: number, pdlRows: number): string | null {
+function refusal(op: TableEntry['op'], name: string, cand: CandidateResult, def: CandidateResult, samples: Samples, gain: number, gate: number, rows: number, pdlRows: number, pdl: boolean): string | null {
   const best = `best ${name} ${percent(gain)}`;
-  if (gain >= gate && chainsWithPdl(name) && rows > pdlRows) return `kept: ${best} but PDL is picked only at rows <= ${pdlRows}`;
+  if (gain >= gate && pdl && rows > pdlRows) return `kept: ${best} but PDL is picked only at rows <= ${pdlRows}`;
   if (gain < gate) {
     if (cand.median_us === def.median_us) return `kept: ${best}, a tie with the default`;
     if (gain < 0) return `kept: default is fastest, ${best}`;
@@ -212,7 +211,7 @@ function noneEligible(others: readonly CandidateResult[]): string {
   return `${head} (${detail})`;
 }
 
-/** The choice and its reason for one problem, given its pooled candidates. */
+/** The choice and its reason for one problem, given its pooled candidates and the names of those that chain with PDL. */
 export function decide(
   op: TableEntry['op'],
   defaultName: string,
@@ -222,6 +221,7 @@ export function decide(
   gate: number,
   rows: number,
   pdlRows: number = DEFAULT_PDL_ROWS,
+  pdl: ReadonlySet<string> = new Set(),
 ): { choice: string; reason: string } {
   const kept = (reason: string) => ({ choice: defaultName, reason });
   const def = candidates.get(defaultName);
@@ -237,7 +237,7 @@ export function decide(
     .map(([name, c]) => ({ name, c, gain: (def.median_us as number) / (c.median_us as number) - 1 }))
     .sort((a, b) => (a.c.median_us as number) - (b.c.median_us as number) || byText(a.name, b.name));
   const sampled = (name: string) => samples.get(name) ?? [];
-  const judged = byMedian.map((x) => ({ ...x, why: refusal(op, x.name, x.c, def, { cand: sampled(x.name), def: sampled(defaultName) }, x.gain, gate, rows, pdlRows) }));
+  const judged = byMedian.map((x) => ({ ...x, why: refusal(op, x.name, x.c, def, { cand: sampled(x.name), def: sampled(defaultName) }, x.gain, gate, rows, pdlRows, pdl.has(x.name)) }));
   const winner = judged.find((x) => x.why === null);
   if (winner) return { choice: winner.name, reason: `picked ${winner.name}: ${percent(winner.gain)} over ${defaultName}` };
   return kept(judged[0]!.why as string);
@@ -306,7 +306,8 @@ export function promote(records: readonly StoreRecord[], gate: number, pdlRows: 
     const pooled = new Map([...byName].sort(([a], [b]) => byText(a, b)).map(([name, rs]) => [name, poolCandidate(rs)] as const));
     const floorSamples = floors.filter((r) => r.status === 'ok').flatMap((r) => r.samples_us);
     const samples = new Map([...byName].map(([name, rs]) => [name, pooledSamples(rs)] as const));
-    const { choice, reason } = decide(head.op, defaultName, pooled, samples, gate, head.rows, pdlRows);
+    const pdl = new Set(group.filter((r) => r.pdl).map((r) => r.candidate));
+    const { choice, reason } = decide(head.op, defaultName, pooled, samples, gate, head.rows, pdlRows, pdl);
     entries.push({
       op: head.op,
       dtype: head.dtype,

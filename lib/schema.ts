@@ -65,6 +65,7 @@ export const StoreRecord = v.strictObject({
   nodes: v.pipe(v.nullable(v.pipe(v.number(), v.integer(), v.minValue(0))), v.description('measured by capturing one call')),
   is_default: v.boolean(),
   stack_bound: v.boolean(),
+  pdl: v.pipe(v.boolean(), v.description("launched with programmatic dependent launch: the library's KF_PDL flag (space.def), as the describer reports it")),
   status: v.pipe(v.picklist(['ok', 'unsupported', 'failed']), v.description('failed candidates are kept with their reason')),
   reason: v.string(),
   samples_us: v.array(Micros),

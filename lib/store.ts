@@ -35,6 +35,18 @@ export function recordKey(r: KeyFields): string {
   return JSON.stringify([identityKey(r.identity), r.op, r.dtype, r.n, r.k, r.rows, r.candidate]);
 }
 
+/**
+ * A record written before records carried the pdl flag gets it from its name:
+ * the space.def of those builds named every PDL row, and only those, '*.pdl'
+ * (their space token differs from any later build's, so they never pool with
+ * records that carry the flag).
+ */
+function withPdlFlag(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null || Array.isArray(value) || 'pdl' in value) return value;
+  const name = (value as { candidate?: unknown }).candidate;
+  return typeof name === 'string' ? { ...value, pdl: name.endsWith('.pdl') } : value;
+}
+
 /** Reads every *.jsonl of dir (none when dir does not exist). */
 export function readStore(dir: string): StoreContents {
   let names: string[];
@@ -58,7 +70,7 @@ export function readStore(dir: string): StoreContents {
         warnings.push({ file, line: i + 1, message: `not JSON (${(err as Error).message})` });
         return;
       }
-      const parsed = v.safeParse(StoreRecord, value);
+      const parsed = v.safeParse(StoreRecord, withPdlFlag(value));
       if (parsed.success) records.push(parsed.output);
       else warnings.push({ file, line: i + 1, message: issuesLine(parsed.issues) });
     });

@@ -134,6 +134,7 @@ function toRecord(c: Check, identity: Identity, cand: Candidate, copies: number)
     nodes: null,
     is_default: cand.isDefault,
     stack_bound: cand.stackBound,
+    pdl: cand.pdl,
     status: c.ran ? 'ok' : 'failed',
     reason: c.ran ? '' : c.parity.reason,
     samples_us: [],

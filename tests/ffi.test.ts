@@ -118,6 +118,20 @@ test('candidates are described with op, class head, params and default flags', (
   assert.is(kpick.candidate('splitk.s4').name, 'splitk.s4');
 });
 
+test('every row of space.def is available here: the CPU backend has every family of its rows (test build too)', () => {
+  for (const file of ['libkpick-cpu.so', 'libkpick-cpu-test.so']) {
+    const all = loadKpick({ lib: join(DEFAULT_BUILD_DIR, file) }).candidates();
+    const missing = all.filter((c) => !c.available).map((c) => `${c.name} (${c.family})`);
+    assert.equal(missing, [], `${file}: rows without their kernels`);
+    assert.ok(all.every((c) => !c.pdl), `${file}: the CPU has no PDL rows`);
+  }
+});
+
+test('parameter names come from the family lines of space.def', () => {
+  const names = new Map(kpick.candidates().map((c) => [c.family, Object.keys(c.params).join(',')]));
+  assert.equal(Object.fromEntries(names), { plain: '', rowblk: 'R', threads: 'R,T', splitk: 'S' });
+});
+
 test('a problem holds random inputs that are never zero, and reports its copies', () => {
   const p = small();
   try {

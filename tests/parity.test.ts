@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -27,6 +28,12 @@ function withProblem<T>(kpick: Kpick, spec: { op: Op; dtype: Dtype; n: number; k
     p.free();
   }
 }
+
+test('the parity bars are the ones kpick.h gives C callers (KPICK_PARITY_BAR_*)', () => {
+  const header = readFileSync(new URL('../hip-lib/include/kpick.h', import.meta.url), 'utf8');
+  const bar = (dtype: string) => Number(new RegExp(`#define KPICK_PARITY_BAR_${dtype} (\\S+)`).exec(header)?.[1]);
+  assert.equal({ bf16: bar('BF16'), fp16: bar('FP16') }, PARITY_BAR);
+});
 
 test('bf16 and fp16 decode exactly, and the poison pattern is NaN in both', () => {
   assert.is(bf16ToNumber(0x3f80), 1);

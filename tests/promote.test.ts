@@ -1,6 +1,7 @@
 // The promote rule on synthetic records (tests/helpers/synthetic-records.ts):
 // evenly spread samples with known medians and quartiles, so every expected
 // choice, gain and reason below follows from the rule, not from a measurement.
+import { readFileSync } from 'node:fs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { chooseIdentity, DEFAULT_GATE, DEFAULT_PDL_ROWS, MIN_SAMPLES, poolCandidate, promote, type Promoted } from '../lib/promote.ts';
@@ -87,6 +88,11 @@ test('below gate: +0.8 % with tight quartiles keeps the default', () => {
   assert.is(e.reason, 'kept: best rowblk.r2 +0.8 %, below gate 2.0 %');
 });
 
+test('the default gate is the one kpick.h gives C callers (KPICK_MIN_GAIN)', () => {
+  const header = readFileSync(new URL('../hip-lib/include/kpick.h', import.meta.url), 'utf8');
+  assert.is(Number(/#define KPICK_MIN_GAIN (\S+)/.exec(header)?.[1]), DEFAULT_GATE);
+});
+
 test('the gate is a parameter: +5.3 % passes at 0.02 and is kept at 0.1', () => {
   const records = problem({ samples_us: evenSamples(100, 0.01) }, [{ candidate: 'rowblk.r2', samples_us: evenSamples(95, 0.01) }]);
   assert.is(onlyEntry(records, 0.02).choice, 'rowblk.r2');
@@ -97,7 +103,7 @@ test('the gate is a parameter: +5.3 % passes at 0.02 and is kept at 0.1', () => 
 
 test('pdl: a faster .pdl candidate is picked at rows <= pdl rows and kept out above, where the next one wins', () => {
   const others = [
-    { candidate: 'gemv.rpb4.u16.pdl', samples_us: evenSamples(70, 0.01) },
+    { candidate: 'gemv.rpb4.u16.pdl', pdl: true, samples_us: evenSamples(70, 0.01) },
     { candidate: 'gemv.rpb4.u16', samples_us: evenSamples(80, 0.01) },
   ];
   const at = (rows: StoreRecord['rows'], pdlRows: number) => {
@@ -115,18 +121,28 @@ test('pdl: a faster .pdl candidate is picked at rows <= pdl rows and kept out ab
 test('pdl: by default (in-step timing) a faster .pdl candidate is picked at every rows bucket, up to 128', () => {
   assert.is(DEFAULT_PDL_ROWS, 128);
   for (const rows of [1, 8, 128] as const) {
-    const result = promote(problem({ samples_us: evenSamples(100, 0.01) }, [{ candidate: 'mma.w4.u8.pdl', samples_us: evenSamples(80, 0.01) }], { rows }), DEFAULT_GATE);
+    const result = promote(problem({ samples_us: evenSamples(100, 0.01) }, [{ candidate: 'mma.w4.u8.pdl', pdl: true, samples_us: evenSamples(80, 0.01) }], { rows }), DEFAULT_GATE);
     if ('error' in result) throw new Error(result.error);
     assert.is(result.entries[0]!.choice, 'mma.w4.u8.pdl', `rows ${rows}`);
   }
 });
 
 test('pdl: when only a .pdl candidate beats the default above pdl rows, the default stays and the reason says why', () => {
-  const result = promote(problem({ samples_us: evenSamples(100, 0.01) }, [{ candidate: 'mma.w4.u8.pdl', samples_us: evenSamples(80, 0.01) }], { rows: 8 }), DEFAULT_GATE, 2);
+  const result = promote(problem({ samples_us: evenSamples(100, 0.01) }, [{ candidate: 'mma.w4.u8.pdl', pdl: true, samples_us: evenSamples(80, 0.01) }], { rows: 8 }), DEFAULT_GATE, 2);
   if ('error' in result) throw new Error(result.error);
   assert.is(result.entries[0]!.choice, 'plain');
   assert.is(result.entries[0]!.reason, 'kept: best mma.w4.u8.pdl +25.0 % but PDL is picked only at rows <= 2');
   assert.equal(promote(problem({}, []), DEFAULT_GATE, 1.5), { error: 'pdl rows must be a whole number >= 0, got 1.5' });
+});
+
+test('pdl: the records\' pdl flag (KF_PDL, from the library) decides, not the name', () => {
+  const at8 = (over: Partial<StoreRecord>) => {
+    const result = promote(problem({ samples_us: evenSamples(100, 0.01) }, [{ samples_us: evenSamples(80, 0.01), ...over }], { rows: 8 }), DEFAULT_GATE, 2);
+    if ('error' in result) throw new Error(result.error);
+    return result.entries[0]!.choice;
+  };
+  assert.is(at8({ candidate: 'chained', pdl: true }), 'plain');
+  assert.is(at8({ candidate: 'looks.like.pdl', pdl: false }), 'looks.like.pdl');
 });
 
 test('extra node: a linear candidate with more measured nodes than the default is kept out', () => {

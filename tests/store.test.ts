@@ -34,6 +34,7 @@ function record(over: Partial<StoreRecord> = {}): StoreRecord {
     nodes: 1,
     is_default: true,
     stack_bound: false,
+    pdl: false,
     status: 'ok',
     reason: '',
     samples_us: [3.5, 3.25, 3.75],
@@ -73,6 +74,18 @@ test('appended records read back equal, from a file named for the sweep process'
   assert.equal(warnings, []);
   assert.equal(records, [record(), record({ rows: 2, samples_us: [1] })]);
   assert.is(readFileSync(join(dir, names[0] as string), 'utf8').split('\n').length, 3, 'one line per record');
+});
+
+test('a record written before records carried the pdl flag reads it from its name (what that space named PDL rows)', () => {
+  const dir = tmp();
+  const legacy = (candidate: string) => {
+    const { pdl: _dropped, ...rest } = record({ candidate });
+    return JSON.stringify(rest);
+  };
+  writeFileSync(join(dir, 'old.jsonl'), `${legacy('mma.w4.u8.pdl')}\n${legacy('mma.w4.u8')}\n`);
+  const { records, warnings } = readStore(dir);
+  assert.equal(warnings, []);
+  assert.equal(records.map((r) => [r.candidate, r.pdl]), [['mma.w4.u8.pdl', true], ['mma.w4.u8', false]]);
 });
 
 test('each append is on disk when append returns (readable before close)', () => {

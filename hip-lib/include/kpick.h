@@ -75,6 +75,14 @@ typedef struct kpick_candidate {
   int32_t available;    /* built for and runnable on this target */
 } kpick_candidate;
 
+/* The promote gate and the parity bars, for C callers (bench/gpu/selftest.c).
+ * lib/promote.ts (DEFAULT_GATE) and lib/parity.ts (PARITY_BAR) hold the same
+ * values; tests/promote.test.ts and tests/parity.test.ts read them here and
+ * fail when the two disagree. */
+#define KPICK_MIN_GAIN 0.02        /* a candidate leaves the default at >= 2 % gain */
+#define KPICK_PARITY_BAR_BF16 1e-2 /* relative Frobenius error against fp64 */
+#define KPICK_PARITY_BAR_FP16 2e-3
+
 typedef struct kpick_problem kpick_problem;
 
 int kpick_init(void);                     /* idempotent */

@@ -44,6 +44,7 @@ export function syntheticRecord(over: Partial<StoreRecord> = {}): StoreRecord {
     nodes: 1,
     is_default: false,
     stack_bound: false,
+    pdl: false,
     status: 'ok',
     reason: '',
     samples_us: evenSamples(100, 0.02),

@@ -93,8 +93,6 @@ int kpick_candidate_count(int32_t *out) {
   return KPICK_OK;
 }
 
-static void param_names(const char *family, char *dst, size_t cap);
-
 int kpick_candidate_describe(int32_t id, kpick_candidate *out) {
   KP_READY();
   KP_REQUIRE(out != NULL, "out is null");
@@ -103,7 +101,7 @@ int kpick_candidate_describe(int32_t id, kpick_candidate *out) {
   memset(out, 0, sizeof *out);
   copy_str(out->name, sizeof out->name, r->name);
   copy_str(out->family, sizeof out->family, r->family);
-  param_names(r->family, out->param_names, sizeof out->param_names);
+  copy_str(out->param_names, sizeof out->param_names, kp_families[r->family_id].param_names);
   memcpy(out->params, r->params, sizeof out->params);
   out->op = r->op;
   out->nodes = r->nodes;
@@ -127,22 +125,6 @@ int kpick_candidate_find(const char *name, int32_t *out_id) {
     }
   }
   return kp_fail(KPICK_E_ARG, __func__, "no candidate named '%.60s' in this space", name);
-}
-
-/* The parameter names of each family, for the describer. */
-static void param_names(const char *family, char *dst, size_t cap) {
-  static const struct { const char *family, *names; } table[] = {
-      {"plain", ""},       {"rowblk", "R"},  {"threads", "R,T"}, {"splitk", "S"},
-      {"wrong", "kind"},   {"blaslt", "I"},  {"gemv", "R,U"},    {"mma", "W,U"},
-      {"gsplitk", "S,R"},  {"floor", ""},     {"wgmma", "WG,T,S"},
-  };
-  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-    if (strcmp(table[i].family, family) == 0) {
-      copy_str(dst, cap, table[i].names);
-      return;
-    }
-  }
-  copy_str(dst, cap, "");
 }
 
 int kpick_problem_create(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_t m,

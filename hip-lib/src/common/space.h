@@ -1,4 +1,4 @@
-/* space.h: the candidate ids of this backend, expanded from space.def. */
+/* space.h: the family and candidate ids of this backend, expanded from space.def. */
 #ifndef KPICK_SPACE_H
 #define KPICK_SPACE_H
 
@@ -13,13 +13,36 @@
 #if defined(KPICK_BACKEND_CPU)
 #define KP_ROW_CPU(...) KP_ROW(__VA_ARGS__)
 #define KP_ROW_GPU(...)
+#define KP_FAMILY_CPU(...) KP_FAMILY(__VA_ARGS__)
+#define KP_FAMILY_GPU(...)
 #elif defined(KPICK_BACKEND_GPU)
 #define KP_ROW_CPU(...)
 #define KP_ROW_GPU(...) KP_ROW(__VA_ARGS__)
+#define KP_FAMILY_CPU(...)
+#define KP_FAMILY_GPU(...) KP_FAMILY(__VA_ARGS__)
 #else
 #error "define KPICK_BACKEND_CPU or KPICK_BACKEND_GPU"
 #endif
 
+/* this backend's families, in space.def order */
+enum kp_family_id {
+#define CPU_FAMILY(...) KP_FAMILY_CPU(__VA_ARGS__)
+#define GPU_FAMILY(...) KP_FAMILY_GPU(__VA_ARGS__)
+#define KP_FAMILY(family, names) KP_FAM_##family,
+#define CPU(...)
+#define GPU(...)
+#include "../space.def"
+#undef KP_FAMILY
+  KP_NFAM
+};
+
+typedef struct kp_family {
+  const char *name;
+  const char *param_names; /* "R,U": one per used params[] slot */
+} kp_family;
+
+/* families[id] for every family of this backend */
+extern const kp_family kp_families[KP_NFAM];
 
 enum kp_candidate_id {
   KP_CAND_none = -1,
@@ -28,14 +51,13 @@ enum kp_candidate_id {
 #define KP_ROW(id, ...) KP_CAND_##id,
 #include "../space.def"
 #undef KP_ROW
-#undef CPU
-#undef GPU
   KP_NCAND
 };
 
 typedef struct kp_row {
   const char *name;
   const char *family;
+  int32_t family_id;  /* enum kp_family_id */
   int32_t op;
   int32_t params[3];
   int32_t nodes;

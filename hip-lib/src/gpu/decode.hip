@@ -26,6 +26,7 @@
 #include "../common/error.h"
 #include "../common/random.h"
 #include "arch.h"
+#include "check.h"
 #include "dtype.h"
 
 /* runtime names an older compat.h may not map */
@@ -47,22 +48,6 @@
 #endif
 #endif
 
-/* One runtime call, checked: records the call, file and line on failure. */
-#define KP_DEC_GPU(call)                                                                                  \
-  do {                                                                                                    \
-    hipError_t kp_e_ = (call);                                                                            \
-    if (kp_e_ != hipSuccess)                                                                              \
-      return kp_fail(KPICK_E_DEVICE, #call, "%s at %s:%d", hipGetErrorString(kp_e_), __FILE__, __LINE__); \
-  } while (0)
-
-/* A launch just enqueued: its configuration error, if any. */
-#define KP_DEC_LAUNCHED(what)                                                      \
-  do {                                                                             \
-    hipError_t kp_e_ = hipGetLastError();                                          \
-    if (kp_e_ != hipSuccess)                                                       \
-      return kp_fail(KPICK_E_DEVICE, what " launch", "%s", hipGetErrorString(kp_e_)); \
-  } while (0)
-
 static constexpr int kp_row_threads = 256;   /* norm, rope, embed */
 static constexpr int kp_max_warps = 1024 / 32; /* the most warps a block of this file has */
 
@@ -70,7 +55,7 @@ static constexpr int kp_max_warps = 1024 / 32; /* the most warps a block of this
 
 int be_dev_alloc(void **out, size_t bytes) {
   *out = NULL;
-  KP_DEC_GPU(hipMalloc(out, bytes ? bytes : 256));
+  KP_GPU(hipMalloc(out, bytes ? bytes : 256));
   return KPICK_OK;
 }
 
@@ -81,19 +66,19 @@ void be_dev_free(void *ptr) {
 /* A copy from pageable memory may return before its DMA lands, and the
  * model's stream does not wait for the default stream: wait for the device. */
 int be_dev_upload(void *dst, const void *src, size_t bytes) {
-  KP_DEC_GPU(hipMemcpy(dst, src, bytes, hipMemcpyHostToDevice));
-  KP_DEC_GPU(hipDeviceSynchronize());
+  KP_GPU(hipMemcpy(dst, src, bytes, hipMemcpyHostToDevice));
+  KP_GPU(hipDeviceSynchronize());
   return KPICK_OK;
 }
 
 int be_dev_download(void *dst, const void *src, size_t bytes) {
-  KP_DEC_GPU(hipMemcpy(dst, src, bytes, hipMemcpyDeviceToHost));
+  KP_GPU(hipMemcpy(dst, src, bytes, hipMemcpyDeviceToHost));
   return KPICK_OK;
 }
 
 int be_stream_create(void **out) {
   hipStream_t s = NULL;
-  KP_DEC_GPU(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
+  KP_GPU(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
   *out = (void *)s;
   return KPICK_OK;
 }
@@ -103,8 +88,8 @@ void be_stream_destroy(void *stream) {
 }
 
 int be_stream_sync(void *stream) {
-  KP_DEC_GPU(hipStreamSynchronize((hipStream_t)stream));
-  KP_DEC_GPU(hipGetLastError());
+  KP_GPU(hipStreamSynchronize((hipStream_t)stream));
+  KP_GPU(hipGetLastError());
   return KPICK_OK;
 }
 
@@ -112,26 +97,24 @@ int be_graph_capture(void *stream, int (*enqueue)(void *ctx), const void *ctx, s
   *graph_out = NULL;
   const hipStream_t s = (hipStream_t)stream;
   hipGraph_t graph = NULL;
-  KP_DEC_GPU(hipStreamBeginCapture(s, hipStreamCaptureModeThreadLocal));
+  KP_GPU(hipStreamBeginCapture(s, hipStreamCaptureModeThreadLocal));
   const int st = enqueue(const_cast<void *>(ctx)); /* the work is recorded now: ctx is not kept */
   const hipError_t e = hipStreamEndCapture(s, &graph);
   if (st != KPICK_OK) {
     if (graph) (void)hipGraphDestroy(graph);
     return st;
   }
-  if (e != hipSuccess)
-    return kp_fail(KPICK_E_DEVICE, "hipStreamEndCapture", "%s at %s:%d", hipGetErrorString(e), __FILE__, __LINE__);
+  if (e != hipSuccess) return KP_GPU_FAIL("hipStreamEndCapture", e);
   hipGraphExec_t exec = NULL;
   const hipError_t ei = hipGraphInstantiateWithFlags(&exec, graph, 0);
   (void)hipGraphDestroy(graph);
-  if (ei != hipSuccess)
-    return kp_fail(KPICK_E_DEVICE, "hipGraphInstantiateWithFlags", "%s at %s:%d", hipGetErrorString(ei), __FILE__, __LINE__);
+  if (ei != hipSuccess) return KP_GPU_FAIL("hipGraphInstantiateWithFlags", ei);
   *graph_out = (void *)exec;
   return KPICK_OK;
 }
 
 int be_graph_launch(void *graph, void *stream) {
-  KP_DEC_GPU(hipGraphLaunch((hipGraphExec_t)graph, (hipStream_t)stream));
+  KP_GPU(hipGraphLaunch((hipGraphExec_t)graph, (hipStream_t)stream));
   return KPICK_OK;
 }
 
@@ -145,7 +128,7 @@ int be_graph_time(void *graph, void *stream, int32_t n, double *us) {
   int32_t made = 0;
   for (; made <= n && st == KPICK_OK; made++) {
     const hipError_t e = hipEventCreate(&ev[made]);
-    if (e != hipSuccess) st = kp_fail(KPICK_E_DEVICE, "hipEventCreate", "%s", hipGetErrorString(e));
+    if (e != hipSuccess) st = KP_GPU_FAIL("hipEventCreate", e);
   }
   if (st != KPICK_OK) made--; /* the failed one holds no event */
   hipError_t e = hipSuccess;
@@ -160,7 +143,7 @@ int be_graph_time(void *graph, void *stream, int32_t n, double *us) {
     e = hipEventElapsedTime(&ms, ev[i], ev[i + 1]);
     us[i] = (double)ms * 1000.0;
   }
-  if (st == KPICK_OK && e != hipSuccess) st = kp_fail(KPICK_E_DEVICE, "graph_time", "%s", hipGetErrorString(e));
+  if (st == KPICK_OK && e != hipSuccess) st = KP_GPU_FAIL("hipGraphLaunch, hipEventRecord or hipEventElapsedTime", e);
   if (st != KPICK_OK) (void)hipStreamSynchronize(s);
   for (int32_t i = 0; i < made; i++) (void)hipEventDestroy(ev[i]);
   free(ev);
@@ -221,11 +204,8 @@ int be_fill_uniform(void *dst, int64_t count, int32_t dtype, uint64_t seed, floa
   int64_t blocks = (count + 255) / 256;
   if (blocks > 16384) blocks = 16384;
   const hipStream_t s = (hipStream_t)stream;
-  if (dtype == KP_DT_BF16)
-    kp_fill_kernel<KP_DT_BF16><<<dim3((unsigned)blocks), dim3(256), 0, s>>>((uint16_t *)dst, count, seed, offset, scale);
-  else
-    kp_fill_kernel<KP_DT_FP16><<<dim3((unsigned)blocks), dim3(256), 0, s>>>((uint16_t *)dst, count, seed, offset, scale);
-  KP_DEC_LAUNCHED("fill");
+  const auto k = dtype == KP_DT_BF16 ? kp_fill_kernel<KP_DT_BF16> : kp_fill_kernel<KP_DT_FP16>;
+  KP_GPU(kp_launch(k, dim3((unsigned)blocks), dim3(256), s, false, (uint16_t *)dst, count, seed, offset, scale));
   return KPICK_OK;
 }
 
@@ -373,10 +353,8 @@ int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *ga
   threads = (threads + 63) / 64 * 64;
   const dim3 grid((unsigned)m), block((unsigned)threads);
   const hipStream_t s = (hipStream_t)stream;
-  const hipError_t e = dtype == KP_DT_BF16
-                           ? kp_add_rmsnorm_launch<KP_DT_BF16>(chunks, grid, block, s, residual, y, gamma, out, hidden, eps)
-                           : kp_add_rmsnorm_launch<KP_DT_FP16>(chunks, grid, block, s, residual, y, gamma, out, hidden, eps);
-  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "add_rmsnorm launch", "%s", hipGetErrorString(e));
+  KP_GPU(dtype == KP_DT_BF16 ? kp_add_rmsnorm_launch<KP_DT_BF16>(chunks, grid, block, s, residual, y, gamma, out, hidden, eps)
+                             : kp_add_rmsnorm_launch<KP_DT_FP16>(chunks, grid, block, s, residual, y, gamma, out, hidden, eps));
   return KPICK_OK;
 }
 
@@ -427,11 +405,9 @@ int be_rope_append(int32_t dtype, void *qkv, const int32_t *pos, void *kcache, v
   const int64_t pairs = (int64_t)(heads + 2 * kv_heads) * (head_dim / 2);
   const dim3 grid((unsigned)((pairs + kp_row_threads - 1) / kp_row_threads), (unsigned)m), block(kp_row_threads);
   uint16_t *q = (uint16_t *)qkv, *k = (uint16_t *)kcache, *v = (uint16_t *)vcache;
-  const hipError_t e =
-      dtype == KP_DT_BF16
-          ? kp_launch(kp_rope_append_kernel<KP_DT_BF16>, grid, block, s, kp_dec_pdl(), q, pos, k, v, (int)heads, (int)kv_heads, (int)head_dim, (int)cap, theta)
-          : kp_launch(kp_rope_append_kernel<KP_DT_FP16>, grid, block, s, kp_dec_pdl(), q, pos, k, v, (int)heads, (int)kv_heads, (int)head_dim, (int)cap, theta);
-  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "rope_append launch", "%s", hipGetErrorString(e));
+  const auto kernel = dtype == KP_DT_BF16 ? kp_rope_append_kernel<KP_DT_BF16> : kp_rope_append_kernel<KP_DT_FP16>;
+  KP_GPU(kp_launch(kernel, grid, block, s, kp_dec_pdl(), q, pos, k, v, (int)heads, (int)kv_heads, (int)head_dim,
+                   (int)cap, theta));
   return KPICK_OK;
 }
 
@@ -729,10 +705,8 @@ int be_attention(int32_t dtype, const void *qkv, const void *kcache, const void 
   const dim3 grid((unsigned)(heads / qpb), (unsigned)m, (unsigned)splits);
   const float scale = 1.0f / sqrtf((float)head_dim);
   const hipStream_t s = (hipStream_t)stream;
-  const hipError_t e =
-      dtype == KP_DT_BF16 ? kp_attention_dispatch<KP_DT_BF16>(head_dim, qpb, grid, s, qkv, kcache, vcache, pos, out, counters, part_o, part_ml, heads, kv_heads, cap, scale)
-                          : kp_attention_dispatch<KP_DT_FP16>(head_dim, qpb, grid, s, qkv, kcache, vcache, pos, out, counters, part_o, part_ml, heads, kv_heads, cap, scale);
-  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "attention launch", "%s", hipGetErrorString(e));
+  KP_GPU(dtype == KP_DT_BF16 ? kp_attention_dispatch<KP_DT_BF16>(head_dim, qpb, grid, s, qkv, kcache, vcache, pos, out, counters, part_o, part_ml, heads, kv_heads, cap, scale)
+                             : kp_attention_dispatch<KP_DT_FP16>(head_dim, qpb, grid, s, qkv, kcache, vcache, pos, out, counters, part_o, part_ml, heads, kv_heads, cap, scale));
   return KPICK_OK;
 }
 
@@ -875,9 +849,8 @@ int be_argmax_advance(int32_t dtype, const void *logits, int32_t m, int64_t voca
   int32_t *part_i = nb > 1 ? (int32_t *)(part_v + (size_t)m * nb) : NULL;
   const dim3 grid((unsigned)nb, (unsigned)m), block(kp_argmax_threads);
   const uint16_t *l = (const uint16_t *)logits;
-  const hipError_t e = dtype == KP_DT_BF16 ? kp_launch(kp_argmax_kernel<KP_DT_BF16>, grid, block, s, kp_dec_pdl(), l, (int64_t)vocab, slice, tokens, pos, counters, part_v, part_i)
-                                           : kp_launch(kp_argmax_kernel<KP_DT_FP16>, grid, block, s, kp_dec_pdl(), l, (int64_t)vocab, slice, tokens, pos, counters, part_v, part_i);
-  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "argmax launch", "%s", hipGetErrorString(e));
+  const auto k = dtype == KP_DT_BF16 ? kp_argmax_kernel<KP_DT_BF16> : kp_argmax_kernel<KP_DT_FP16>;
+  KP_GPU(kp_launch(k, grid, block, s, kp_dec_pdl(), l, (int64_t)vocab, slice, tokens, pos, counters, part_v, part_i));
   return KPICK_OK;
 }
 
@@ -911,8 +884,7 @@ int be_embed(int32_t dtype, const void *table, const int32_t *tokens, float *res
   const hipStream_t s = (hipStream_t)stream;
   const dim3 grid((unsigned)m), block(kp_row_threads);
   const uint16_t *t = (const uint16_t *)table;
-  const hipError_t e = dtype == KP_DT_BF16 ? kp_launch(kp_embed_kernel<KP_DT_BF16>, grid, block, s, kp_dec_pdl(), t, tokens, residual, (int64_t)hidden, (int64_t)vocab)
-                                           : kp_launch(kp_embed_kernel<KP_DT_FP16>, grid, block, s, kp_dec_pdl(), t, tokens, residual, (int64_t)hidden, (int64_t)vocab);
-  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "embed launch", "%s", hipGetErrorString(e));
+  const auto k = dtype == KP_DT_BF16 ? kp_embed_kernel<KP_DT_BF16> : kp_embed_kernel<KP_DT_FP16>;
+  KP_GPU(kp_launch(k, grid, block, s, kp_dec_pdl(), t, tokens, residual, (int64_t)hidden, (int64_t)vocab));
   return KPICK_OK;
 }

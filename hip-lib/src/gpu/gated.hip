@@ -4,8 +4,10 @@
  *                             and up row N+n together (gemv_core.h, NR = 2);
  *   gated.mma.wW.uU[.pdl]     an mma tile of 8 gate rows and their 8 up rows
  *                             (mma_core.h), so each tile yields 8 columns.
- * The epilogue silu(g) * u runs in fp32 and rounds once. */
+ * The epilogue silu(g) * u runs in fp32 and rounds once. The kernels are
+ * those of the gated gemv and mma rows of space.def (rows.h). */
 #include "../common/error.h"
+#include "check.h"
 #include "gemv_core.h"
 #include "launch.h"
 #include "mma_core.h"
@@ -33,102 +35,77 @@ __global__ void __launch_bounds__(8 * KP_WARP)
 
 typedef void (*kp_gated_gemv_fn)(const uint16_t *, const uint16_t *, uint16_t *, int64_t, int64_t);
 
-template <int DT, int U, bool PDL>
-static kp_gated_gemv_fn pick_rows(int m) {
-  switch (m) {
-    case 1: return kp_gated_gemv_kernel<DT, 1, U, PDL>;
-    case 2: return kp_gated_gemv_kernel<DT, 2, U, PDL>;
-    case 3: return kp_gated_gemv_kernel<DT, 3, U, PDL>;
-    case 4: return kp_gated_gemv_kernel<DT, 4, U, PDL>;
-    case 5: return kp_gated_gemv_kernel<DT, 5, U, PDL>;
-    case 6: return kp_gated_gemv_kernel<DT, 6, U, PDL>;
-    case 7: return kp_gated_gemv_kernel<DT, 7, U, PDL>;
-    case 8: return kp_gated_gemv_kernel<DT, 8, U, PDL>;
-    default: return nullptr;
-  }
+/* The kernels of one gated gemv row (rows.h): k[dtype][m - 1], m = 1 .. rows_max */
+struct kp_gated_gemv_set {
+  kp_gated_gemv_fn k[2][kp_gemv_max_rows];
+};
+
+template <int DT, int U, bool PDL, int M>
+static void kp_gated_gemv_fill(kp_gated_gemv_fn (&k)[kp_gemv_max_rows]) {
+  k[M - 1] = kp_gated_gemv_kernel<DT, M, U, PDL>;
+  if constexpr (M > 1) kp_gated_gemv_fill<DT, U, PDL, M - 1>(k);
 }
 
-/* the (U, PDL) pairs that space.def uses */
-template <int DT>
-static kp_gated_gemv_fn pick_gemv(int m, int u, int pdl) {
-  if (!pdl) {
-    if (u == 8) return pick_rows<DT, 8, false>(m);
+template <int ID>
+static kp_gated_gemv_set kp_gated_gemv_row() {
+  constexpr kp_def r = kp_defs[ID];
+  kp_gated_gemv_set s = {};
+  if constexpr (r.family == KP_FAM_gemv && r.op == KPICK_OP_GATED && (!r.pdl() || kp_pdl_built)) {
+    static_assert(r.rows_max >= 1 && r.rows_max <= kp_gemv_max_rows, "gated gemv: rows stop at 8 (one lane stores each)");
+    static_assert(r.p0 >= 1 && r.p0 <= 8, "gated gemv: R is 1..8 warps per block");
+    kp_gated_gemv_fill<KP_DT_BF16, r.p1, r.pdl(), r.rows_max>(s.k[0]);
+    kp_gated_gemv_fill<KP_DT_FP16, r.p1, r.pdl(), r.rows_max>(s.k[1]);
   }
-#if defined(KPICK_GPU_CUDA)
-  if (pdl && u == 8) return pick_rows<DT, 8, true>(m);
-#endif
-  return nullptr;
+  return s;
 }
 
-int kp_gated_gemv_has(int u, int pdl) { return pick_gemv<KP_DT_BF16>(1, u, pdl) != nullptr; }
+static const kp_gated_gemv_set kp_gated_gemv_sets[KP_NCAND] = {
+#define CPU(...)
+#define GPU(id, ...) kp_gated_gemv_row<KP_CAND_##id>(),
+#include "../space.def"
+};
 
-int kp_gated_gemv_launch(const struct kp_call *c, int rows_per_block, int u) {
+int kp_gated_gemv_built(int32_t cand) { return kp_gated_gemv_sets[cand].k[0][0] != nullptr; }
+
+int kp_gated_gemv_launch(const struct kp_call *c, int rows_per_block) {
   const kp_gated_gemv_fn k =
-      c->dtype == KP_DT_BF16 ? pick_gemv<KP_DT_BF16>(c->m, u, c->pdl) : pick_gemv<KP_DT_FP16>(c->m, u, c->pdl);
+      c->m >= 1 && c->m <= kp_gemv_max_rows ? kp_gated_gemv_sets[c->cand].k[c->dtype == KP_DT_BF16 ? 0 : 1][c->m - 1] : nullptr;
   if (!k || rows_per_block < 1 || rows_per_block > 8)
-    return kp_fail(KPICK_E_UNSUPPORTED, "gated.gemv", "no kernel for m=%d, R=%d, U=%d, pdl=%d", (int)c->m,
-                   rows_per_block, u, c->pdl);
+    return kp_fail(KPICK_E_UNSUPPORTED, "gated.gemv", "no kernel for m=%d, R=%d, pdl=%d", (int)c->m, rows_per_block,
+                   c->pdl);
   const dim3 grid((unsigned)((c->n + rows_per_block - 1) / rows_per_block)), block(rows_per_block * c->warp);
-  const hipError_t e = kp_launch(k, grid, block, c->stream, c->pdl != 0, (const uint16_t *)c->x,
-                                 (const uint16_t *)c->w, (uint16_t *)c->y, c->n, c->k);
-  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "gated.gemv launch", "%s", hipGetErrorString(e));
+  KP_GPU(kp_launch(k, grid, block, c->stream, c->pdl != 0, (const uint16_t *)c->x, (const uint16_t *)c->w,
+                   (uint16_t *)c->y, c->n, c->k));
   return KPICK_OK;
 }
 
 /* ---- gated.mma ---- */
-typedef void (*kp_gated_mma_fn)(kp_mma_args);
-
-template <int DT, int U, bool PDL>
-static kp_gated_mma_fn pick_tiles(int nt) {
-  switch (nt) {
-    case 1: return kp_mma_kernel<DT, 1, U, KP_MMA_GATED, PDL>;
-    case 2: return kp_mma_kernel<DT, 2, U, KP_MMA_GATED, PDL>;
-    case 4: return kp_mma_kernel<DT, 4, U, KP_MMA_GATED, PDL>;
-    case 8: return kp_mma_kernel<DT, 8, U, KP_MMA_GATED, PDL>;
-#if defined(KPICK_GPU_CUDA) /* 8 activation rows per instruction: 16 tiles reach 128 rows */
-    case 16:
-      if constexpr (U <= 8) return kp_mma_kernel<DT, 16, U, KP_MMA_GATED, PDL>; /* U = 16 would spill: rows stop at 64 */
-      else return nullptr;
-#endif
-    default: return nullptr;
+template <int ID>
+static kp_mma_set kp_gated_mma_row() {
+  constexpr kp_def r = kp_defs[ID];
+  if constexpr (r.family == KP_FAM_mma && r.op == KPICK_OP_GATED && (!r.pdl() || kp_pdl_built)) {
+    static_assert(r.p0 >= 1 && r.p0 <= kp_mma_max_warps, "gated mma: W is 1..8 warps");
+    return kp_mma_make<r.p1, KP_MMA_GATED, r.pdl(), kp_mma_tiles(r.rows_max)>();
+  } else {
+    return kp_mma_set{};
   }
 }
 
-/* PDL rows stop at 16 (space.def): two tiles of 8 */
-template <int DT, int U>
-static kp_gated_mma_fn pick_tiles_pdl(int nt) {
-  switch (nt) {
-    case 1: return kp_mma_kernel<DT, 1, U, KP_MMA_GATED, true>;
-    case 2: return kp_mma_kernel<DT, 2, U, KP_MMA_GATED, true>;
-    default: return nullptr;
-  }
-}
+static const kp_mma_set kp_gated_mma_sets[KP_NCAND] = {
+#define CPU(...)
+#define GPU(id, ...) kp_gated_mma_row<KP_CAND_##id>(),
+#include "../space.def"
+};
 
-/* the (U, PDL) pairs that space.def uses */
-template <int DT>
-static kp_gated_mma_fn pick_mma(int nt, int u, int pdl) {
-  if (!pdl) {
-    if (u == 8) return pick_tiles<DT, 8, false>(nt);
-  }
-#if defined(KPICK_GPU_CUDA)
-  if (pdl && u == 8) return pick_tiles_pdl<DT, 8>(nt);
-#endif
-  return nullptr;
-}
+int kp_gated_mma_built(int32_t cand) { return kp_gated_mma_sets[cand].k[0][0] != nullptr; }
 
-int kp_gated_mma_has(int u, int pdl) { return pick_mma<KP_DT_BF16>(1, u, pdl) != nullptr; }
-
-int kp_gated_mma_launch(const struct kp_call *c, int warps, int u) {
-  const int nt = kp_mma_tiles(c->m);
-  const kp_gated_mma_fn k =
-      c->dtype == KP_DT_BF16 ? pick_mma<KP_DT_BF16>(nt, u, c->pdl) : pick_mma<KP_DT_FP16>(nt, u, c->pdl);
+int kp_gated_mma_launch(const struct kp_call *c, int warps) {
+  const kp_mma_fn k = kp_mma_pick(kp_gated_mma_sets[c->cand], c->dtype, c->m);
   if (!k || warps < 1 || warps > kp_mma_max_warps)
-    return kp_fail(KPICK_E_UNSUPPORTED, "gated.mma", "no kernel for m=%d, W=%d, U=%d, pdl=%d", (int)c->m, warps,
-                   u, c->pdl);
+    return kp_fail(KPICK_E_UNSUPPORTED, "gated.mma", "no kernel for m=%d, W=%d, pdl=%d", (int)c->m, warps, c->pdl);
   kp_mma_args a = {(const uint16_t *)c->x, (const uint16_t *)c->w, (uint16_t *)c->y, nullptr, nullptr,
                    c->m, c->n, c->k};
   const dim3 grid((unsigned)((c->n + 7) / 8)), block(warps * c->warp);
-  const hipError_t e = kp_launch(k, grid, block, c->stream, c->pdl != 0, a);
-  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "gated.mma launch", "%s", hipGetErrorString(e));
+  KP_GPU(kp_launch(k, grid, block, c->stream, c->pdl != 0, a));
   return KPICK_OK;
 }

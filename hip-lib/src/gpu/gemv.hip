@@ -4,8 +4,10 @@
  * M activation rows (1..8) stay in registers, fp32 FMAs, a butterfly reduction,
  * and lane m stores y[m, n]. R warps (rows) share a block. Output bits do not
  * depend on R or U (gemv_core.h says why). Best at M = 1..2: at larger M the
- * FMA pipe, not memory, becomes the limit (the mma family takes over). */
+ * FMA pipe, not memory, becomes the limit (the mma family takes over).
+ * The kernels are those of the linear gemv rows of space.def (rows.h). */
 #include "../common/error.h"
+#include "check.h"
 #include "gemv_core.h"
 #include "launch.h"
 
@@ -31,44 +33,45 @@ __global__ void __launch_bounds__(8 * KP_WARP)
 
 typedef void (*kp_gemv_fn)(const uint16_t *, const uint16_t *, uint16_t *, int64_t, int64_t);
 
-template <int DT, int U, bool PDL>
-static kp_gemv_fn pick_rows(int m) {
-  switch (m) {
-    case 1: return kp_gemv_kernel<DT, 1, U, PDL>;
-    case 2: return kp_gemv_kernel<DT, 2, U, PDL>;
-    case 3: return kp_gemv_kernel<DT, 3, U, PDL>;
-    case 4: return kp_gemv_kernel<DT, 4, U, PDL>;
-    case 5: return kp_gemv_kernel<DT, 5, U, PDL>;
-    case 6: return kp_gemv_kernel<DT, 6, U, PDL>;
-    case 7: return kp_gemv_kernel<DT, 7, U, PDL>;
-    case 8: return kp_gemv_kernel<DT, 8, U, PDL>;
-    default: return nullptr;
-  }
+/* The kernels of one gemv row of space.def (rows.h): k[dtype][m - 1] for m =
+ * 1 .. its rows_max; empty for rows of other families. */
+struct kp_gemv_set {
+  kp_gemv_fn k[2][kp_gemv_max_rows];
+};
+
+template <int DT, int U, bool PDL, int M>
+static void kp_gemv_fill(kp_gemv_fn (&k)[kp_gemv_max_rows]) {
+  k[M - 1] = kp_gemv_kernel<DT, M, U, PDL>;
+  if constexpr (M > 1) kp_gemv_fill<DT, U, PDL, M - 1>(k);
 }
 
-/* the (U, PDL) pairs that space.def uses */
-template <int DT>
-static kp_gemv_fn pick(int m, int u, int pdl) {
-  if (!pdl) {
-    if (u == 8) return pick_rows<DT, 8, false>(m);
-    if (u == 16) return pick_rows<DT, 16, false>(m);
+template <int ID>
+static kp_gemv_set kp_gemv_row() {
+  constexpr kp_def r = kp_defs[ID];
+  kp_gemv_set s = {};
+  if constexpr (r.family == KP_FAM_gemv && r.op == KPICK_OP_LINEAR && (!r.pdl() || kp_pdl_built)) {
+    static_assert(r.rows_max >= 1 && r.rows_max <= kp_gemv_max_rows, "gemv: rows stop at 8 (one lane stores each)");
+    static_assert(r.p0 >= 1 && r.p0 <= 8, "gemv: R is 1..8 warps per block");
+    kp_gemv_fill<KP_DT_BF16, r.p1, r.pdl(), r.rows_max>(s.k[0]);
+    kp_gemv_fill<KP_DT_FP16, r.p1, r.pdl(), r.rows_max>(s.k[1]);
   }
-#if defined(KPICK_GPU_CUDA)
-  if (pdl && u == 16) return pick_rows<DT, 16, true>(m);
-#endif
-  return nullptr;
+  return s;
 }
 
-int kp_gemv_has(int u, int pdl) { return pick<KP_DT_BF16>(1, u, pdl) != nullptr; }
+static const kp_gemv_set kp_gemv_sets[KP_NCAND] = {
+#define CPU(...)
+#define GPU(id, ...) kp_gemv_row<KP_CAND_##id>(),
+#include "../space.def"
+};
 
-int kp_gemv_launch(const struct kp_call *c, int rows_per_block, int u) {
-  const kp_gemv_fn k = c->dtype == KP_DT_BF16 ? pick<KP_DT_BF16>(c->m, u, c->pdl) : pick<KP_DT_FP16>(c->m, u, c->pdl);
+int kp_gemv_built(int32_t cand) { return kp_gemv_sets[cand].k[0][0] != nullptr; }
+
+int kp_gemv_launch(const struct kp_call *c, int rows_per_block) {
+  const kp_gemv_fn k = c->m >= 1 && c->m <= kp_gemv_max_rows ? kp_gemv_sets[c->cand].k[c->dtype == KP_DT_BF16 ? 0 : 1][c->m - 1] : nullptr;
   if (!k || rows_per_block < 1 || rows_per_block > 8)
-    return kp_fail(KPICK_E_UNSUPPORTED, "gemv", "no kernel for m=%d, R=%d, U=%d, pdl=%d", (int)c->m,
-                   rows_per_block, u, c->pdl);
+    return kp_fail(KPICK_E_UNSUPPORTED, "gemv", "no kernel for m=%d, R=%d, pdl=%d", (int)c->m, rows_per_block, c->pdl);
   const dim3 grid((unsigned)((c->n + rows_per_block - 1) / rows_per_block)), block(rows_per_block * c->warp);
-  const hipError_t e = kp_launch(k, grid, block, c->stream, c->pdl != 0, (const uint16_t *)c->x,
-                                 (const uint16_t *)c->w, (uint16_t *)c->y, c->n, c->k);
-  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "gemv launch", "%s", hipGetErrorString(e));
+  KP_GPU(kp_launch(k, grid, block, c->stream, c->pdl != 0, (const uint16_t *)c->x, (const uint16_t *)c->w,
+                   (uint16_t *)c->y, c->n, c->k));
   return KPICK_OK;
 }

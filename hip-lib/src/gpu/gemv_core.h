@@ -13,6 +13,10 @@
 
 #include "arch.h"
 #include "dtype.h"
+#include "rows.h"
+
+/* activation rows a gemv kernel holds in registers; lane m stores row m */
+static constexpr int kp_gemv_max_rows = 8;
 
 /* fixed-order butterfly: every lane ends with the same sum */
 template <int WIDTH>

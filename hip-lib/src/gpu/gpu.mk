@@ -3,7 +3,8 @@
 #   make GPU=hip ARCH=gfx942     build/libkpick-hip.so: hipcc, hipBLASLt (ARCH may list several)
 #   make cuda-check              nvcc compiles every kernel and the hooks for sm_90, no BLAS
 #   make hip-check               Debian's hipcc compiles them for gfx90a (wave64) and gfx1030
-#                                (wave32), no BLAS
+#                                (wave32), and clang 19+ their device code for gfx942, gfx950
+#                                and gfx1100; no BLAS (the rule says which compiler knows what)
 # common/*.c is C, built by $(CC) with -DKPICK_BACKEND_GPU; the runtime and the BLAS are
 # linked dynamically, so be_info reports the versions actually loaded.
 
@@ -102,13 +103,39 @@ $(BUILD)/libkpick-hip.so: GPU_COMPILER = hipcc $(HIP_VERSION) $(HIP_FLAGS)
 $(BUILD)/libkpick-hip.so: $(HIP_OBJS)
 	HIP_PLATFORM=amd $(HIPCC) $(HIP_FLAGS) -shared -o $@.tmp.so $(HIP_OBJS) -lhipblaslt && mv $@.tmp.so $@
 
-# compile-only for a wave64 (gfx90a, MFMA) and a wave32 (gfx1030, no matrix unit) target
+# compile-only, no BLAS, in two passes:
+#  1. Debian's hipcc (ROCm 5.2, clang 15) builds every kernel and the hooks, host and
+#     device, for a wave64 MFMA target (gfx90a) and a wave32 one without a matrix unit
+#     (gfx1030): the host pass and the HIP headers the library builds against.
+#  2. clang 19 or newer in HIP mode (Debian 12: apt-get install -y clang-19) compiles the
+#     device code to assembly for the cards the HIP path is written for: gfx942
+#     (MI300X/MI325X, wave64 MFMA), gfx950 (MI350X, wave64 MFMA; LLVM 20 and later only)
+#     and gfx1100 (RX 7900 XTX, RDNA3 wave32, no MFMA: the mma families are absent).
+#     Debian's ROCm 5.2 device libraries know none of the three, so this pass links no
+#     device library (-nogpulib) and stops at assembly. A target the compiler does not
+#     know is named as not checked, never passed over in silence.
+HIP_CHECK_CLANG ?= $(firstword $(foreach c,clang++-21 clang++-20 clang++-19,$(shell command -v $(c) 2>/dev/null)))
+HIP_CHECK_NEW := gfx942 gfx950 gfx1100
+HIP_CHECK_DEFS := -DKPICK_GPU_HIP -DKPICK_BACKEND_GPU
+
 hip-check:
 	@command -v $(HIPCC) >/dev/null || { echo "hip-check: hipcc not found (apt-get install -y hipcc)"; exit 2; }
+	@test -n "$(HIP_CHECK_CLANG)" || { echo "hip-check: no clang 19 or newer for gfx942/gfx950/gfx1100 (apt-get install -y clang-19)"; exit 2; }
 	@mkdir -p $(BUILD)/check/hip
 	@set -e; for f in $(GPU_KERNELS) $(GPU_HOOKS); do \
 	  echo "hipcc gfx90a+gfx1030: $$f"; \
 	  HIP_PLATFORM=amd $(HIPCC) -O3 -std=c++17 -fPIC --offload-arch=gfx90a --offload-arch=gfx1030 \
-	    -DKPICK_GPU_HIP -DKPICK_BACKEND_GPU -DKPICK_GPU_ARCHS='"gfx90a gfx1030"' \
+	    $(HIP_CHECK_DEFS) -DKPICK_GPU_ARCHS='"gfx90a gfx1030"' \
 	    -x hip -c $$f -o $(BUILD)/check/hip/$$(basename $$f).o; \
+	done
+	@set -e; for a in $(HIP_CHECK_NEW); do \
+	  if ! echo '__global__ void k() {}' | $(HIP_CHECK_CLANG) -x hip --offload-arch=$$a --offload-device-only -nogpulib \
+	      -S -o /dev/null - >/dev/null 2>&1; then \
+	    echo "hip-check: NOT CHECKED $$a: $(HIP_CHECK_CLANG) does not know it"; continue; \
+	  fi; \
+	  for f in $(GPU_KERNELS); do \
+	    echo "$(notdir $(HIP_CHECK_CLANG)) $$a (device): $$f"; \
+	    $(HIP_CHECK_CLANG) -x hip --offload-arch=$$a --offload-device-only -nogpulib -O3 -std=c++17 \
+	      $(HIP_CHECK_DEFS) -DKPICK_GPU_ARCHS="\"$$a\"" -S -o $(BUILD)/check/hip/$$(basename $$f .hip)-$$a.s $$f; \
+	  done; \
 	done

@@ -26,19 +26,12 @@
 #include "../common/space.h"
 #include "arch.h"
 #include "blaslt.h"
+#include "check.h"
 #include "launch.h"
 
 #ifndef KPICK_GPU_ARCHS
 #error "the build names the target archs in KPICK_GPU_ARCHS"
 #endif
-
-/* One runtime call, checked: records the call, file and line on failure. */
-#define KP_GPU(call)                                                                                      \
-  do {                                                                                                    \
-    hipError_t kp_e_ = (call);                                                                            \
-    if (kp_e_ != hipSuccess)                                                                              \
-      return kp_fail(KPICK_E_DEVICE, #call, "%s at %s:%d", hipGetErrorString(kp_e_), __FILE__, __LINE__); \
-  } while (0)
 
 #define KP_ROWS_SLOTS (128 + 1) /* graph cache index: rows 1..128 */
 static const size_t kp_splitk_cap = 256u << 20; /* largest splitk partial scratch */
@@ -149,9 +142,10 @@ static int scratch_get(size_t temp_bytes, size_t counters_len, hipStream_t s, kp
   return st;
 }
 
-/* ---- launchers, one per family of space.def ---- */
-
-typedef int (*kp_family_fn)(const kp_row *r, const kp_call *c);
+/* ---- the families of space.def: launch, availability, problem support ----
+ * One function of each kind per GPU_FAMILY line, found by the row's family id
+ * (the table below is built from the same lines, so a family without its
+ * three functions does not compile). */
 
 static int launch_blaslt(const kp_row *r, const kp_call *c) {
   kp_scratch ws;
@@ -164,19 +158,30 @@ static int launch_blaslt(const kp_row *r, const kp_call *c) {
   KP_TRY(kp_blas_matmul(r->params[0], c->dtype, c->x, c->w, ws.temp, c->m, 2 * c->n, c->k, ws.blas, c->stream));
   return kp_silu_mul_launch(c->dtype, ws.temp, c->y, c->m, c->n, c->stream);
 }
+static int available_blaslt(int32_t cand) { return 1; }
+static int supports_blaslt(const struct kpick_problem *p, const kp_row *r) {
+  int count = 0;
+  if (kp_blas_algo_count(p->dtype, p->m, p->op == KPICK_OP_GATED ? 2 * p->n : p->n, p->k, &count) != KPICK_OK) return 0;
+  return r->params[0] < count;
+}
 
 static int launch_gemv(const kp_row *r, const kp_call *c) {
-  return c->op == KPICK_OP_LINEAR ? kp_gemv_launch(c, r->params[0], r->params[1])
-                                  : kp_gated_gemv_launch(c, r->params[0], r->params[1]);
+  return c->op == KPICK_OP_LINEAR ? kp_gemv_launch(c, r->params[0]) : kp_gated_gemv_launch(c, r->params[0]);
 }
+static int available_gemv(int32_t cand) {
+  return kp_space[cand].op == KPICK_OP_LINEAR ? kp_gemv_built(cand) : kp_gated_gemv_built(cand);
+}
+static int supports_gemv(const struct kpick_problem *p, const kp_row *r) { return 1; }
 
 static int launch_mma(const kp_row *r, const kp_call *c) {
-  return c->op == KPICK_OP_LINEAR ? kp_mma_launch(c, r->params[0], r->params[1])
-                                  : kp_gated_mma_launch(c, r->params[0], r->params[1]);
+  return c->op == KPICK_OP_LINEAR ? kp_mma_launch(c, r->params[0]) : kp_gated_mma_launch(c, r->params[0]);
 }
+static int available_mma(int32_t cand) {
+  return g.has_mma && (kp_space[cand].op == KPICK_OP_LINEAR ? kp_mma_built(cand) : kp_gated_mma_built(cand));
+}
+static int supports_mma(const struct kpick_problem *p, const kp_row *r) { return 1; }
 
 static int launch_splitk(const kp_row *r, const kp_call *c) {
-  if (c->op != KPICK_OP_LINEAR) return kp_fail(KPICK_E_UNSUPPORTED, "splitk", "linear op only");
   const size_t temp = kp_splitk_temp_bytes(r->params[0], c->m, c->n);
   if (temp > kp_splitk_cap)
     return kp_fail(KPICK_E_UNSUPPORTED, "splitk", "%.0f MiB of partials is past the %.0f MiB cap", temp / 1048576.0,
@@ -185,20 +190,35 @@ static int launch_splitk(const kp_row *r, const kp_call *c) {
   KP_TRY(scratch_get(temp, kp_splitk_counters(c->n), c->stream, &ws));
   return kp_splitk_launch(c, r->params[0], &ws);
 }
+static int available_splitk(int32_t cand) { return g.has_mma && kp_splitk_built(cand); }
+static int supports_splitk(const struct kpick_problem *p, const kp_row *r) {
+  return kp_splitk_temp_bytes(r->params[0], p->m, p->n) <= kp_splitk_cap;
+}
 
 static int launch_wgmma(const kp_row *r, const kp_call *c) {
   return kp_wgmma_launch(c, r->params[0], r->params[1], r->params[2]);
 }
+static int available_wgmma(int32_t cand) { return g.has_wgmma && kp_wgmma_built(cand); }
+static int supports_wgmma(const struct kpick_problem *p, const kp_row *r) {
+  return kp_wgmma_fits(r->params[0], r->params[1], r->params[2], p->m);
+}
 
-/* in space.def order: the GPU rows are exactly the ids 0..KP_NCAND-1 */
-static const kp_family_fn launchers[] = {
-#define CPU(...)
-#define GPU(id, name, family, ...) launch_##family,
-#include "../space.def"
-#undef CPU
-#undef GPU
+struct kp_family_hooks {
+  int (*launch)(const kp_row *r, const kp_call *c);
+  /* this build holds the row's kernels and the device runs them */
+  int (*available)(int32_t cand);
+  /* the row can run this problem (beyond op, rows and availability) */
+  int (*supports)(const struct kpick_problem *p, const kp_row *r);
 };
-static_assert(sizeof launchers / sizeof launchers[0] == KP_NCAND, "one launcher per candidate");
+
+/* indexed by kp_family_id: both come from the GPU_FAMILY lines, in order */
+static const kp_family_hooks families[] = {
+#define GPU_FAMILY(family, names) {launch_##family, available_##family, supports_##family},
+#define CPU(...)
+#define GPU(...)
+#include "../space.def"
+};
+static_assert(sizeof families / sizeof families[0] == KP_NFAM, "one entry per family");
 
 /* ---- init and info ---- */
 
@@ -285,34 +305,18 @@ int be_mem(int64_t *free_bytes, int64_t *total_bytes) {
 
 /* ---- candidates ---- */
 
-static int family_is(const kp_row *r, const char *f) { return strcmp(r->family, f) == 0; }
-
 int be_available(int32_t cand) {
   if (!g.ready) return 0;
   const kp_row *r = &kp_space[cand];
-  const int pdl = (r->flags & KF_PDL) != 0, gated = r->op == KPICK_OP_GATED;
-  if (pdl && !g.has_pdl) return 0;
-  if (family_is(r, "blaslt")) return 1;
-  if (family_is(r, "gemv")) return gated ? kp_gated_gemv_has(r->params[1], pdl) : kp_gemv_has(r->params[1], pdl);
-  if (family_is(r, "mma"))
-    return g.has_mma && (gated ? kp_gated_mma_has(r->params[1], pdl) : kp_mma_has(r->params[1], pdl));
-  if (family_is(r, "splitk")) return g.has_mma && !gated && kp_splitk_has(r->params[0], pdl);
-  if (family_is(r, "wgmma")) return g.has_wgmma && kp_wgmma_has(pdl);
-  return 0;
+  if ((r->flags & KF_PDL) && !g.has_pdl) return 0;
+  return families[r->family_id].available(cand);
 }
 
 int be_supports(const struct kpick_problem *p, int32_t cand) {
   const kp_row *r = &kp_space[cand];
-  if (family_is(r, "blaslt")) {
-    int count = 0;
-    if (kp_blas_algo_count(p->dtype, p->m, p->op == KPICK_OP_GATED ? 2 * p->n : p->n, p->k, &count) != KPICK_OK)
-      return 0;
-    return r->params[0] < count;
-  }
-  if (p->k % 8 != 0) return 0; /* the kernels read rows in 16-byte pieces */
-  if (family_is(r, "splitk")) return kp_splitk_temp_bytes(r->params[0], p->m, p->n) <= kp_splitk_cap;
-  if (family_is(r, "wgmma")) return kp_wgmma_fits(r->params[0], r->params[1], r->params[2], p->m);
-  return 1;
+  /* the kernels read rows in 16-byte pieces; the BLAS takes any K */
+  if (r->family_id != KP_FAM_blaslt && p->k % 8 != 0) return 0;
+  return families[r->family_id].supports(p, r);
 }
 
 /* ---- problems ---- */
@@ -324,7 +328,7 @@ static void scratch_need(const struct kpick_problem *p, size_t *temp, size_t *co
   if (p->op == KPICK_OP_GATED) *temp = (size_t)p->m_max * (size_t)p->n * 2 * 2;
   for (int32_t i = 0; i < KP_NCAND; i++) {
     const kp_row *r = &kp_space[i];
-    if (r->op != p->op || !family_is(r, "splitk")) continue;
+    if (r->op != p->op || r->family_id != KP_FAM_splitk) continue;
     const int32_t m = p->m_max < r->rows_max ? p->m_max : r->rows_max;
     const size_t bytes = kp_splitk_temp_bytes(r->params[0], m, p->n);
     if (bytes <= kp_splitk_cap && bytes > *temp) *temp = bytes;
@@ -414,10 +418,10 @@ int be_launch(int32_t cand, int32_t op, int32_t dtype, const void *x, const void
   if (m < r->rows_min || m > r->rows_max)
     return kp_fail(KPICK_E_UNSUPPORTED, "launch", "%s takes %d..%d rows, not %d", r->name, (int)r->rows_min,
                    (int)r->rows_max, (int)m);
-  if (!family_is(r, "blaslt") && (k % 8 != 0 || (((uintptr_t)x | (uintptr_t)w) & 15) != 0))
+  if (r->family_id != KP_FAM_blaslt && (k % 8 != 0 || (((uintptr_t)x | (uintptr_t)w) & 15) != 0))
     return kp_fail(KPICK_E_UNSUPPORTED, "launch", "%s needs K %% 8 == 0 and 16-byte aligned x and w", r->name);
-  kp_call c = {op, dtype, x, w, y, m, n, k, (hipStream_t)stream, (r->flags & KF_PDL) != 0, g.prop.warpSize};
-  return launchers[cand](r, &c);
+  kp_call c = {cand, op, dtype, x, w, y, m, n, k, (hipStream_t)stream, (r->flags & KF_PDL) != 0, g.prop.warpSize};
+  return families[r->family_id].launch(r, &c);
 }
 
 static int launch_copy(struct kpick_problem *p, int32_t cand, int32_t copy) {
@@ -444,11 +448,10 @@ static int capture(int calls, hipGraphExec_t *out, F body) {
     if (graph) (void)hipGraphDestroy(graph);
     return st;
   }
-  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "hipStreamEndCapture", "%s at %s:%d", hipGetErrorString(e), __FILE__, __LINE__);
+  if (e != hipSuccess) return KP_GPU_FAIL("hipStreamEndCapture", e);
   const hipError_t ei = hipGraphInstantiateWithFlags(out, graph, 0);
   (void)hipGraphDestroy(graph);
-  if (ei != hipSuccess)
-    return kp_fail(KPICK_E_DEVICE, "hipGraphInstantiateWithFlags", "%s at %s:%d", hipGetErrorString(ei), __FILE__, __LINE__);
+  if (ei != hipSuccess) return KP_GPU_FAIL("hipGraphInstantiateWithFlags", ei);
   return KPICK_OK;
 }
 
@@ -518,7 +521,7 @@ static int served(hipGraphExec_t pairs, hipGraphExec_t producer, int calls, int3
   }
   if (st == KPICK_OK) {
     const hipError_t e = hipGetLastError();
-    if (e != hipSuccess) st = kp_fail(KPICK_E_DEVICE, "time", "%s", hipGetErrorString(e));
+    if (e != hipSuccess) st = KP_GPU_FAIL("hipGetLastError (timing)", e);
   }
   if (st == KPICK_OK) {
     qsort(prod, (size_t)nsamples, sizeof *prod, cmp_double);
@@ -582,11 +585,11 @@ int be_count_nodes(struct kpick_problem *p, int32_t cand, int32_t *out) {
     if (graph) (void)hipGraphDestroy(graph);
     return st;
   }
-  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "hipStreamEndCapture", "%s at %s:%d", hipGetErrorString(e), __FILE__, __LINE__);
+  if (e != hipSuccess) return KP_GPU_FAIL("hipStreamEndCapture", e);
   size_t nodes = 0;
   const hipError_t en = hipGraphGetNodes(graph, NULL, &nodes);
   (void)hipGraphDestroy(graph);
-  if (en != hipSuccess) return kp_fail(KPICK_E_DEVICE, "hipGraphGetNodes", "%s at %s:%d", hipGetErrorString(en), __FILE__, __LINE__);
+  if (en != hipSuccess) return KP_GPU_FAIL("hipGraphGetNodes", en);
   *out = (int32_t)nodes;
   return KPICK_OK;
 }

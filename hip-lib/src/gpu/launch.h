@@ -1,7 +1,9 @@
 /* launch.h: one call's arguments and the launcher of each kernel family.
  * A launcher enqueues on c->stream and returns a kpick_status; on failure it
- * has recorded why (kp_fail). Missing instantiations answer UNSUPPORTED, and
- * the matching *_has() lets be_available say so before anyone launches. */
+ * has recorded why (kp_fail). Each family file instantiates the kernels of
+ * its space.def rows (rows.h) and finds them by the call's candidate id; its
+ * *_built(cand) says whether this build holds them (no: a PDL row on HIP, a
+ * wgmma row without an sm_90a pass), so be_available can say so first. */
 #ifndef KPICK_GPU_LAUNCH_H
 #define KPICK_GPU_LAUNCH_H
 
@@ -10,6 +12,7 @@
 #include "compat.h"
 
 struct kp_call {
+  int32_t cand;        /* the space.def row: which instantiations to use */
   int32_t op, dtype;   /* enum kpick_op, enum kpick_dtype */
   const void *x;       /* [m, k] */
   const void *w;       /* [n, k], or [2n, k] for the gated op */
@@ -33,23 +36,23 @@ struct kp_scratch {
 };
 
 /* gemv.hip: one warp per output row */
-int kp_gemv_has(int u, int pdl);
-int kp_gemv_launch(const struct kp_call *c, int rows_per_block, int u);
+int kp_gemv_built(int32_t cand);
+int kp_gemv_launch(const struct kp_call *c, int rows_per_block);
 /* mma.hip: tensor-core skinny GEMM, one 16-row tile of W per block */
-int kp_mma_has(int u, int pdl);
-int kp_mma_launch(const struct kp_call *c, int warps, int u);
+int kp_mma_built(int32_t cand);
+int kp_mma_launch(const struct kp_call *c, int warps);
 /* splitk.hip: the mma tile with K split over S blocks, last block reduces */
-int kp_splitk_has(int s, int pdl);
+int kp_splitk_built(int32_t cand);
 size_t kp_splitk_temp_bytes(int s, int32_t m, int64_t n);
 size_t kp_splitk_counters(int64_t n);
 int kp_splitk_launch(const struct kp_call *c, int s, const struct kp_scratch *ws);
 /* gated.hip: fused gate/up + silu-mul in the gemv and mma families */
-int kp_gated_gemv_has(int u, int pdl);
-int kp_gated_gemv_launch(const struct kp_call *c, int rows_per_block, int u);
-int kp_gated_mma_has(int u, int pdl);
-int kp_gated_mma_launch(const struct kp_call *c, int warps, int u);
+int kp_gated_gemv_built(int32_t cand);
+int kp_gated_gemv_launch(const struct kp_call *c, int rows_per_block);
+int kp_gated_mma_built(int32_t cand);
+int kp_gated_mma_launch(const struct kp_call *c, int warps);
 /* wgmma.hip: the Hopper (sm_90a) swap-AB tile, TMA ring, split-K over a cluster of s blocks */
-int kp_wgmma_has(int pdl);
+int kp_wgmma_built(int32_t cand);
 int kp_wgmma_fits(int wg, int stages, int s, int32_t m);
 int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s);
 /* util.hip: the read floor, the producer of in-step timing, the silu-mul node,

@@ -24,6 +24,7 @@
 
 #include "arch.h"
 #include "dtype.h"
+#include "rows.h"
 
 enum { KP_MMA_LINEAR = 0, KP_MMA_GATED = 1, KP_MMA_SPLITK = 2 };
 
@@ -249,11 +250,43 @@ __global__ void kp_mma_kernel(kp_mma_args p) {
 #endif
 
 /* NT for m rows: the power of two of instructions per step that covers m */
-static inline int kp_mma_tiles(int m) {
+static constexpr int kp_mma_tiles(int m) {
   const int need = (m + kp_mma_cols - 1) / kp_mma_cols;
   int nt = 1;
   while (nt < need) nt *= 2;
   return nt;
+}
+
+/* The kernels of one space.def row of a family built on this tile (mma,
+ * gated mma, splitk): k[dtype][log2 NT] for NT = 1 .. the NT of its rows_max
+ * (rows.h); null elsewhere and for rows of other families. */
+typedef void (*kp_mma_fn)(kp_mma_args);
+static constexpr int kp_mma_nt_slots = kp_log2(kp_mma_tiles(kp_rows_limit)) + 1;
+struct kp_mma_set {
+  kp_mma_fn k[2][kp_mma_nt_slots];
+};
+
+template <int DT, int U, int MODE, bool PDL, int NT>
+static void kp_mma_fill(kp_mma_fn (&k)[kp_mma_nt_slots]) {
+  k[kp_log2(NT)] = kp_mma_kernel<DT, NT, U, MODE, PDL>;
+  if constexpr (NT > 1) kp_mma_fill<DT, U, MODE, PDL, NT / 2>(k);
+}
+
+/* a row's set: every NT its rows reach, both dtypes */
+template <int U, int MODE, bool PDL, int NT>
+static kp_mma_set kp_mma_make() {
+  static_assert(NT >= 1 && kp_log2(NT) < kp_mma_nt_slots, "rows_max past kp_rows_limit");
+  static_assert(U <= 8 || NT <= 8, "U = 16 would spill past 8 tiles: such a row's rows_max stops at 64 (CUDA)");
+  kp_mma_set s = {};
+  kp_mma_fill<KP_DT_BF16, U, MODE, PDL, NT>(s.k[0]);
+  kp_mma_fill<KP_DT_FP16, U, MODE, PDL, NT>(s.k[1]);
+  return s;
+}
+
+/* the set's kernel for a call of m rows, or null */
+static inline kp_mma_fn kp_mma_pick(const kp_mma_set &s, int32_t dtype, int32_t m) {
+  const int slot = kp_log2(kp_mma_tiles(m));
+  return m >= 1 && slot < kp_mma_nt_slots ? s.k[dtype == KP_DT_BF16 ? 0 : 1][slot] : nullptr;
 }
 
 #endif

@@ -9,6 +9,7 @@
  *               that its view (warpSize) agrees with the kernels' constant. */
 #include "../common/error.h"
 #include "arch.h"
+#include "check.h"
 #include "dtype.h"
 #include "launch.h"
 
@@ -45,12 +46,15 @@ __global__ void __launch_bounds__(kp_read_threads)
 int kp_floor_launch(const void *w, size_t bytes, float *sink, hipStream_t stream, int pdl) {
   const size_t n16 = bytes / 16, per_block = (size_t)kp_read_threads * kp_read_u;
   const dim3 grid((unsigned)((n16 + per_block - 1) / per_block)), block(kp_read_threads);
-  hipError_t e = hipErrorNotSupported;
 #if defined(KPICK_GPU_CUDA)
-  if (pdl) e = kp_launch(kp_read_kernel<true>, grid, block, stream, true, (const kp_v16 *)w, n16, sink);
+  if (pdl) {
+    KP_GPU(kp_launch(kp_read_kernel<true>, grid, block, stream, true, (const kp_v16 *)w, n16, sink));
+    return KPICK_OK;
+  }
+#else
+  if (pdl) return kp_fail(KPICK_E_UNSUPPORTED, "floor", "no PDL on this target");
 #endif
-  if (!pdl) e = kp_launch(kp_read_kernel<false>, grid, block, stream, false, (const kp_v16 *)w, n16, sink);
-  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "floor launch", "%s (pdl %d)", hipGetErrorString(e), pdl);
+  KP_GPU(kp_launch(kp_read_kernel<false>, grid, block, stream, false, (const kp_v16 *)w, n16, sink));
   return KPICK_OK;
 }
 
@@ -80,9 +84,8 @@ __global__ void __launch_bounds__(kp_producer_threads)
 }
 
 int kp_producer_launch(const void *src, void *x, int32_t m, int64_t k, hipStream_t stream, int pdl) {
-  const hipError_t e = kp_launch(kp_producer_kernel, dim3((unsigned)m), dim3(kp_producer_threads), stream, pdl != 0,
-                                 (const uint16_t *)src, (uint16_t *)x, k);
-  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "producer launch", "%s (pdl %d)", hipGetErrorString(e), pdl);
+  KP_GPU(kp_launch(kp_producer_kernel, dim3((unsigned)m), dim3(kp_producer_threads), stream, pdl != 0,
+                   (const uint16_t *)src, (uint16_t *)x, k));
   return KPICK_OK;
 }
 
@@ -101,23 +104,23 @@ int kp_silu_mul_launch(int32_t dtype, const void *gu, void *y, int32_t m, int64_
   int64_t blocks = (total + 255) / 256;
   if (blocks > 4096) blocks = 4096;
   const dim3 grid((unsigned)blocks), block(256);
-  const hipError_t e =
-      dtype == KP_DT_BF16
-          ? kp_launch(kp_silu_mul_kernel<KP_DT_BF16>, grid, block, stream, false, (const uint16_t *)gu, (uint16_t *)y, n, total)
-          : kp_launch(kp_silu_mul_kernel<KP_DT_FP16>, grid, block, stream, false, (const uint16_t *)gu, (uint16_t *)y, n, total);
-  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "silu-mul launch", "%s", hipGetErrorString(e));
+  const auto k = dtype == KP_DT_BF16 ? kp_silu_mul_kernel<KP_DT_BF16> : kp_silu_mul_kernel<KP_DT_FP16>;
+  KP_GPU(kp_launch(k, grid, block, stream, false, (const uint16_t *)gu, (uint16_t *)y, n, total));
   return KPICK_OK;
 }
 
 __global__ void kp_warp_probe_kernel(int *out) { *out = kp_warp; }
 
+static int kp_warp_probe_on(int *d, int *device_warp) {
+  KP_GPU(kp_launch(kp_warp_probe_kernel, dim3(1), dim3(1), (hipStream_t)0, false, d));
+  KP_GPU(hipMemcpy(device_warp, d, sizeof(int), hipMemcpyDeviceToHost));
+  return KPICK_OK;
+}
+
 int kp_warp_probe(int *device_warp) {
   int *d = nullptr;
-  hipError_t e = hipMalloc((void **)&d, sizeof(int));
-  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "hipMalloc (warp probe)", "%s", hipGetErrorString(e));
-  e = kp_launch(kp_warp_probe_kernel, dim3(1), dim3(1), (hipStream_t)0, false, d);
-  if (e == hipSuccess) e = hipMemcpy(device_warp, d, sizeof(int), hipMemcpyDeviceToHost);
+  KP_GPU(hipMalloc((void **)&d, sizeof(int)));
+  const int st = kp_warp_probe_on(d, device_warp);
   (void)hipFree(d);
-  if (e != hipSuccess) return kp_fail(KPICK_E_DEVICE, "warp probe", "%s", hipGetErrorString(e));
-  return KPICK_OK;
+  return st;
 }

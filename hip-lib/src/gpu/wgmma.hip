@@ -22,10 +22,13 @@
  *   .pdl:  the first T stages' W boxes are issued before griddepcontrol.wait,
  *          x only after it (by TMA, never the read-only path); y is written
  *          only after the wait too.
- * Absent (kp_wgmma_has() = 0, kernels trap) on HIP and on CUDA builds without
+ * The kernels are those of the wgmma rows of space.def (rows.h).
+ * Absent (kp_wgmma_built() = 0, kernels trap) on HIP and on CUDA builds without
  * an sm_90a pass (gpu.mk builds this file for compute_90a when ARCH=sm_90). */
 #include "../common/error.h"
+#include "check.h"
 #include "launch.h"
+#include "rows.h"
 #include "wgmma_core.h"
 
 #if defined(KPICK_GPU_CUDA)
@@ -217,7 +220,7 @@ __global__ void kp_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const 
 
 /* ---- host ---- */
 
-static int kp_wg_bn(int32_t m) { return m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : 128; }
+static constexpr int kp_wg_bn(int32_t m) { return m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : 128; }
 
 static constexpr size_t kp_wg_smem_cap = 227 * 1024; /* sm_90 opt-in limit per block */
 
@@ -237,30 +240,40 @@ int kp_wgmma_fits(int wg, int stages, int s, int32_t m) {
 #if defined(KPICK_GPU_CUDA) && defined(KPICK_WGMMA_BUILT)
 typedef void (*kp_wgmma_fn)(const CUtensorMap, const CUtensorMap, kp_wgmma_args);
 
-template <int DT, int WG, int MODE, bool PDL>
-static kp_wgmma_fn pick_bn(int bn) {
-  switch (bn) {
-    case 8: return kp_wgmma_kernel<DT, 8, WG, MODE, PDL>;
-    case 16: return kp_wgmma_kernel<DT, 16, WG, MODE, PDL>;
-    case 32: return kp_wgmma_kernel<DT, 32, WG, MODE, PDL>;
-    case 64: return kp_wgmma_kernel<DT, 64, WG, MODE, PDL>;
-    case 128: return kp_wgmma_kernel<DT, 128, WG, MODE, PDL>;
-    default: return nullptr;
-  }
+/* The kernels of one wgmma row of space.def (rows.h): k[dtype][log2(BN / 8)]
+ * for every BN its rows reach (kp_wg_bn); empty for rows of other families. */
+static constexpr int kp_wg_bn_slots = 5; /* BN = 8, 16, 32, 64, 128 */
+struct kp_wgmma_set {
+  kp_wgmma_fn k[2][kp_wg_bn_slots];
+};
+
+template <int DT, int WG, int MODE, bool PDL, int BN>
+static void kp_wgmma_fill(kp_wgmma_fn (&k)[kp_wg_bn_slots]) {
+  k[kp_log2(BN / 8)] = kp_wgmma_kernel<DT, BN, WG, MODE, PDL>;
+  if constexpr (BN > 8) kp_wgmma_fill<DT, WG, MODE, PDL, BN / 2>(k);
 }
 
-/* the (WG, mode, PDL) triples that space.def uses: .pdl rows are WG = 1 */
-template <int DT>
-static kp_wgmma_fn pick(int bn, int wg, int gated, int pdl) {
-  if (pdl) {
-    if (wg != 1) return nullptr;
-    return gated ? pick_bn<DT, 1, KP_WG_GATED, true>(bn) : pick_bn<DT, 1, KP_WG_LINEAR, true>(bn);
+template <int ID>
+static kp_wgmma_set kp_wgmma_row() {
+  constexpr kp_def r = kp_defs[ID];
+  kp_wgmma_set s = {};
+  if constexpr (r.family == KP_FAM_wgmma) {
+    static_assert(r.p0 == 1 || r.p0 == 2 || r.p0 == 4, "wgmma: WG is 1, 2 or 4 consumer warpgroups");
+    static_assert(r.p1 >= 2 && r.p1 <= kp_wg_max_stages, "wgmma: T is 2..kp_wg_max_stages stages");
+    static_assert(r.p2 >= 1 && r.p2 <= kp_wg_max_split, "wgmma: S is 1..8 blocks of a portable cluster");
+    static_assert(r.rows_max >= 1 && r.rows_max <= kp_rows_limit, "wgmma: rows stop at 128 (kp_wg_bn's widest N)");
+    constexpr int mode = r.op == KPICK_OP_GATED ? KP_WG_GATED : KP_WG_LINEAR, bn = kp_wg_bn(r.rows_max);
+    kp_wgmma_fill<KP_DT_BF16, r.p0, mode, r.pdl(), bn>(s.k[0]);
+    kp_wgmma_fill<KP_DT_FP16, r.p0, mode, r.pdl(), bn>(s.k[1]);
   }
-  if (wg == 1) return gated ? pick_bn<DT, 1, KP_WG_GATED, false>(bn) : pick_bn<DT, 1, KP_WG_LINEAR, false>(bn);
-  if (wg == 2) return gated ? pick_bn<DT, 2, KP_WG_GATED, false>(bn) : pick_bn<DT, 2, KP_WG_LINEAR, false>(bn);
-  if (wg == 4) return gated ? pick_bn<DT, 4, KP_WG_GATED, false>(bn) : pick_bn<DT, 4, KP_WG_LINEAR, false>(bn);
-  return nullptr;
+  return s;
 }
+
+static const kp_wgmma_set kp_wgmma_sets[KP_NCAND] = {
+#define CPU(...)
+#define GPU(id, ...) kp_wgmma_row<KP_CAND_##id>(),
+#include "../space.def"
+};
 
 /* cuTensorMapEncodeTiled through the runtime, so the library needs no -lcuda */
 static PFN_cuTensorMapEncodeTiled_v12000 kp_encode_fn() {
@@ -292,13 +305,13 @@ static int kp_wg_map(CUtensorMap *map, int32_t dtype, const void *base, int64_t 
   return KPICK_OK;
 }
 
-int kp_wgmma_has(int pdl) { return kp_encode_fn() != nullptr; }
+/* the row's kernels, and the driver's tensor-map encoder they need */
+int kp_wgmma_built(int32_t cand) { return kp_wgmma_sets[cand].k[0][0] != nullptr && kp_encode_fn() != nullptr; }
 
 int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s) {
   const int gated = c->op == KPICK_OP_GATED, bn = kp_wg_bn(c->m);
-  const kp_wgmma_fn k = c->dtype == KP_DT_BF16 ? pick<KP_DT_BF16>(bn, wg, gated, c->pdl)
-                                               : pick<KP_DT_FP16>(bn, wg, gated, c->pdl);
-  if (!k || !kp_wgmma_fits(wg, stages, s, c->m))
+  const kp_wgmma_fn k = c->m >= 1 && c->m <= kp_rows_limit ? kp_wgmma_sets[c->cand].k[c->dtype == KP_DT_BF16 ? 0 : 1][kp_log2(bn / 8)] : nullptr;
+  if (!k || wg != kp_defs[c->cand].p0 || !kp_wgmma_fits(wg, stages, s, c->m))
     return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "no kernel for m=%d, WG=%d, T=%d, S=%d, pdl=%d", (int)c->m, wg,
                    stages, s, c->pdl);
   const size_t smem = kp_wg_smem(wg, stages, c->m);
@@ -308,8 +321,7 @@ int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s) {
   KP_TRY(kp_wg_map(&xmap, c->dtype, c->x, c->m, c->k, bn));
   const int64_t rows = gated ? 32 * wg : 64 * wg, tiles = (c->n + rows - 1) / rows;
   kp_wgmma_args a = {(uint16_t *)c->y, c->m, c->n, (int32_t)((c->k + kp_wg_kstep - 1) / kp_wg_kstep), stages};
-  cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-  if (e != cudaSuccess) return kp_fail(KPICK_E_DEVICE, "wgmma", "shared memory limit: %s", cudaGetErrorString(e));
+  KP_GPU(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[2];
   int na = 0;
@@ -331,13 +343,12 @@ int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s) {
   cfg.stream = c->stream;
   cfg.attrs = attr;
   cfg.numAttrs = (unsigned)na;
-  e = cudaLaunchKernelEx(&cfg, k, wmap, xmap, a);
-  if (e != cudaSuccess) return kp_fail(KPICK_E_DEVICE, "wgmma launch", "%s", cudaGetErrorString(e));
+  KP_GPU(cudaLaunchKernelEx(&cfg, k, wmap, xmap, a));
   return KPICK_OK;
 }
 #else
 /* HIP, or a CUDA build without an sm_90a pass: the family is absent */
-int kp_wgmma_has(int pdl) { return 0; }
+int kp_wgmma_built(int32_t cand) { return 0; }
 
 int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s) {
   return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "this build has no sm_90a kernels");
