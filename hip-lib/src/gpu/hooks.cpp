@@ -33,7 +33,7 @@
 #error "the build names the target archs in KPICK_GPU_ARCHS"
 #endif
 
-#define KP_ROWS_SLOTS (128 + 1) /* graph cache index: rows 1..128 */
+#define KP_ROWS_SLOTS (KPICK_MAX_ROWS + 1) /* graph cache index: rows 1..KPICK_MAX_ROWS */
 static const size_t kp_splitk_cap = 256u << 20; /* largest splitk partial scratch */
 static const int64_t kp_batch_bytes = 2LL << 30; /* a timing batch streams at least this much... */
 static const int kp_batch_calls = 20;            /* ...or has this many calls, whichever is fewer */

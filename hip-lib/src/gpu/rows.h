@@ -42,8 +42,8 @@ static constexpr kp_def kp_defs[] = {
 static_assert(sizeof kp_defs / sizeof kp_defs[0] == KP_NCAND, "one kp_def per candidate id");
 
 /* the most activation rows a call has (the ABI's limit: kpick_problem_create,
- * kpick_linear); a local name until kpick.h names it */
-static constexpr int kp_rows_limit = 128;
+ * kpick_linear) */
+static constexpr int kp_rows_limit = KPICK_MAX_ROWS;
 
 /* PDL kernels exist only where the compiler can build them (CUDA) */
 #if defined(KPICK_GPU_CUDA)
