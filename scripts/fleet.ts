@@ -5,7 +5,7 @@
 // Exit 0 when no node is flagged, 1 when any is (each named with its shapes),
 // 2 on bad usage or input that is not a summary.
 import { readFileSync } from 'node:fs';
-import { colorsFor, EXIT, isMainModule, optionText, parseWithCacArgs, printJsonLine, runMain, say, scriptCli, UsageError, warn, type OptionSpec } from '../lib/cli.ts';
+import { colorsFor, EXIT, isMainModule, optionText, parseWithCacArgs, printJsonLine, runMain, say, scriptCli, stdin, UsageError, warn, type OptionSpec } from '../lib/cli.ts';
 import { DEFAULT_BOUNDS, parseSummaries, poolFleet } from '../lib/fleet.ts';
 import { parseBound } from './check.ts';
 
@@ -33,7 +33,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   for (const source of sources) {
     let text: string;
     try {
-      text = readFileSync(source === '-' ? 0 : source, 'utf8');
+      text = source === '-' ? stdin.read() : readFileSync(source, 'utf8');
     } catch (err) {
       throw new UsageError(`cannot read ${source === '-' ? 'stdin' : source}: ${(err as Error).message}`);
     }
