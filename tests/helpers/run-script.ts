@@ -26,7 +26,7 @@ const MAINS: Record<string, (argv: readonly string[]) => Promise<number> | numbe
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 /** Variables a test never inherits from the shell it runs in; give them in env to set them. */
-const CLEARED = ['KPICK_LIB', 'KPICK_BACKEND', 'CUDA_VISIBLE_DEVICES', 'HIP_VISIBLE_DEVICES', 'FORCE_COLOR'];
+const CLEARED = ['KPICK_LIB', 'KPICK_BACKEND', 'KPICK_FORCE', 'KPICK_NO_BLASLT', 'CUDA_VISIBLE_DEVICES', 'HIP_VISIBLE_DEVICES', 'FORCE_COLOR', 'DEBUG'];
 
 export interface ScriptRun {
   code: number;
