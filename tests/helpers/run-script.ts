@@ -6,6 +6,7 @@
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runScript, stdin } from '../../lib/cli.ts';
+import { main as tableBench } from '../../bench/table-bench.ts';
 import { main as agree } from '../../scripts/agree.ts';
 import { main as check } from '../../scripts/check.ts';
 import { main as fleet } from '../../scripts/fleet.ts';
@@ -21,6 +22,7 @@ import { main as sweep } from '../../scripts/sweep.ts';
 // error class from a second copy of lib/cli.ts would not be a UsageError)
 const MAINS: Record<string, (argv: readonly string[]) => Promise<number> | number> = {
   agree, check, fleet, info, parity, promote, 'refuse-check': refuseCheck, report, 'serve-bench': serveBench, sweep,
+  'bench/table-bench': tableBench,
 };
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -62,7 +64,7 @@ function capture(stream: NodeJS.WriteStream, into: string[]): () => void {
   };
 }
 
-/** `tsx scripts/<script>.ts ...argv`, in process: e.g. run('sweep', ['--model', 'tiny', ...]). */
+/** `tsx scripts/<script>.ts ...argv`, in process: e.g. run('sweep', ['--model', 'tiny', ...]); 'bench/table-bench' for that one. */
 export async function run(script: string, argv: readonly string[], options: RunOptions = {}): Promise<ScriptRun> {
   const name = script.replace(/^scripts\//, '').replace(/\.ts$/, '');
   const main = MAINS[name];
