@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { colorsFor, EXIT, isMainModule, optionText, parseWithCacArgs, printJsonLine, runMain, say, scriptCli, stdin, UsageError, warn, type OptionSpec } from '../lib/cli.ts';
 import { DEFAULT_BOUNDS, parseSummaries, poolFleet } from '../lib/fleet.ts';
-import { parseBound } from './check.ts';
+import { parseBound } from '../lib/fleet-check.ts';
 
 export const OPTIONS = {
   maxGeomean: { flag: '--max-geomean <x>', help: "flag a node past this geomean of measured/recorded over its picks", default: DEFAULT_BOUNDS.geomean },
