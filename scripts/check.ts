@@ -3,9 +3,10 @@
 // promote the decode linears of one model into this machine's table, then say
 // what was picked and why, and whether the table would be used here.
 //   tsx scripts/check.ts [--model Qwen3-0.6B] [--rows 1,2,4,8] [--store dir] [--quiet]
-// Each step is the job of the script of the same name (lib/*-job.ts ...), in this process.
+// Each step is the job of the script of the same name, called in this process:
+// lib/sweep-job.ts, lib/parity-run.ts, lib/promote-job.ts, lib/refuse-check.ts.
 //
-// --quick is the fleet check instead (lib/fleet.ts): the table that would load
+// --quick is the fleet check instead (lib/fleet-check.ts): the table that would load
 // here (or --table) has each pick's parity checked and its time measured
 // afresh against the table's recorded median; one JSON summary line on stdout
 // for scripts/fleet.ts to pool. Exit 0 pass, 1 flagged, 3 table refused.
