@@ -14,7 +14,8 @@ import { identityFromInfo } from '../lib/identity.ts';
 import { TABLE_FORMAT, type Identity, type Table } from '../lib/schema.ts';
 import { archDir, deviceSlug, writeTable } from '../lib/table.ts';
 import { writeRouteOf } from '../lib/route.ts';
-import { builtLibraries, formatBytes, gatherInfo, parseArgs, type InfoReport } from '../scripts/info.ts';
+import { builtLibraries, formatBytes, gatherInfo, type InfoReport } from '../lib/info.ts';
+import { parseArgs } from '../scripts/info.ts';
 import { ROOT, run } from './helpers/run-script.ts';
 
 const CPU_LIB = path.join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so');
@@ -108,7 +109,7 @@ test("the verdict is the guard's: a table that loads (one entry dropped), one re
     const identity = cpuIdentity();
     const file = path.join(tables, archDir(identity.arch), deviceSlug(identity.device), 'decode_gemm.json');
     assert.ok('path' in writeTable(file, tableFor(identity, 'no.such.kernel')));
-    const used = gatherInfo({ backend: 'cpu', tablesDir: tables, json: true, quiet: false }, quietEnv);
+    const used = gatherInfo({ backend: 'cpu', tablesDir: tables }, quietEnv);
     assert.is(used.table?.exists, true);
     assert.equal(used.verdict, {
       kind: 'used',
@@ -121,10 +122,10 @@ test("the verdict is the guard's: a table that loads (one entry dropped), one re
     assert.equal([used.route_verdict?.used, used.route_verdict?.agree], [false, false]);
     assert.match(used.route_verdict!.disagreement!, /the readers disagree: the JSON is used, \S+\.route is not/);
     assert.ok('path' in writeRouteOf(file));
-    const both = gatherInfo({ backend: 'cpu', tablesDir: tables, json: true, quiet: false }, quietEnv);
+    const both = gatherInfo({ backend: 'cpu', tablesDir: tables }, quietEnv);
     assert.equal([both.route_verdict?.used, both.route_verdict?.agree, both.route_verdict?.dropped], [true, true, 1]);
     assert.ok('path' in writeTable(file, tableFor({ ...identity, space: 'stale-space' }, 'plain')));
-    const refused = gatherInfo({ backend: 'cpu', tablesDir: tables, json: true, quiet: false }, quietEnv);
+    const refused = gatherInfo({ backend: 'cpu', tablesDir: tables }, quietEnv);
     assert.is(refused.verdict?.kind, 'space');
     assert.is(refused.verdict?.used, false);
     assert.match(refused.verdict!.line, /refused: other space \(table stale-space, here [0-9a-f]+\); the kernels changed: run the tuner again/);
