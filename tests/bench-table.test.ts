@@ -2,11 +2,9 @@
 // route it times, the ratios of each shape line, the per-rows and per-group
 // summaries, and the target verdicts, on the tiny model through a table
 // written here that moves one shape off the default.
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { run } from './helpers/run-script.ts';
@@ -15,7 +13,6 @@ import { identityFromInfo } from '../lib/identity.ts';
 import { TABLE_FORMAT, type Table } from '../lib/schema.ts';
 import { defaultTablePath, writeTable } from '../lib/table.ts';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const CPU_LIB = path.join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so');
 
 const tables = fs.mkdtempSync(path.join(os.tmpdir(), 'kpick-table-bench-'));

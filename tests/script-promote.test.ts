@@ -5,7 +5,6 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { run } from './helpers/run-script.ts';
@@ -15,7 +14,6 @@ import { readTable } from '../lib/table.ts';
 import { parseArgs } from '../scripts/promote.ts';
 import { evenSamples, problem, syntheticRecord, SYNTHETIC_IDENTITY, writeStoreFile } from './helpers/synthetic-records.ts';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
 /** `tsx scripts/promote.ts ...args`, in process */
 const runPromote = (args: string[]) => run('promote', args);

@@ -1,10 +1,8 @@
 // scripts/refuse-check.ts end to end: tables written here from a real sweep of
 // this build, the script run with tsx as a child process against the CPU
 // library, then exit code, the one line on stderr and the JSON on stdout.
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { run } from './helpers/run-script.ts';
@@ -18,7 +16,6 @@ import { build, candidateResult, entryOf, headOf, othersOf, realTable, tempDir }
 const OTHER = othersOf('linear')[0]!;
 const HEAD = headOf('linear');
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
 /** `tsx scripts/refuse-check.ts ...args` on the CPU backend, in process */
 const refuseCheck = (args: string[], env: Record<string, string> = {}) => run('refuse-check', args, { env: { KPICK_BACKEND: 'cpu', ...env } });

@@ -4,8 +4,7 @@
 // change of `choice`, as DESIGN.md allows).
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { DEFAULT_BUILD_DIR, loadKpick } from '../lib/ffi.ts';
