@@ -13,7 +13,7 @@ export const backend = (): OptionSpec => ({
 export const model = (help = `model preset: ${modelNames().join(', ')}`) => ({ flag: '--model <name>', help } satisfies OptionSpec);
 
 /** --shapes: what the script does with them ('measure', 'check') */
-export const shapes = (verb: string) => ({ flag: '--shapes <list>', help: `linear shapes NxK to ${verb} instead of the model's` } satisfies OptionSpec);
+export const shapes = (verb: string) => ({ flag: '--shapes <list>', help: `linear shapes NxK to ${verb} instead of the model's, e.g. 4096x4096,1024x4096` } satisfies OptionSpec);
 
 export const rows = (fallback: string) => ({ flag: '--rows <list>', help: 'rows buckets M', default: fallback } satisfies OptionSpec);
 
@@ -27,8 +27,11 @@ export const tablesDir = (help = 'root of the per-device tables') => ({ flag: '-
 
 /** The timing options of a sweep (and of the main job's sweep step). */
 export const samples = (fallback: number) => ({ flag: '--samples <n>', help: 'timings per candidate per round', default: fallback } satisfies OptionSpec);
-export const rounds = (help = 'rounds; each visits every candidate, order rotated') => ({ flag: '--rounds <n>', help, default: 3 } satisfies OptionSpec);
+export const rounds = (help = 'rounds; each visits every candidate, order rotated', fallback = 3) => ({ flag: '--rounds <n>', help, default: fallback } satisfies OptionSpec);
 export const copies = () => ({ flag: '--copies <n>', help: 'rotating weight copies; 0: the library picks > 8x the LLC', default: 0 } satisfies OptionSpec);
+
+/** --gate: what the gate fraction means to this script */
+export const gate = (help: string, fallback: number) => ({ flag: '--gate <fraction>', help, default: fallback } satisfies OptionSpec);
 
 export const json = (help: string) => ({ flag: '--json', help, default: false } satisfies OptionSpec);
 

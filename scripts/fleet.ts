@@ -6,14 +6,15 @@
 // 2 on bad usage or input that is not a summary.
 import { readFileSync } from 'node:fs';
 import { colorsFor, EXIT, isMainModule, optionText, parseWithCacArgs, printJsonLine, runMain, say, scriptCli, stdin, UsageError, warn, type OptionSpec } from '../lib/cli.ts';
+import * as opt from '../lib/options.ts';
 import { DEFAULT_BOUNDS, parseSummaries, poolFleet } from '../lib/fleet.ts';
 import { parseBound } from '../lib/fleet-check.ts';
 
 export const OPTIONS = {
   maxGeomean: { flag: '--max-geomean <x>', help: "flag a node past this geomean of measured/recorded over its picks", default: DEFAULT_BOUNDS.geomean },
   maxRatio: { flag: '--max-ratio <x>', help: 'flag a node when any pick is past this measured/recorded', default: DEFAULT_BOUNDS.entry },
-  json: { flag: '--json', help: 'one JSON line per node on stdout', default: false },
-  quiet: { flag: '--quiet', help: 'only flagged nodes on stderr', default: false },
+  json: opt.json('one JSON line per node on stdout'),
+  quiet: opt.quiet('only flagged nodes on stderr'),
 } satisfies Record<string, OptionSpec>;
 
 export async function main(argv: readonly string[]): Promise<number> {

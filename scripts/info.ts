@@ -14,8 +14,8 @@ import * as opt from '../lib/options.ts';
 const OPTIONS = {
   backend: { flag: '--backend <name>', help: `library to load: ${BACKENDS.join(', ')} (default: $KPICK_BACKEND, else the first GPU build that loads, else cpu; $KPICK_LIB wins)` },
   tablesDir: opt.tablesDir(),
-  json: { flag: '--json', help: 'everything as one JSON object on stdout' },
-  quiet: { flag: '--quiet', help: "one line: the library and the table's verdict" },
+  json: opt.json('everything as one JSON object on stdout'),
+  quiet: opt.quiet("one line: the library and the table's verdict"),
 } satisfies Record<string, OptionSpec>;
 
 export interface InfoArgs extends InfoQuery {

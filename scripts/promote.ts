@@ -14,7 +14,7 @@ import { promoteJob, type PromoteJob } from '../lib/promote-job.ts';
 
 export const OPTIONS = {
   store: { flag: '--store <dir>', help: 'store folder to pool; repeat to pool several (required)' },
-  gate: { flag: '--gate <fraction>', help: 'least gain over the default to leave it, 0..1', default: DEFAULT_GATE },
+  gate: opt.gate('least gain over the default to leave it, 0..1', DEFAULT_GATE),
   pdlRows: { flag: '--pdl-rows <n>', help: 'largest rows bucket where a .pdl candidate may be picked (lib/promote.ts says why)', default: DEFAULT_PDL_ROWS },
   identity: { flag: '--identity <tag>', help: "which build's records to promote when a store holds several (the tags are listed; default: the newest record's)" },
   replace: { flag: '--replace', help: 'start the table afresh instead of merging into the one there' },
@@ -22,8 +22,8 @@ export const OPTIONS = {
   tablesDir: opt.tablesDir(),
   routeOnly: { flag: '--route-only', help: 'compile the .route of --table again from its JSON (after a hand edit of `choice`); nothing else' },
   table: { flag: '--table <file>', help: 'with --route-only: the JSON table' },
-  json: { flag: '--json', help: 'one JSON line per entry on stdout' },
-  quiet: { flag: '--quiet', help: 'no summary on stderr (errors and warnings still print)' },
+  json: opt.json('one JSON line per entry on stdout'),
+  quiet: opt.quiet('no summary on stderr (errors and warnings still print)'),
 } satisfies Record<string, OptionSpec>;
 
 export type PromoteArgs = PromoteJob;

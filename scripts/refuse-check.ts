@@ -18,8 +18,8 @@ const OPTIONS = {
   table: { flag: '--table <file>', help: 'table to check: decode_gemm.json, or a compact decode_gemm.route (default: tables/<arch>/<device>/decode_gemm.json of the library loaded)' },
   tablesDir: opt.tablesDir('root of the per-device tables, for the default --table'),
   backend: { flag: '--backend <name>', help: `library to check against: ${BACKENDS.join(', ')} (default: $KPICK_BACKEND, else the first GPU build that loads, else cpu)` },
-  json: { flag: '--json', help: 'the verdict as one JSON line on stdout' },
-  quiet: { flag: '--quiet', help: 'say nothing when the table is used (refusals still print their line)' },
+  json: opt.json('the verdict as one JSON line on stdout'),
+  quiet: opt.quiet('say nothing when the table is used (refusals still print their line)'),
 } satisfies Record<string, OptionSpec>;
 
 export type RefuseCheckArgs = RefuseCheckJob;

@@ -35,8 +35,8 @@ export const OPTIONS = {
   seed: { flag: '--seed <n>', help: 'seed of the weights and prompts', default: 1 },
   memLimit: { flag: '--mem-limit <GiB>', help: 'use at most this much memory (default: all that is free)' },
   checkStep: { flag: '--check-step', help: 'before timing, check one whole step of each route at the smallest --c against an fp64 forward on the host (slow on big models: try --layers 2)' },
-  json: { flag: '--json', help: 'a setup line, then one JSON line per concurrency on stdout' },
-  quiet: { flag: '--quiet', help: 'no table or progress on stderr (errors and warnings still print)' },
+  json: opt.json('a setup line, then one JSON line per concurrency on stdout'),
+  quiet: opt.quiet('no table or progress on stderr (errors and warnings still print)'),
 } satisfies Record<string, OptionSpec>;
 
 function makeCli() {
