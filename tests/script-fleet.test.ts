@@ -108,7 +108,8 @@ test('fleet.ts passes a healthy fleet and flags the slow node by name, from file
 
   const both = await tsx('scripts/fleet.ts', [a, b, '--json']);
   assert.is(both.code, 1, both.stderr);
-  assert.match(both.stderr, /FLAGGED node-b [^\n]*\n(\s+[^\n]*\n)*\s+slow: bf16 linear 256x256 m=1 /);
+  // the flag lines indented under node-b's (spaces then text: one way to match each, no backtracking blow-up)
+  assert.match(both.stderr, /FLAGGED node-b [^\n]*\n(?: +\S[^\n]*\n)* +slow: bf16 linear 256x256 m=1 /);
   assert.match(both.stderr, /fleet: 2 nodes, 1 flagged .*: node-b\n$/);
   const nodes = both.stdout.trim().split('\n').map((l) => JSON.parse(l) as { node: string; flagged: boolean });
   assert.equal(nodes.map((n) => [n.node, n.flagged]), [['node-a', false], ['node-b', true]]);
