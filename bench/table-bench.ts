@@ -10,6 +10,7 @@
 // summary, target, then one run line), a table on stderr.
 import { execSync } from 'node:child_process';
 import { asUsage, EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../lib/cli.ts';
+import * as opt from '../lib/options.ts';
 import { openKpick, type Problem } from '../lib/ffi.ts';
 import { decodeLinears, findModel, parseDtypes, parseRows, uniqueShapes, type Linear } from '../lib/models.ts';
 import { buildOf, loadRoute } from '../lib/route.ts';
@@ -20,16 +21,16 @@ import { summaries, summaryTable, targetVerdicts, verdictLine } from '../lib/tar
 const PRESETS = 'Llama-3.1-8B,Qwen3-8B,Qwen3-4B,Qwen3-1.7B,Qwen3-0.6B';
 const OPTIONS = {
   model: { flag: '--model <list>', help: 'model presets, comma separated', default: PRESETS },
-  rows: { flag: '--rows <list>', help: 'rows buckets M', default: '1,2,4,8,16,32,64,128' },
+  rows: opt.rows('1,2,4,8,16,32,64,128'),
   dtype: { flag: '--dtype <name>', help: 'bf16 or fp16', default: 'bf16' },
   table: { flag: '--table <file>', help: "table to route through (default: this machine's)" },
-  tablesDir: { flag: '--tables-dir <dir>', help: 'root of the per-device tables', default: 'tables' },
-  samples: { flag: '--samples <n>', help: 'timings per candidate per round', default: 10 },
-  rounds: { flag: '--rounds <n>', help: 'rounds; pick, default and floor interleaved in each', default: 5 },
-  copies: { flag: '--copies <n>', help: 'rotating weight copies; 0: the library picks > 8x the LLC', default: 0 },
-  backend: { flag: '--backend <name>', help: 'cpu | cuda | hip' },
-  json: { flag: '--json', help: 'JSON lines on stdout (always on; kept for CLI consistency)' },
-  quiet: { flag: '--quiet', help: 'no table on stderr' },
+  tablesDir: opt.tablesDir(),
+  samples: opt.samples(10),
+  rounds: opt.rounds('rounds; pick, default and floor interleaved in each', 5),
+  copies: opt.copies(),
+  backend: opt.backend(),
+  json: opt.json('JSON lines on stdout (always on; kept for CLI consistency)'),
+  quiet: opt.quiet('no table on stderr'),
 } satisfies Record<string, OptionSpec>;
 
 interface Row {

@@ -43,6 +43,13 @@ export function colorsFor(stream: NodeJS.WriteStream): ReturnType<typeof pc.crea
   return pc.createColors(enabled);
 }
 
+/** Where a script reads stdin ('-'): one seam, so a script run in process can be handed its input. */
+export const stdin = {
+  read(): string {
+    return readFileSync(0, 'utf8');
+  },
+};
+
 /** One JSON value per line on stdout, for pipelines. */
 export function printJsonLine(value: unknown): void {
   process.stdout.write(`${JSON.stringify(value)}\n`);
@@ -62,18 +69,24 @@ function oneLine(text: string): string {
 }
 
 /**
- * Runs a script's main, owning its errors: a red one-line message on stderr
- * and a named exit code; the stack only when DEBUG is set.
+ * Runs a script's main and returns its exit code, owning its errors: a red
+ * one-line message on stderr and a named code; the stack only when DEBUG is
+ * set. It never exits the process, so a test can call it in process.
  */
-export async function runMain(name: string, main: () => Promise<number> | number): Promise<void> {
+export async function runScript(name: string, main: () => Promise<number> | number): Promise<number> {
   try {
-    process.exitCode = await main();
+    return await main();
   } catch (err) {
     const error = err instanceof Error ? err : new Error(String(err));
     say(colorsFor(process.stderr).red(`${name}: ${oneLine(error.message)}`));
     if (process.env.DEBUG) say(error.stack ?? '');
-    process.exitCode = error instanceof UsageError ? EXIT.usage : EXIT.failed;
+    return error instanceof UsageError ? EXIT.usage : EXIT.failed;
   }
+}
+
+/** runScript for a script started by node: its code becomes the process's exit code. */
+export async function runMain(name: string, main: () => Promise<number> | number): Promise<void> {
+  process.exitCode = await runScript(name, main);
 }
 
 /** True when this module file is the script node was started with. */

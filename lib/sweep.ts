@@ -9,14 +9,13 @@
 import { randomInt } from 'node:crypto';
 import { KpickError, type Candidate, type Kpick, type Problem } from './ffi.ts';
 import type { Linear } from './models.ts';
-import type { Bucket, Dtype } from './schema.ts';
 import { ParityChecker, computeReference, referenceColumns } from './parity.ts';
-import { STORE_VERSION, type Identity, type Parity, type StoreRecord } from './schema.ts';
+import { FLOOR, storeRecord, type RecordSite } from './record.ts';
+import type { Bucket, Dtype, Identity, Parity, StoreRecord } from './schema.ts';
 import { planUnits, shardKeys, unitKey, type Shard } from './shard.ts';
 import { recordKey } from './store.ts';
 
-/** The name the read floor is stored under. */
-export const FLOOR = 'floor' as const;
+export { FLOOR };
 
 export interface SweepPlan {
   identity: Identity;
@@ -263,8 +262,7 @@ function measureGroup(
     progress((round + 1) / cut.rounds);
   }
 
-  const common = {
-    v: STORE_VERSION,
+  const site: RecordSite = {
     identity: plan.identity,
     op: g.linear.op,
     dtype: g.dtype,
@@ -273,41 +271,10 @@ function measureGroup(
     rows: g.rows,
     copies: problem.copies,
     seed: Number(problem.seed),
-  } as const;
-  for (const m of measures) {
-    emit({
-      ...common,
-      kind: 'candidate',
-      candidate: m.cand.name,
-      params: { ...m.cand.params },
-      nodes_declared: m.cand.nodes,
-      nodes: m.nodes,
-      is_default: m.cand.isDefault,
-      stack_bound: m.cand.stackBound,
-      pdl: m.cand.pdl,
-      status: m.status,
-      reason: m.reason,
-      samples_us: m.status === 'ok' ? m.samples : [],
-      parity: m.parity,
-      at: new Date().toISOString(),
-    });
-  }
+  };
+  for (const m of measures) emit(storeRecord(site, 'candidate', m, m.cand));
   if (g.floor) {
-    emit({
-      ...common,
-      kind: 'floor',
-      candidate: FLOOR,
-      params: {},
-      nodes_declared: 1,
-      nodes: null,
-      is_default: false,
-      stack_bound: false,
-      pdl: false,
-      status: floorFailure ? 'failed' : 'ok',
-      reason: floorFailure,
-      samples_us: floorFailure ? [] : floorSamples,
-      parity: { status: 'skipped', rel_err: null, bitwise: null, reason: 'the read floor computes no output' },
-      at: new Date().toISOString(),
-    });
+    const floor = { status: floorFailure ? 'failed' : 'ok', reason: floorFailure, parity: NOT_RUN, nodes: null, samples: floorSamples } as const;
+    emit(storeRecord(site, 'floor', floor));
   }
 }

@@ -4,6 +4,7 @@
 //   tsx scripts/agree.ts --table tables-shard/.../decode_gemm.json --table tables-one/.../decode_gemm.json
 // Exit 0 when every entry agrees, 1 when any differs or is in one table only, 2 on bad usage.
 import { EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../lib/cli.ts';
+import * as opt from '../lib/options.ts';
 import { compareChoices, tablesAgree } from '../lib/agree.ts';
 import { DEFAULT_GATE } from '../lib/promote.ts';
 import type { Table } from '../lib/schema.ts';
@@ -11,9 +12,9 @@ import { readTable } from '../lib/table.ts';
 
 export const OPTIONS = {
   table: { flag: '--table <file>', help: 'a table; give exactly two' },
-  gate: { flag: '--gate <fraction>', help: 'how much slower the other pick may time and still agree, 0..1', default: DEFAULT_GATE },
-  json: { flag: '--json', help: 'one JSON line per entry on stdout', default: false },
-  quiet: { flag: '--quiet', help: 'only the verdict line on stderr, not each entry that is not the same', default: false },
+  gate: opt.gate('how much slower the other pick may time and still agree, 0..1', DEFAULT_GATE),
+  json: opt.json('one JSON line per entry on stdout'),
+  quiet: opt.quiet('only the verdict line on stderr, not each entry that is not the same'),
 } satisfies Record<string, OptionSpec>;
 
 export function main(argv: readonly string[]): number {

@@ -3,38 +3,39 @@
 // promote the decode linears of one model into this machine's table, then say
 // what was picked and why, and whether the table would be used here.
 //   tsx scripts/check.ts [--model Qwen3-0.6B] [--rows 1,2,4,8] [--store dir] [--quiet]
-// Each step is the script of the same name, run in this process.
+// Each step is the job of the script of the same name, called in this process:
+// lib/sweep-job.ts, lib/parity-run.ts, lib/promote-job.ts, lib/refuse-check.ts.
 //
-// --quick is the fleet check instead (lib/fleet.ts): the table that would load
+// --quick is the fleet check instead (lib/fleet-check.ts): the table that would load
 // here (or --table) has each pick's parity checked and its time measured
 // afresh against the table's recorded median; one JSON summary line on stdout
 // for scripts/fleet.ts to pool. Exit 0 pass, 1 flagged, 3 table refused.
 //   tsx scripts/check.ts --quick [--table file] [--node name] > node.jsonl
 import * as path from 'node:path';
-import { asUsage, colorsFor, EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../lib/cli.ts';
-import { openKpick } from '../lib/ffi.ts';
-import { DEFAULT_BOUNDS, nodeName, nodeSummary, probeEntries, refusedSummary, shapeLabel, type Bounds } from '../lib/fleet.ts';
-import { guardTable } from '../lib/guard.ts';
-import { findModel, parseDtypes, parseRows } from '../lib/models.ts';
-import { buildOf } from '../lib/route.ts';
-import { defaultTablePath, readTable } from '../lib/table.ts';
-import { main as parityMain } from './parity.ts';
-import { main as promoteMain } from './promote.ts';
-import { main as refuseCheckMain } from './refuse-check.ts';
-import { main as sweepMain } from './sweep.ts';
+import { asUsage, EXIT, isMainModule, optionInt, optionText, parseWithCac, runMain, say, scriptCli, type OptionSpec } from '../lib/cli.ts';
+import { parseBackend } from '../lib/ffi.ts';
+import { DEFAULT_BOUNDS } from '../lib/fleet.ts';
+import { parseBound, quickCheck, type QuickTarget } from '../lib/fleet-check.ts';
+import { findModel, linearsOf, parseDtypes, parseRows } from '../lib/models.ts';
+import * as opt from '../lib/options.ts';
+import { parityJob } from '../lib/parity-run.ts';
+import { DEFAULT_GATE, DEFAULT_PDL_ROWS } from '../lib/promote.ts';
+import { promoteJob } from '../lib/promote-job.ts';
+import { refuseCheckJob } from '../lib/refuse-check.ts';
+import { sweepJob } from '../lib/sweep-job.ts';
 
 export const OPTIONS = {
-  model: { flag: '--model <name>', help: 'model preset whose decode linears are tuned', default: 'Qwen3-0.6B' },
-  rows: { flag: '--rows <list>', help: 'rows buckets M', default: '1,2,4,8' },
-  dtype: { flag: '--dtype <list>', help: 'bf16, fp16 or both', default: 'bf16' },
-  store: { flag: '--store <dir>', help: 'store folder (default: a new stores/check-<time>; name an old one to resume it)' },
-  samples: { flag: '--samples <n>', help: 'timings per candidate per round', default: 3 },
-  rounds: { flag: '--rounds <n>', help: 'rounds, candidates interleaved in each', default: 3 },
-  copies: { flag: '--copies <n>', help: 'rotating weight copies; 0: the library picks > 8x the LLC', default: 0 },
-  tablesDir: { flag: '--tables-dir <dir>', help: 'root of the per-device tables', default: 'tables' },
-  backend: { flag: '--backend <name>', help: 'cpu | cuda | hip (default: $KPICK_BACKEND, else the best build)' },
-  json: { flag: '--json', help: 'the promoted entries as JSON lines on stdout', default: false },
-  quiet: { flag: '--quiet', help: 'only errors and the final summary', default: false },
+  model: { ...opt.model('model preset whose decode linears are tuned'), default: 'Qwen3-0.6B' },
+  rows: opt.rows('1,2,4,8'),
+  dtype: opt.dtype('bf16'),
+  store: opt.store('store folder (default: a new stores/check-<time>; name an old one to resume it)'),
+  samples: opt.samples(3),
+  rounds: opt.rounds('rounds, candidates interleaved in each'),
+  copies: opt.copies(),
+  tablesDir: opt.tablesDir(),
+  backend: opt.backend(),
+  json: opt.json('the promoted entries as JSON lines on stdout'),
+  quiet: opt.quiet('only errors and the final summary'),
   quick: { flag: '--quick', help: "fleet check: the table's picks, parity and time against its recorded medians; one JSON summary on stdout", default: false },
   table: { flag: '--table <file>', help: '--quick: the table to probe (default: the one that would load here)' },
   node: { flag: '--node <name>', help: '--quick: node name in the summary (default: host name, + /gpu<n> under CUDA_/HIP_VISIBLE_DEVICES)' },
@@ -55,15 +56,7 @@ export interface CheckArgs {
   json: boolean;
   quiet: boolean;
   /** set for --quick: the fleet check */
-  quick: { table: string | undefined; node: string | undefined; bounds: Bounds } | null;
-}
-
-/** A ratio bound: a number past 1 (below it every healthy node would be flagged). */
-export function parseBound(text: string | undefined, flag: string, fallback: number): number {
-  if (text === undefined) return fallback;
-  const value = /^\d+(\.\d+)?$/.test(text) ? Number(text) : Number.NaN;
-  if (!(value >= 1 && value <= 100)) throw new UsageError(`${flag} must be a ratio in 1..100, got '${text}'`);
-  return value;
+  quick: QuickTarget | null;
 }
 
 /** Parses argv (without node and the script); null when --help was printed. */
@@ -81,6 +74,7 @@ export function parseCheckArgs(argv: readonly string[], now = new Date()): Check
     findModel(optionText(o, 'model', OPTIONS.model.default)!);
     parseRows(optionText(o, 'rows', OPTIONS.rows.default)!);
     parseDtypes(optionText(o, 'dtype', OPTIONS.dtype.default)!);
+    parseBackend(optionText(o, 'backend'));
   });
   return {
     model: optionText(o, 'model', OPTIONS.model.default)!,
@@ -107,53 +101,17 @@ export function parseCheckArgs(argv: readonly string[], now = new Date()): Check
   };
 }
 
-/** The fleet check: probe the table's picks, print one summary line; exit 0, 1 flagged, 3 refused. */
-function quickCheck(args: CheckArgs, quick: NonNullable<CheckArgs['quick']>): number {
-  if (quick.table?.endsWith('.route')) throw new UsageError('--table: the fleet check needs the JSON table (it holds the recorded medians), not the compact .route');
-  const kpick = openKpick(args.backend);
-  const build = buildOf(kpick);
-  const file = quick.table ?? defaultTablePath(args.tablesDir, build.identity);
-  const input = { node: nodeName(quick.node), identity: build.identity, table: file, bounds: quick.bounds, at: new Date() };
-  const verdict = guardTable(file, build);
-  const table = verdict.used ? readTable(file) : null;
-  if (!verdict.used || table === null || 'error' in table) {
-    const why = !verdict.used ? verdict.line : table !== null && 'error' in table ? table.error : 'unreadable';
-    printJsonLine(refusedSummary(input, why));
-    say(`check --quick: ${input.node.node}: ${why}`);
-    return EXIT.refused;
-  }
-  // entries the guard dropped (a choice not in this build ...) are not probed
-  const kept = new Set(verdict.kept.map((e) => `${e.op}/${e.dtype}/${e.n}/${e.k}/${e.bucket}/${e.choice}`));
-  const entries = table.table.entries.filter((e) => kept.has(`${e.op}/${e.dtype}/${e.n}/${e.k}/${e.bucket}/${e.choice}`));
-  const probed = probeEntries(kpick, entries, { samples: args.samples, rounds: args.rounds, copies: args.copies, seed: 1 });
-  const summary = nodeSummary(input, probed);
-  printJsonLine(summary);
-  if (!args.quiet) {
-    for (const e of probed) {
-      const times = e.measured_us === null ? 'not timed' : `${e.measured_us.toFixed(2)} us vs ${e.recorded_us?.toFixed(2) ?? '-'} us recorded, x${e.ratio?.toFixed(3) ?? '-'}`;
-      say(`${shapeLabel(e).padEnd(30)} ${e.choice.padEnd(22)} ${times}  parity ${e.parity}`);
-    }
-  }
-  const c = colorsFor(process.stderr);
-  const g = summary.geomean_ratio === null ? '-' : summary.geomean_ratio.toFixed(3);
-  say(`check --quick: ${summary.node} (${summary.device}): ${summary.verdict === 'pass' ? c.green('pass') : c.red('FLAGGED')}; ${probed.length} entries, geomean x${g} of recorded`);
-  for (const f of summary.flags) say(`  ${f}`);
-  return summary.verdict === 'pass' ? EXIT.ok : EXIT.failed;
-}
-
 export async function main(argv: readonly string[]): Promise<number> {
   const args = parseCheckArgs(argv);
   if (args === null) return EXIT.ok;
   if (args.quick !== null) return quickCheck(args, args.quick);
-  const backend = args.backend === undefined ? [] : ['--backend', args.backend];
-  const quiet = args.quiet ? ['--quiet'] : [];
+  const common = { linears: linearsOf(args.model, undefined), rows: parseRows(args.rows), dtypes: parseDtypes(args.dtype), candidates: undefined, backend: args.backend, json: false, quiet: args.quiet };
   const steps: [string, () => Promise<number> | number][] = [
-    ['sweep', () => sweepMain(['--model', args.model, '--rows', args.rows, '--dtype', args.dtype, '--store', args.store,
-      '--samples', String(args.samples), '--rounds', String(args.rounds), '--copies', String(args.copies), ...backend, ...quiet])],
-    ['parity', () => parityMain(['--model', args.model, '--rows', args.rows, '--dtype', args.dtype, '--seeds', '1', ...backend, ...quiet])],
+    ['sweep', () => sweepJob({ ...common, model: args.model, store: args.store, samples: args.samples, rounds: args.rounds, copies: args.copies, seed: undefined, shard: undefined })],
+    ['parity', () => parityJob({ ...common, seeds: 1, columns: 'auto', store: undefined })],
     // promote's summary is the job's answer: printed even under --quiet
-    ['promote', () => promoteMain(['--store', args.store, '--tables-dir', args.tablesDir, ...(args.json ? ['--json'] : [])])],
-    ['refuse-check', () => refuseCheckMain(['--tables-dir', args.tablesDir, ...backend])],
+    ['promote', () => promoteJob({ routeOnly: false, stores: [args.store], gate: DEFAULT_GATE, pdlRows: DEFAULT_PDL_ROWS, identity: null, replace: false, out: null, tablesDir: args.tablesDir, json: args.json, quiet: false })],
+    ['refuse-check', () => refuseCheckJob({ table: null, tablesDir: args.tablesDir, backend: args.backend ?? null, json: false, quiet: false })],
   ];
   const started = Date.now();
   for (const [name, step] of steps) {

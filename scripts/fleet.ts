@@ -5,15 +5,16 @@
 // Exit 0 when no node is flagged, 1 when any is (each named with its shapes),
 // 2 on bad usage or input that is not a summary.
 import { readFileSync } from 'node:fs';
-import { colorsFor, EXIT, isMainModule, optionText, parseWithCacArgs, printJsonLine, runMain, say, scriptCli, UsageError, warn, type OptionSpec } from '../lib/cli.ts';
+import { colorsFor, EXIT, isMainModule, optionText, parseWithCacArgs, printJsonLine, runMain, say, scriptCli, stdin, UsageError, warn, type OptionSpec } from '../lib/cli.ts';
+import * as opt from '../lib/options.ts';
 import { DEFAULT_BOUNDS, parseSummaries, poolFleet } from '../lib/fleet.ts';
-import { parseBound } from './check.ts';
+import { parseBound } from '../lib/fleet-check.ts';
 
 export const OPTIONS = {
   maxGeomean: { flag: '--max-geomean <x>', help: "flag a node past this geomean of measured/recorded over its picks", default: DEFAULT_BOUNDS.geomean },
   maxRatio: { flag: '--max-ratio <x>', help: 'flag a node when any pick is past this measured/recorded', default: DEFAULT_BOUNDS.entry },
-  json: { flag: '--json', help: 'one JSON line per node on stdout', default: false },
-  quiet: { flag: '--quiet', help: 'only flagged nodes on stderr', default: false },
+  json: opt.json('one JSON line per node on stdout'),
+  quiet: opt.quiet('only flagged nodes on stderr'),
 } satisfies Record<string, OptionSpec>;
 
 export async function main(argv: readonly string[]): Promise<number> {
@@ -33,7 +34,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   for (const source of sources) {
     let text: string;
     try {
-      text = readFileSync(source === '-' ? 0 : source, 'utf8');
+      text = source === '-' ? stdin.read() : readFileSync(source, 'utf8');
     } catch (err) {
       throw new UsageError(`cannot read ${source === '-' ? 'stdin' : source}: ${(err as Error).message}`);
     }

@@ -1,49 +1,33 @@
 // promote: pool one or more stores of one machine and build into the per-device
 // table, tables/<arch>/<device>/decode_gemm.json, merged into the table already
-// there (entries the records do not cover stay). The rule is lib/promote.ts.
+// there (entries the records do not cover stay). The rule is lib/promote.ts,
+// the job lib/promote-job.ts.
 //   tsx scripts/promote.ts --store stores/a [--store stores/b] [--gate 0.02] [--pdl-rows 128] [--identity tag] [--replace] [--out file] [--json] [--quiet]
 //   tsx scripts/promote.ts --route-only --table tables/.../decode_gemm.json   (after a hand edit of the JSON)
 // Exit 0 when written; 2 on bad usage, a missing or empty store, an unknown
 // --identity, a refused table in the way or an unwritable output (nothing is
 // written then); 3 when --route-only is given a table the JSON reader refuses.
-import { colorsFor, EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, warn, scriptCli, type OptionSpec } from '../lib/cli.ts';
-import { chooseIdentity, DEFAULT_GATE, DEFAULT_PDL_ROWS } from '../lib/promote.ts';
+import { EXIT, isMainModule, optionInt, optionText, parseWithCac, runMain, UsageError, scriptCli, type OptionSpec } from '../lib/cli.ts';
+import * as opt from '../lib/options.ts';
+import { DEFAULT_GATE, DEFAULT_PDL_ROWS } from '../lib/promote.ts';
+import { promoteJob, type PromoteJob } from '../lib/promote-job.ts';
 import { MAX_ROWS } from '../lib/schema.ts';
-import { reportPathFor, writeReport } from '../lib/html-report.ts';
-import { entryJson, summaryLines } from '../lib/report.ts';
-import { writeRouteOf } from '../lib/route.ts';
-import { readStoreFolders } from '../lib/store.ts';
-import { buildTable, defaultTablePath, existingTable, mergeTables, writeTable } from '../lib/table.ts';
-import { writablePath } from '../lib/write-file.ts';
 
 export const OPTIONS = {
   store: { flag: '--store <dir>', help: 'store folder to pool; repeat to pool several (required)' },
-  gate: { flag: '--gate <fraction>', help: 'least gain over the default to leave it, 0..1', default: DEFAULT_GATE },
+  gate: opt.gate('least gain over the default to leave it, 0..1', DEFAULT_GATE),
   pdlRows: { flag: '--pdl-rows <n>', help: 'largest rows bucket where a .pdl candidate may be picked (lib/promote.ts says why)', default: DEFAULT_PDL_ROWS },
   identity: { flag: '--identity <tag>', help: "which build's records to promote when a store holds several (the tags are listed; default: the newest record's)" },
   replace: { flag: '--replace', help: 'start the table afresh instead of merging into the one there' },
   out: { flag: '--out <file>', help: 'table file to write (default: <tables-dir>/<arch>/<device>/decode_gemm.json)' },
-  tablesDir: { flag: '--tables-dir <dir>', help: 'root of the per-device tables', default: 'tables' },
+  tablesDir: opt.tablesDir(),
   routeOnly: { flag: '--route-only', help: 'compile the .route of --table again from its JSON (after a hand edit of `choice`); nothing else' },
   table: { flag: '--table <file>', help: 'with --route-only: the JSON table' },
-  json: { flag: '--json', help: 'one JSON line per entry on stdout' },
-  quiet: { flag: '--quiet', help: 'no summary on stderr (errors and warnings still print)' },
+  json: opt.json('one JSON line per entry on stdout'),
+  quiet: opt.quiet('no summary on stderr (errors and warnings still print)'),
 } satisfies Record<string, OptionSpec>;
 
-export type PromoteArgs =
-  | { routeOnly: true; table: string; json: boolean; quiet: boolean }
-  | {
-      routeOnly: false;
-      stores: string[];
-      gate: number;
-      pdlRows: number;
-      identity: string | null;
-      replace: boolean;
-      out: string | null;
-      tablesDir: string;
-      json: boolean;
-      quiet: boolean;
-    };
+export type PromoteArgs = PromoteJob;
 
 function makeCli() {
   return scriptCli('promote', {
@@ -93,52 +77,9 @@ export function parseArgs(argv: readonly string[]): PromoteArgs | null {
   };
 }
 
-function routeOnly(table: string, quiet: boolean): number {
-  const written = writeRouteOf(table);
-  if ('error' in written) {
-    if (written.exit === 'usage') throw new UsageError(written.error);
-    say(colorsFor(process.stderr).red(`promote: ${written.error}`));
-    return EXIT.refused;
-  }
-  if (!quiet) say(`wrote ${written.path} from ${table}`);
-  return EXIT.ok;
-}
-
 export function main(argv: readonly string[]): number {
   const args = parseArgs(argv);
-  if (args === null) return EXIT.ok;
-  if (args.routeOnly) return routeOnly(args.table, args.quiet);
-
-  const chosen = chooseIdentity(readStoreFolders(args.stores, warn), args.identity ?? undefined);
-  if ('error' in chosen) throw new UsageError(chosen.error);
-  for (const s of chosen.skipped) warn(`skipped ${s.count} records of another build, identity ${s.tag} (${s.differs}); --identity ${s.tag} promotes those instead`);
-  const built = buildTable(chosen.records, { gate: args.gate, pdlRows: args.pdlRows, created: new Date() });
-  if ('error' in built) throw new UsageError(built.error);
-  for (const w of built.warnings) warn(w);
-  const out = args.out ?? defaultTablePath(args.tablesDir, built.table.identity);
-
-  const target = writablePath(out); // a FIFO or a device at --out is refused before anything is read from it
-  if ('error' in target) throw new UsageError(target.error);
-  const old = args.replace ? { table: null } : existingTable(out, built.table.identity);
-  if ('error' in old) throw new UsageError(`${old.error}: --replace writes a fresh table over it`);
-  if (old.other) warn(`${out} held a table of another build (${old.other.differs}): its ${old.other.entries} entries cannot be merged and are replaced`);
-  const merged = mergeTables(old.table, built.table);
-  const written = writeTable(out, merged.table);
-  if ('error' in written) throw new UsageError(written.error);
-  // The compact route (what the C router reads, compiled from the file just
-  // written) and the report sit beside the table; the table is already
-  // written, so a failure here only warns.
-  for (const extra of [writeRouteOf(out), writeReport(merged.table, reportPathFor(out))]) {
-    if ('error' in extra) warn(extra.error);
-    else if (!args.quiet) say(`wrote ${extra.path}`);
-  }
-  if (!args.quiet) {
-    for (const line of summaryLines(merged.table, { path: out, colors: colorsFor(process.stderr) })) say(line);
-    const how = args.replace ? 'started afresh (--replace)' : `kept ${merged.kept} from the table there`;
-    say(`promote: ${out}: ${merged.table.entries.length} entries: ${how}, replaced ${merged.replaced}, added ${merged.added}`);
-  }
-  if (args.json) for (const entry of merged.table.entries) printJsonLine(entryJson(entry));
-  return EXIT.ok;
+  return args === null ? EXIT.ok : promoteJob(args);
 }
 
 if (isMainModule(import.meta.url)) void runMain('promote', () => main(process.argv.slice(2)));

@@ -5,32 +5,24 @@
 // differ a third line names the first disagreement (entry, bucket).
 //   tsx scripts/refuse-check.ts [--table file] [--backend cpu|cuda|hip] [--json]
 // The table defaults to tables/<arch>/<device>/decode_gemm.json of the library
-// loaded; --table may name either form.
+// loaded; --table may name either form. The job is lib/refuse-check.ts.
 // Exit 0 only when both use the table and route every entry and bucket alike;
 // 3 otherwise (refused, no table, no .route, or a disagreement); 2 on bad
 // usage or no loadable library.
-import { asUsage, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, type OptionSpec } from '../lib/cli.ts';
-import { BACKENDS, parseBackend, openKpick } from '../lib/ffi.ts';
-import type { Build } from '../lib/guard.ts';
-import { buildOf } from '../lib/route.ts';
-import { defaultTablePath } from '../lib/table.ts';
-import { readBoth, type TwoReaders } from '../lib/two-readers.ts';
+import { asUsage, EXIT, isMainModule, optionText, parseWithCac, runMain, scriptCli, type OptionSpec } from '../lib/cli.ts';
+import { BACKENDS, parseBackend } from '../lib/ffi.ts';
+import * as opt from '../lib/options.ts';
+import { refuseCheckJob, type RefuseCheckJob } from '../lib/refuse-check.ts';
 
 const OPTIONS = {
   table: { flag: '--table <file>', help: 'table to check: decode_gemm.json, or a compact decode_gemm.route (default: tables/<arch>/<device>/decode_gemm.json of the library loaded)' },
-  tablesDir: { flag: '--tables-dir <dir>', help: 'root of the per-device tables, for the default --table', default: 'tables' },
+  tablesDir: opt.tablesDir('root of the per-device tables, for the default --table'),
   backend: { flag: '--backend <name>', help: `library to check against: ${BACKENDS.join(', ')} (default: $KPICK_BACKEND, else the first GPU build that loads, else cpu)` },
-  json: { flag: '--json', help: 'the verdict as one JSON line on stdout' },
-  quiet: { flag: '--quiet', help: 'say nothing when the table is used (refusals still print their line)' },
+  json: opt.json('the verdict as one JSON line on stdout'),
+  quiet: opt.quiet('say nothing when the table is used (refusals still print their line)'),
 } satisfies Record<string, OptionSpec>;
 
-export interface RefuseCheckArgs {
-  table: string | null;
-  tablesDir: string;
-  backend: string | null;
-  json: boolean;
-  quiet: boolean;
-}
+export type RefuseCheckArgs = RefuseCheckJob;
 
 function makeCli() {
   return scriptCli('refuse-check', {
@@ -55,36 +47,9 @@ export function parseArgs(argv: readonly string[]): RefuseCheckArgs | null {
   };
 }
 
-function jsonOf(both: TwoReaders, build: Build) {
-  const verdict = both.json.verdict;
-  return {
-    table: both.json.file,
-    kind: verdict.kind,
-    used: verdict.used,
-    line: verdict.line,
-    kept: verdict.kind === 'used' ? verdict.kept.length : 0,
-    dropped: verdict.kind === 'used' ? verdict.dropped : [],
-    route: both.route,
-    agree: both.agree,
-    disagreement: both.disagreement,
-    identity: build.identity,
-  };
-}
-
 export function main(argv: readonly string[]): number {
   const args = parseArgs(argv);
-  if (args === null) return EXIT.ok;
-  const kpick = openKpick(args.backend);
-  const build = buildOf(kpick);
-  const both = readBoth(kpick, build, args.table ?? defaultTablePath(args.tablesDir, build.identity), process.env);
-  const used = both.json.verdict.used && both.agree;
-  if (!used || !args.quiet) {
-    say(both.json.verdict.line);
-    say(both.route.line);
-  }
-  if (both.disagreement !== null) say(both.disagreement);
-  if (args.json) printJsonLine(jsonOf(both, build));
-  return used ? EXIT.ok : EXIT.refused;
+  return args === null ? EXIT.ok : refuseCheckJob(args);
 }
 
 if (isMainModule(import.meta.url)) void runMain('refuse-check', () => main(process.argv.slice(2)));

@@ -7,6 +7,7 @@
 // Exit 0 when written; 2 on bad usage, an unreadable or invalid table, a
 // missing or empty store, mixed identities or an unwritable output.
 import { EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, warn, scriptCli, type OptionSpec } from '../lib/cli.ts';
+import * as opt from '../lib/options.ts';
 import { bucketSummaries, MAX_CHARTED, METRICS, parityFailures, readCeiling, reportPathFor, shapeGroups, writeReport, type Metric } from '../lib/html-report.ts';
 import { chooseIdentity, DEFAULT_GATE } from '../lib/promote.ts';
 import type { Table } from '../lib/schema.ts';
@@ -17,11 +18,11 @@ const OPTIONS = {
   table: { flag: '--table <file>', help: 'table to report (decode_gemm.json)' },
   store: { flag: '--store <dir>', help: 'instead of --table: stores to pool and promote in memory; repeat to pool several' },
   out: { flag: '--out <file>', help: 'page to write (default: beside --table as .html; report.html with --store)' },
-  gate: { flag: '--gate <fraction>', help: 'with --store: least gain over the default to leave it, 0..1', default: DEFAULT_GATE },
+  gate: opt.gate('with --store: least gain over the default to leave it, 0..1', DEFAULT_GATE),
   metric: { flag: '--metric <unit>', help: `y axis of the charts: ${METRICS.join(' or ')}`, default: 'gbps' },
   maxCharted: { flag: '--max-charted <n>', help: 'candidates drawn per chart (the default, picks and parity failures always are); the rest are listed', default: MAX_CHARTED },
-  json: { flag: '--json', help: 'one JSON line on stdout: the page written and what it shows' },
-  quiet: { flag: '--quiet', help: 'no summary on stderr (errors and warnings still print)' },
+  json: opt.json('one JSON line on stdout: the page written and what it shows'),
+  quiet: opt.quiet('no summary on stderr (errors and warnings still print)'),
 } satisfies Record<string, OptionSpec>;
 
 export type ReportSource = { kind: 'table'; file: string } | { kind: 'store'; dirs: string[]; gate: number };

@@ -2,30 +2,26 @@
 // route it times, the ratios of each shape line, the per-rows and per-group
 // summaries, and the target verdicts, on the tiny model through a table
 // written here that moves one shape off the default.
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { run } from './helpers/run-script.ts';
 import { DEFAULT_BUILD_DIR, loadKpick } from '../lib/ffi.ts';
 import { identityFromInfo } from '../lib/identity.ts';
 import { TABLE_FORMAT, type Table } from '../lib/schema.ts';
 import { defaultTablePath, writeTable } from '../lib/table.ts';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
 const CPU_LIB = path.join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so');
 
 const tables = fs.mkdtempSync(path.join(os.tmpdir(), 'kpick-table-bench-'));
 test.after(() => fs.rmSync(tables, { recursive: true, force: true }));
 
-function runBench(args: string[]) {
-  const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1' };
-  for (const knob of ['KPICK_LIB', 'KPICK_BACKEND', 'KPICK_FORCE', 'KPICK_NO_BLASLT']) delete env[knob];
-  const r = spawnSync(TSX, ['bench/table-bench.ts', '--backend', 'cpu', '--model', 'tiny', '--samples', '2', '--rounds', '2', '--copies', '2', ...args], { cwd: ROOT, encoding: 'utf8', env });
-  return { code: r.status, lines: r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, any>), stderr: r.stderr };
+/** `tsx bench/table-bench.ts` on tiny, briefly, in process */
+async function runBench(args: string[]) {
+  const r = await run('bench/table-bench', ['--backend', 'cpu', '--model', 'tiny', '--samples', '2', '--rounds', '2', '--copies', '2', ...args]);
+  return { code: r.code, lines: r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, any>), stderr: r.stderr };
 }
 
 /** The cpu build's table, with tiny's o projection (256x256) at rows 1 on rowblk.r4. */
@@ -44,9 +40,9 @@ function writeCpuTable(): string {
   return file;
 }
 
-test('table-bench: shape lines through the table, per-rows and per-group geomeans, a verdict per target, then the run', () => {
+test('table-bench: shape lines through the table, per-rows and per-group geomeans, a verdict per target, then the run', async () => {
   const file = writeCpuTable();
-  const r = runBench(['--rows', '1,2', '--tables-dir', tables]);
+  const r = await runBench(['--rows', '1,2', '--tables-dir', tables]);
   assert.is(r.code, 0, r.stderr);
   const kinds = r.lines.map((l) => l.kind);
   assert.equal(kinds, [...Array(10).fill('shape'), 'summary', 'summary', 'summary', 'target', 'target', 'target', 'target', 'target', 'run']);
@@ -86,12 +82,12 @@ test('table-bench: shape lines through the table, per-rows and per-group geomean
   assert.match(r.stderr, 'note: the targets are set on all five presets; this run measured tiny');
 });
 
-test('table-bench: bad usage (a rows bucket, a model) exits 2 and says why', () => {
-  const r = spawnSync(TSX, ['bench/table-bench.ts', '--backend', 'cpu', '--rows', '3'], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, NO_COLOR: '1' } });
-  const unknown = spawnSync(TSX, ['bench/table-bench.ts', '--backend', 'cpu', '--model', 'nope'], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, NO_COLOR: '1' } });
-  assert.is(unknown.status, 2, unknown.stderr);
+test('table-bench: bad usage (a rows bucket, a model) exits 2 and says why', async () => {
+  const r = await run('bench/table-bench', ['--backend', 'cpu', '--rows', '3']);
+  const unknown = await run('bench/table-bench', ['--backend', 'cpu', '--model', 'nope']);
+  assert.is(unknown.code, 2, unknown.stderr);
   assert.match(unknown.stderr, /unknown model 'nope'/);
-  assert.is(r.status, 2, r.stderr);
+  assert.is(r.code, 2, r.stderr);
   assert.match(r.stderr, /rows '3' is not a bucket/);
 });
 

@@ -1,37 +1,23 @@
 // Every script speaks the same CLI: --help with examples, --version, --json,
 // --quiet, one red line and exit 2 on an unknown option, no colour under NO_COLOR.
-import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { optionInt, parseWithCac, scriptCli, UsageError } from '../lib/cli.ts';
+import { ROOT, run } from './helpers/run-script.ts';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const SCRIPTS = readdirSync(join(ROOT, 'scripts')).filter((f) => f.endsWith('.ts'));
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
-
-function run(script: string, args: string[], extraEnv: Record<string, string> = {}) {
-  const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1', ...extraEnv };
-  if (!('KPICK_LIB' in extraEnv)) delete env.KPICK_LIB;
-  if (!('KPICK_BACKEND' in extraEnv)) delete env.KPICK_BACKEND;
-  const r = spawnSync(process.execPath, ['--import', 'tsx', join('scripts', script), ...args], {
-    cwd: ROOT,
-    env,
-    encoding: 'utf8',
-  });
-  return { code: r.status, out: r.stdout + r.stderr };
-}
 
 test('there are scripts to check', () => {
   for (const s of ['sweep.ts', 'parity.ts', 'promote.ts', 'refuse-check.ts', 'check.ts', 'info.ts', 'report.ts']) assert.ok(SCRIPTS.includes(s), s);
 });
 
 for (const script of SCRIPTS) {
-  test(`${script}: --help lists examples, --json and --quiet, and exits 0`, () => {
-    const r = run(script, ['--help']);
+  test(`${script}: --help lists examples, --json and --quiet, and exits 0`, async () => {
+    const r = await run(script, ['--help']);
     assert.is(r.code, 0, r.out);
     assert.match(r.out, 'Examples:');
     assert.match(r.out, '--json');
@@ -39,14 +25,14 @@ for (const script of SCRIPTS) {
     assert.match(r.out, '--version');
   });
 
-  test(`${script}: --version prints the package version`, () => {
-    const r = run(script, ['--version']);
+  test(`${script}: --version prints the package version`, async () => {
+    const r = await run(script, ['--version']);
     assert.is(r.code, 0, r.out);
     assert.match(r.out, VERSION);
   });
 
-  test(`${script}: an unknown option is one line and exit 2`, () => {
-    const r = run(script, ['--bogus']);
+  test(`${script}: an unknown option is one line and exit 2`, async () => {
+    const r = await run(script, ['--bogus']);
     assert.is(r.code, 2, r.out);
     assert.is(r.out.trim().split('\n').length, 1, r.out);
     assert.match(r.out, 'bogus');
@@ -65,18 +51,18 @@ const LOADING = [
 ] as const;
 
 for (const [script, ...args] of LOADING) {
-  test(`${script}: KPICK_BACKEND=foo and a missing library exit 2, naming what was tried`, () => {
-    const foo = run(script, [...args], { KPICK_BACKEND: 'foo' });
+  test(`${script}: KPICK_BACKEND=foo and a missing library exit 2, naming what was tried`, async () => {
+    const foo = await run(script, [...args], { env: { KPICK_BACKEND: 'foo' } });
     assert.is(foo.code, 2, foo.out);
     assert.match(foo.out, "KPICK_BACKEND must be one of cpu, cuda, hip, got 'foo'");
     const missing = join(tmpdir(), 'kpick-no-such-lib.so');
-    const none = run(script, [...args], { KPICK_LIB: missing });
+    const none = await run(script, [...args], { env: { KPICK_LIB: missing } });
     assert.is(none.code, 2, none.out);
     assert.match(none.out, `tried ${missing}: no such file`);
   });
 }
 
-test('numbers are typed in decimal: negative, hex and exponent forms exit 2 naming the option', () => {
+test('numbers are typed in decimal: negative, hex and exponent forms exit 2 naming the option', async () => {
   const store = join(tmpdir(), 'kpick-cli-never');
   for (const [flag, value, says] of [
     ['--rows', '-1', "--rows '-1' is not a bucket"],
@@ -87,7 +73,7 @@ test('numbers are typed in decimal: negative, hex and exponent forms exit 2 nami
     ['--samples', '2e0', "--samples must be an integer in 1..100000, got '2e0'"],
     ['--samples', '', '--samples needs a value, got an empty one'],
   ] as const) {
-    const r = run('sweep.ts', ['--model', 'tiny', '--store', store, flag, value]);
+    const r = await run('sweep.ts', ['--model', 'tiny', '--store', store, flag, value]);
     assert.is(r.code, 2, r.out);
     assert.is(r.out.split('\n').length, 2, r.out);
     assert.ok(r.out.startsWith(`sweep: ${says}`), r.out);

@@ -1,28 +1,20 @@
 // The fleet check end to end on the CPU backend: a tiny table made here,
 // `check --quick` against it (as recorded, and with medians edited so the
 // node must look slow), and scripts/fleet.ts pooling the summaries.
-import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import * as v from 'valibot';
 import { FleetSummary, type Table } from '../lib/schema.ts';
+import { run } from './helpers/run-script.ts';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const scratch = mkdtempSync(join(tmpdir(), 'kpick-fleet-'));
 test.after(() => rmSync(scratch, { recursive: true, force: true }));
 
-function tsx(script: string, args: string[], input?: string) {
-  const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1', KPICK_BACKEND: 'cpu' };
-  delete env.KPICK_LIB;
-  delete env.CUDA_VISIBLE_DEVICES;
-  delete env.HIP_VISIBLE_DEVICES;
-  const run = spawnSync(process.execPath, ['--import', 'tsx', script, ...args], { cwd: ROOT, env, encoding: 'utf8', input });
-  return { code: run.status, stdout: run.stdout, stderr: run.stderr };
-}
+/** `tsx <script> ...args` on the CPU backend, in process; input is its stdin */
+const tsx = (script: string, args: string[], input?: string) => run(script, args, { env: { KPICK_BACKEND: 'cpu' }, input });
 
 const table = join(scratch, 'tables', 'decode_gemm.json');
 const probe = ['--quick', '--copies', '4', '--samples', '5', '--rounds', '2'];
@@ -45,19 +37,19 @@ function summaryOf(stdout: string) {
   return parsed.output;
 }
 
-test('setup: a tiny table from a real CPU sweep', () => {
+test('setup: a tiny table from a real CPU sweep', async () => {
   const store = join(scratch, 'store');
-  const s = tsx('scripts/sweep.ts', ['--model', 'tiny', '--rows', '1,2', '--copies', '4', '--samples', '5', '--rounds', '1', '--store', store, '--quiet']);
+  const s = await tsx('scripts/sweep.ts', ['--model', 'tiny', '--rows', '1,2', '--copies', '4', '--samples', '5', '--rounds', '1', '--store', store, '--quiet']);
   assert.is(s.code, 0, s.stderr);
-  const p = tsx('scripts/promote.ts', ['--store', store, '--out', table, '--quiet']);
+  const p = await tsx('scripts/promote.ts', ['--store', store, '--out', table, '--quiet']);
   assert.is(p.code, 0, p.stderr);
 });
 
 let healthy = '';
 let slow = '';
 
-test('check --quick against medians it can meet passes with one summary line of every entry', () => {
-  const run = tsx('scripts/check.ts', [...probe, '--table', scaled(1000, 'generous'), '--node', 'node-a']);
+test('check --quick against medians it can meet passes with one summary line of every entry', async () => {
+  const run = await tsx('scripts/check.ts', [...probe, '--table', scaled(1000, 'generous'), '--node', 'node-a']);
   assert.is(run.code, 0, run.stderr);
   const s = summaryOf(run.stdout);
   const t = JSON.parse(readFileSync(table, 'utf8')) as Table;
@@ -73,8 +65,8 @@ test('check --quick against medians it can meet passes with one summary line of 
   healthy = run.stdout;
 });
 
-test('check --quick against medians 10x too fast flags the node, naming each shape, and exits 1', () => {
-  const run = tsx('scripts/check.ts', [...probe, '--table', scaled(0.1, 'stingy'), '--node', 'node-b', '--quiet']);
+test('check --quick against medians 10x too fast flags the node, naming each shape, and exits 1', async () => {
+  const run = await tsx('scripts/check.ts', [...probe, '--table', scaled(0.1, 'stingy'), '--node', 'node-b', '--quiet']);
   assert.is(run.code, 1, run.stderr);
   const s = summaryOf(run.stdout);
   assert.is(s.verdict, 'flagged');
@@ -84,50 +76,51 @@ test('check --quick against medians 10x too fast flags the node, naming each sha
   slow = run.stdout;
 });
 
-test('check --quick with no table here prints a refused summary and exits 3', () => {
-  const run = tsx('scripts/check.ts', [...probe, '--tables-dir', join(scratch, 'none'), '--node', 'node-c']);
+test('check --quick with no table here prints a refused summary and exits 3', async () => {
+  const run = await tsx('scripts/check.ts', [...probe, '--tables-dir', join(scratch, 'none'), '--node', 'node-c']);
   assert.is(run.code, 3, run.stderr);
   const s = summaryOf(run.stdout);
   assert.equal([s.verdict, s.entries], ['refused', []]);
   assert.match(s.flags[0]!, /^table refused: /);
 });
 
-test('check --quick refuses bad bounds and a compact route with exit 2 and one line', () => {
+test('check --quick refuses bad bounds and a compact route with exit 2 and one line', async () => {
   for (const [args, message] of [
     [['--max-ratio', '0.9'], /^check: --max-ratio must be a ratio in 1\.\.100, got '0\.9'\n$/],
     [['--max-geomean', 'x'], /^check: --max-geomean must be a ratio in 1\.\.100, got 'x'\n$/],
     [['--table', 'a.route'], /^check: --table: the fleet check needs the JSON table/],
   ] as const) {
-    const run = tsx('scripts/check.ts', [...probe, ...args]);
+    const run = await tsx('scripts/check.ts', [...probe, ...args]);
     assert.is(run.code, 2, args.join(' '));
     assert.match(run.stderr, message);
     assert.is(run.stdout, '');
   }
 });
 
-test('fleet.ts passes a healthy fleet and flags the slow node by name, from files or stdin', () => {
+test('fleet.ts passes a healthy fleet and flags the slow node by name, from files or stdin', async () => {
   const a = join(scratch, 'a.jsonl');
   const b = join(scratch, 'b.jsonl');
   writeFileSync(a, healthy);
   writeFileSync(b, slow);
-  const ok = tsx('scripts/fleet.ts', [a]);
+  const ok = await tsx('scripts/fleet.ts', [a]);
   assert.is(ok.code, 0, ok.stderr);
   assert.match(ok.stderr, /fleet: 1 nodes, 0 flagged \(bounds: geomean 1\.1, any pick 1\.25\)/);
 
-  const both = tsx('scripts/fleet.ts', [a, b, '--json']);
+  const both = await tsx('scripts/fleet.ts', [a, b, '--json']);
   assert.is(both.code, 1, both.stderr);
-  assert.match(both.stderr, /FLAGGED node-b [^\n]*\n(\s+[^\n]*\n)*\s+slow: bf16 linear 256x256 m=1 /);
+  // the flag lines indented under node-b's (spaces then text: one way to match each, no backtracking blow-up)
+  assert.match(both.stderr, /FLAGGED node-b [^\n]*\n(?: +\S[^\n]*\n)* +slow: bf16 linear 256x256 m=1 /);
   assert.match(both.stderr, /fleet: 2 nodes, 1 flagged .*: node-b\n$/);
   const nodes = both.stdout.trim().split('\n').map((l) => JSON.parse(l) as { node: string; flagged: boolean });
   assert.equal(nodes.map((n) => [n.node, n.flagged]), [['node-a', false], ['node-b', true]]);
 
-  const piped = tsx('scripts/fleet.ts', [], healthy + slow);
+  const piped = await tsx('scripts/fleet.ts', [], healthy + slow);
   assert.is(piped.code, 1);
   // a bound wide enough for a 10x slow-down lets the same fleet pass
-  assert.is(tsx('scripts/fleet.ts', ['--max-ratio', '50', '--max-geomean', '50'], healthy + slow).code, 0);
+  assert.is((await tsx('scripts/fleet.ts', ['--max-ratio', '50', '--max-geomean', '50'], healthy + slow)).code, 0);
 });
 
-test('fleet.ts: unreadable files, lines that are not summaries and no input exit 2 with one line', () => {
+test('fleet.ts: unreadable files, lines that are not summaries and no input exit 2 with one line', async () => {
   const cases: [string[], string, RegExp][] = [
     [[join(scratch, 'missing.jsonl')], '', /^fleet: cannot read .*missing\.jsonl: ENOENT/],
     [[], 'hello\n', /^fleet: stdin:1: not JSON/],
@@ -135,7 +128,7 @@ test('fleet.ts: unreadable files, lines that are not summaries and no input exit
     [['--max-ratio', '0.5'], healthy, /^fleet: --max-ratio must be a ratio in 1\.\.100/],
   ];
   for (const [args, input, message] of cases) {
-    const run = tsx('scripts/fleet.ts', args, input);
+    const run = await tsx('scripts/fleet.ts', args, input);
     assert.is(run.code, 2, args.join(' '));
     assert.match(run.stderr, message);
   }

@@ -2,11 +2,9 @@
 // library and identity it reports are the ones loaded in this process, the
 // table path follows the identity, and the verdict is the guard's on tables
 // written here (missing, used with a dropped entry, refused for another space).
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { UsageError } from '../lib/cli.ts';
@@ -16,29 +14,23 @@ import { identityFromInfo } from '../lib/identity.ts';
 import { TABLE_FORMAT, type Identity, type Table } from '../lib/schema.ts';
 import { archDir, deviceSlug, writeTable } from '../lib/table.ts';
 import { writeRouteOf } from '../lib/route.ts';
-import { builtLibraries, formatBytes, gatherInfo, parseArgs, type InfoReport } from '../scripts/info.ts';
+import { builtLibraries, formatBytes, gatherInfo, type InfoReport } from '../lib/info.ts';
+import { parseArgs } from '../scripts/info.ts';
+import { ROOT, run } from './helpers/run-script.ts';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
 const CPU_LIB = path.join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so');
 
-function runInfo(args: string[], extraEnv: Record<string, string> = {}): { code: number | null; stdout: string; stderr: string } {
-  const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1', ...extraEnv };
-  delete env.FORCE_COLOR;
-  delete env.DEBUG;
-  for (const knob of ['KPICK_LIB', 'KPICK_BACKEND', 'KPICK_FORCE', 'KPICK_NO_BLASLT']) if (!(knob in extraEnv)) delete env[knob];
-  const r = spawnSync(TSX, ['scripts/info.ts', ...args], { cwd: ROOT, encoding: 'utf8', env });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+/** `tsx scripts/info.ts ...args`, in process */
+const runInfo = (args: string[], env: Record<string, string> = {}) => run('info', args, { env });
 
 function cpuIdentity(): Identity {
   return identityFromInfo(loadKpick({ lib: CPU_LIB }).info());
 }
 
-function withTempDir(body: (dir: string) => void): void {
+async function withTempDir(body: (dir: string) => unknown): Promise<void> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kpick-info-'));
   try {
-    body(dir);
+    await body(dir);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
@@ -57,15 +49,15 @@ function tableFor(identity: Identity, choice: string): Table {
 
 const quietEnv = { KPICK_FORCE: undefined, KPICK_NO_BLASLT: undefined };
 
-test('parseArgs: defaults, --backend values, --tables-dir', () => {
+test('parseArgs: defaults, --backend values, --tables-dir', async () => {
   assert.equal(parseArgs([]), { backend: null, tablesDir: 'tables', json: false, quiet: false });
   assert.equal(parseArgs(['--backend', 'cpu', '--tables-dir', 't', '--json']), { backend: 'cpu', tablesDir: 't', json: true, quiet: false });
   assert.throws(() => parseArgs(['--backend', 'tpu']), (e: unknown) => e instanceof UsageError && /--backend must be one of cpu, cuda, hip, got 'tpu'/.test(e.message));
   assert.throws(() => parseArgs(['--bogus']), (e: unknown) => e instanceof UsageError && /bogus/.test(e.message));
 });
 
-test('builtLibraries lists libkpick-*.so by name, marks test builds, ignores the rest', () => {
-  withTempDir((dir) => {
+test('builtLibraries lists libkpick-*.so by name, marks test builds, ignores the rest', async () => {
+  await withTempDir(async (dir) => {
     for (const f of ['libkpick-hip.so', 'libkpick-cpu-test.so', 'libkpick-cpu.so', 'libkpick-cpu.so.tmp', 'other.so']) fs.writeFileSync(path.join(dir, f), '');
     assert.equal(builtLibraries(dir), [
       { name: 'cpu', path: path.join(dir, 'libkpick-cpu.so'), test: false },
@@ -78,9 +70,9 @@ test('builtLibraries lists libkpick-*.so by name, marks test builds, ignores the
   assert.is(formatBytes(3 * 1024 ** 3), '3.0 GiB');
 });
 
-test('--json: one object with the library loaded here, its identity, builds, table path, verdict and memory', () => {
-  withTempDir((tables) => {
-    const r = runInfo(['--json', '--tables-dir', tables], { KPICK_BACKEND: 'cpu' });
+test('--json: one object with the library loaded here, its identity, builds, table path, verdict and memory', async () => {
+  await withTempDir(async (tables) => {
+    const r = await runInfo(['--json', '--tables-dir', tables], { KPICK_BACKEND: 'cpu' });
     assert.is(r.code, 0, r.stderr);
     assert.is(r.stderr, '');
     const lines = r.stdout.trim().split('\n');
@@ -103,8 +95,8 @@ test('--json: one object with the library loaded here, its identity, builds, tab
   });
 });
 
-test('without a backend it finds a build in build/ and reports that build', () => {
-  const r = runInfo(['--json', '--tables-dir', path.join(os.tmpdir(), 'kpick-no-tables')]);
+test('without a backend it finds a build in build/ and reports that build', async () => {
+  const r = await runInfo(['--json', '--tables-dir', path.join(os.tmpdir(), 'kpick-no-tables')]);
   assert.is(r.code, 0, r.stderr);
   const j = JSON.parse(r.stdout) as InfoReport;
   assert.is(path.dirname(j.library!.path), DEFAULT_BUILD_DIR);
@@ -112,12 +104,12 @@ test('without a backend it finds a build in build/ and reports that build', () =
   assert.is(j.identity!.backend, j.library!.backend);
 });
 
-test("the verdict is the guard's: a table that loads (one entry dropped), one refused for another space", () => {
-  withTempDir((tables) => {
+test("the verdict is the guard's: a table that loads (one entry dropped), one refused for another space", async () => {
+  await withTempDir(async (tables) => {
     const identity = cpuIdentity();
     const file = path.join(tables, archDir(identity.arch), deviceSlug(identity.device), 'decode_gemm.json');
     assert.ok('path' in writeTable(file, tableFor(identity, 'no.such.kernel')));
-    const used = gatherInfo({ backend: 'cpu', tablesDir: tables, json: true, quiet: false }, quietEnv);
+    const used = gatherInfo({ backend: 'cpu', tablesDir: tables }, quietEnv);
     assert.is(used.table?.exists, true);
     assert.equal(used.verdict, {
       kind: 'used',
@@ -130,18 +122,18 @@ test("the verdict is the guard's: a table that loads (one entry dropped), one re
     assert.equal([used.route_verdict?.used, used.route_verdict?.agree], [false, false]);
     assert.match(used.route_verdict!.disagreement!, /the readers disagree: the JSON is used, \S+\.route is not/);
     assert.ok('path' in writeRouteOf(file));
-    const both = gatherInfo({ backend: 'cpu', tablesDir: tables, json: true, quiet: false }, quietEnv);
+    const both = gatherInfo({ backend: 'cpu', tablesDir: tables }, quietEnv);
     assert.equal([both.route_verdict?.used, both.route_verdict?.agree, both.route_verdict?.dropped], [true, true, 1]);
     assert.ok('path' in writeTable(file, tableFor({ ...identity, space: 'stale-space' }, 'plain')));
-    const refused = gatherInfo({ backend: 'cpu', tablesDir: tables, json: true, quiet: false }, quietEnv);
+    const refused = gatherInfo({ backend: 'cpu', tablesDir: tables }, quietEnv);
     assert.is(refused.verdict?.kind, 'space');
     assert.is(refused.verdict?.used, false);
     assert.match(refused.verdict!.line, /refused: other space \(table stale-space, here [0-9a-f]+\); the kernels changed: run the tuner again/);
   });
 });
 
-test('human view on stderr, stdout empty', () => {
-  const r = runInfo(['--tables-dir', path.join(os.tmpdir(), 'kpick-no-tables')], { KPICK_BACKEND: 'cpu' });
+test('human view on stderr, stdout empty', async () => {
+  const r = await runInfo(['--tables-dir', path.join(os.tmpdir(), 'kpick-no-tables')], { KPICK_BACKEND: 'cpu' });
   assert.is(r.code, 0, r.stderr);
   assert.is(r.stdout, '');
   const labels = r.stderr.split('\n').filter((l) => /^\S/.test(l)).map((l) => l.split(/\s+/)[0]);
@@ -152,30 +144,30 @@ test('human view on stderr, stdout empty', () => {
   assert.match(r.stderr, /env       KPICK_BACKEND=cpu/);
 });
 
-test('no loadable library: says what was tried and exits 2 (a bad environment); --json keeps the builds and nulls the rest', () => {
+test('no loadable library: says what was tried and exits 2 (a bad environment); --json keeps the builds and nulls the rest', async () => {
   const missing = path.join(os.tmpdir(), 'kpick-no-such-lib.so');
-  const human = runInfo([], { KPICK_LIB: missing });
+  const human = await runInfo([], { KPICK_LIB: missing });
   assert.is(human.code, 2);
   assert.match(human.stderr, new RegExp(`^library   none loaded: no usable libkpick \\(tried ${missing.replace(/[.]/g, '\\.')}: no such file\\)`));
-  const json = runInfo(['--json'], { KPICK_LIB: missing });
+  const json = await runInfo(['--json'], { KPICK_LIB: missing });
   assert.is(json.code, 2);
   const j = JSON.parse(json.stdout) as InfoReport;
   assert.is(j.library, null);
   assert.match(j.load_error!, /no such file/);
   assert.equal([j.identity, j.table, j.verdict, j.route_verdict, j.memory], [null, null, null, null, null]);
-  const foo = runInfo([], { KPICK_BACKEND: 'foo' });
+  const foo = await runInfo([], { KPICK_BACKEND: 'foo' });
   assert.is(foo.code, 2);
   assert.match(foo.stderr, /^library   none loaded: KPICK_BACKEND must be one of cpu, cuda, hip, got 'foo'/);
   assert.ok(j.built.length > 0);
 });
 
-test('--help shows examples, --version the package version, bad usage exits 2 in one line', () => {
-  const help = runInfo(['--help']);
+test('--help shows examples, --version the package version, bad usage exits 2 in one line', async () => {
+  const help = await runInfo(['--help']);
   assert.is(help.code, 0);
   assert.match(help.stdout, /Examples:[^]*tsx scripts\/info\.ts --backend cpu --json/);
   const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
-  assert.match(runInfo(['--version']).stdout, new RegExp(`^info/${pkg.version.replace(/\./g, '\\.')} `));
-  const bad = runInfo(['--backend', 'tpu']);
+  assert.match((await runInfo(['--version'])).stdout, new RegExp(`^info/${pkg.version.replace(/\./g, '\\.')} `));
+  const bad = await runInfo(['--backend', 'tpu']);
   assert.is(bad.code, 2);
   assert.is(bad.stderr, "info: --backend must be one of cpu, cuda, hip, got 'tpu'\n");
 });

@@ -1,36 +1,25 @@
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { UsageError } from '../lib/cli.ts';
 import { readStore } from '../lib/store.ts';
 import { parseParityArgs } from '../scripts/parity.ts';
+import { ROOT, run } from './helpers/run-script.ts';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const TEST_LIB = join(ROOT, 'build', 'libkpick-cpu-test.so');
 const WRONG = ['test.bits', 'test.nan', 'test.unwritten', 'test.wrong'];
 
-function parity(args: string[], env: Record<string, string> = {}) {
-  const base: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1' };
-  delete base.KPICK_LIB;
-  delete base.KPICK_BACKEND;
-  const run = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/parity.ts', ...args], {
-    cwd: ROOT,
-    env: { ...base, ...env },
-    encoding: 'utf8',
-  });
-  return { code: run.status, stdout: run.stdout, stderr: run.stderr };
-}
+/** `tsx scripts/parity.ts ...args`, in process */
+const parity = (args: string[], env: Record<string, string> = {}) => run('parity', args, { env });
 
 const scratch = mkdtempSync(join(tmpdir(), 'kpick-parity-'));
 test.after(() => rmSync(scratch, { recursive: true, force: true }));
 
 const failLines = (stderr: string) => stderr.split('\n').filter((l) => l.startsWith('FAIL '));
 
-test('parseParityArgs applies the defaults and refuses bad usage', () => {
+test('parseParityArgs applies the defaults and refuses bad usage', async () => {
   const args = parseParityArgs(['--model', 'tiny']);
   assert.ok(args);
   assert.equal([args.rows, args.dtypes, args.seeds, args.columns, args.store], [[1, 4], ['bf16', 'fp16'], 1, 'auto', undefined]);
@@ -44,16 +33,16 @@ test('parseParityArgs applies the defaults and refuses bad usage', () => {
   }
 });
 
-test('every shipped candidate passes on every tiny linear, both dtypes: exit 0', () => {
-  const run = parity(['--model', 'tiny', '--rows', '1,4', '--seeds', '2']);
+test('every shipped candidate passes on every tiny linear, both dtypes: exit 0', async () => {
+  const run = await parity(['--model', 'tiny', '--rows', '1,4', '--seeds', '2']);
   assert.is(run.code, 0, run.stderr);
   assert.equal(failLines(run.stderr), []);
   // per dtype, seed and rows: 4 linear shapes x 6 + 1 gated x 4 candidates
   assert.match(run.stderr, new RegExp(`parity: ${2 * 2 * 2 * 28} checks of 10 candidates; ${2 * 2 * 2 * 28} pass, 0 fail\\n`));
 });
 
-test('under the test build each wrong candidate is caught and named with its shape: exit 1', () => {
-  const run = parity(['--model', 'tiny', '--rows', '1,4', '--dtype', 'bf16,fp16'], { KPICK_LIB: TEST_LIB });
+test('under the test build each wrong candidate is caught and named with its shape: exit 1', async () => {
+  const run = await parity(['--model', 'tiny', '--rows', '1,4', '--dtype', 'bf16,fp16'], { KPICK_LIB: TEST_LIB });
   assert.is(run.code, 1, run.stderr);
   const lines = failLines(run.stderr);
   const named = [...new Set(lines.map((l) => l.split(' ')[1]))].sort();
@@ -68,9 +57,9 @@ test('under the test build each wrong candidate is caught and named with its sha
   assert.match(run.stderr, /; \d+ pass, 64 fail \(test\.wrong, test\.bits, test\.unwritten, test\.nan\)\n/);
 });
 
-test('--json prints one line per check; --store keeps each as a parity record', () => {
+test('--json prints one line per check; --store keeps each as a parity record', async () => {
   const store = join(scratch, 'store');
-  const run = parity(['--model', 'tiny', '--rows', '1', '--dtype', 'bf16', '--candidates', 'plain,test.*', '--json', '--store', store], { KPICK_LIB: TEST_LIB });
+  const run = await parity(['--model', 'tiny', '--rows', '1', '--dtype', 'bf16', '--candidates', 'plain,test.*', '--json', '--store', store], { KPICK_LIB: TEST_LIB });
   assert.is(run.code, 1);
   const checks = run.stdout.trim().split('\n').map((l) => JSON.parse(l) as { candidate: string; status: string; reason: string; n: number; k: number });
   assert.is(checks.length, 4 * 5, '4 linear shapes x (plain + 4 test candidates)');
@@ -82,20 +71,20 @@ test('--json prints one line per check; --store keeps each as a parity record', 
   assert.equal(records.map((r) => `${r.candidate} ${r.parity.status}`), checks.map((c) => `${c.candidate} ${c.status}`));
 });
 
-test('a sampled reference is said so in the summary', () => {
-  const run = parity(['--model', 'tiny', '--rows', '1', '--dtype', 'bf16', '--candidates', 'plain', '--columns', 'sampled']);
+test('a sampled reference is said so in the summary', async () => {
+  const run = await parity(['--model', 'tiny', '--rows', '1', '--dtype', 'bf16', '--candidates', 'plain', '--columns', 'sampled']);
   assert.is(run.code, 0, run.stderr);
   assert.match(run.stderr, /the reference sampled columns .* for bf16 lm_head 2048x256 m=1; --columns full checks all/);
 });
 
-test('bad usage exits 2 with one line', () => {
+test('bad usage exits 2 with one line', async () => {
   for (const [argv, message] of [
     [['--model', 'tiny', '--rows', '3'], /^parity: --rows '3' is not a bucket/],
     [['--model', 'nope'], /^parity: unknown model 'nope'; known: .*tiny\n$/],
     [['--model', 'tiny', '--candidates', 'gemv.*'], /^parity: no candidate matches 'gemv\.\*'/],
     [['--model', 'tiny', '--oops'], /^parity: Unknown option `--oops`/],
   ] as [string[], RegExp][]) {
-    const run = parity(argv);
+    const run = await parity(argv);
     assert.is(run.code, 2, argv.join(' '));
     assert.match(run.stderr, message);
   }

@@ -5,26 +5,18 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { run } from './helpers/run-script.ts';
 import { EXIT, UsageError } from '../lib/cli.ts';
 import { identityTag } from '../lib/identity.ts';
 import { readTable } from '../lib/table.ts';
 import { parseArgs } from '../scripts/promote.ts';
 import { evenSamples, problem, syntheticRecord, SYNTHETIC_IDENTITY, writeStoreFile } from './helpers/synthetic-records.ts';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
 
-function runPromote(args: string[]): { code: number | null; stdout: string; stderr: string } {
-  // uvu sets FORCE_COLOR for itself; the script must see a plain NO_COLOR run.
-  const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1' };
-  delete env.FORCE_COLOR;
-  delete env.DEBUG;
-  const r = spawnSync(TSX, ['scripts/promote.ts', ...args], { cwd: ROOT, encoding: 'utf8', env });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+/** `tsx scripts/promote.ts ...args`, in process */
+const runPromote = (args: string[]) => run('promote', args);
 
 function tempDir(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'kpick-promote-'));
@@ -39,7 +31,7 @@ function writeSyntheticStore(dir: string): void {
   ]);
 }
 
-test('parseArgs: repeated --store, defaults and value checks', () => {
+test('parseArgs: repeated --store, defaults and value checks', async () => {
   assert.equal(parseArgs(['--store', 'a', '--store', 'b']), { routeOnly: false, stores: ['a', 'b'], gate: 0.02, pdlRows: 128, identity: null, replace: false, out: null, tablesDir: 'tables', json: false, quiet: false });
   assert.equal(parseArgs(['--store', 'a', '--gate', '0.05', '--pdl-rows', '8', '--out', 'x.json', '--json', '--quiet']), {
     routeOnly: false,
@@ -66,12 +58,12 @@ test('parseArgs: repeated --store, defaults and value checks', () => {
   assert.throws(() => parseArgs(['--store', 'a', '--bogus']), (e: unknown) => e instanceof UsageError && /bogus/.test(e.message));
 });
 
-test('writes the table at tables/<arch>/<device>/decode_gemm.json, summary on stderr, JSON lines on stdout', () => {
+test('writes the table at tables/<arch>/<device>/decode_gemm.json, summary on stderr, JSON lines on stdout', async () => {
   const dir = tempDir();
   const store = path.join(dir, 'store');
   writeSyntheticStore(store);
   const tables = path.join(dir, 'tables');
-  const r = runPromote(['--store', store, '--tables-dir', tables, '--json']);
+  const r = await runPromote(['--store', store, '--tables-dir', tables, '--json']);
   assert.is(r.code, EXIT.ok, r.stderr);
   const file = path.join(tables, 'synthetic_arch', 'synthetic-device-1', 'decode_gemm.json');
   const read = readTable(file);
@@ -92,7 +84,7 @@ test('writes the table at tables/<arch>/<device>/decode_gemm.json, summary on st
   assert.match(fs.readFileSync(path.join(path.dirname(file), 'decode_gemm.route'), 'utf8'), 'rowblk.r2');
 });
 
-test('pools two stores (each too small alone), warns on a corrupt line, --quiet leaves only the warning', () => {
+test('pools two stores (each too small alone), warns on a corrupt line, --quiet leaves only the warning', async () => {
   const dir = tempDir();
   const three = (c: number) => evenSamples(c, 0.02, 3);
   writeStoreFile(path.join(dir, 'a'), 'sweep-a.jsonl', problem({ samples_us: three(100) }, [{ candidate: 'rowblk.r2', samples_us: three(80) }]));
@@ -100,13 +92,13 @@ test('pools two stores (each too small alone), warns on a corrupt line, --quiet 
   fs.appendFileSync(b, '{"v":1,"kind":"cand');
   const out = path.join(dir, 'out', 'table.json');
 
-  const alone = runPromote(['--store', path.join(dir, 'a'), '--out', out, '--quiet']);
+  const alone = await runPromote(['--store', path.join(dir, 'a'), '--out', out, '--quiet']);
   assert.is(alone.code, EXIT.ok, alone.stderr);
   assert.is(alone.stderr, '');
   const aloneTable = readTable(out);
   assert.ok('table' in aloneTable && aloneTable.table.entries[0]!.choice === 'plain');
 
-  const pooled = runPromote(['--store', path.join(dir, 'a'), '--store', path.join(dir, 'b'), '--out', out, '--quiet']);
+  const pooled = await runPromote(['--store', path.join(dir, 'a'), '--store', path.join(dir, 'b'), '--out', out, '--quiet']);
   assert.is(pooled.code, EXIT.ok, pooled.stderr);
   assert.match(pooled.stderr, /^warning: skipped .*sweep-b\.jsonl:3: not JSON/);
   assert.is(pooled.stderr.trim().split('\n').length, 1);
@@ -117,33 +109,33 @@ test('pools two stores (each too small alone), warns on a corrupt line, --quiet 
   assert.is(pooledTable.table.entries[0]!.candidates['rowblk.r2']!.samples, 6);
 });
 
-test('records of another build in the store are skipped with a count and a tag, never a dead end; --identity picks them', () => {
+test('records of another build in the store are skipped with a count and a tag, never a dead end; --identity picks them', async () => {
   const dir = tempDir();
   writeSyntheticStore(path.join(dir, 'a'));
   const rebuilt = { ...SYNTHETIC_IDENTITY, compiler: 'synthetic-cc 2.0 -O3' };
   writeStoreFile(path.join(dir, 'b'), 'sweep-b.jsonl', problem({ identity: rebuilt, at: '2025-02-01T00:00:00.000Z' }, [{ candidate: 'rowblk.r2', identity: rebuilt, at: '2025-02-01T00:00:00.000Z', samples_us: evenSamples(70, 0.02) }], { rows: 4 }));
   const out = path.join(dir, 'out', 'table.json');
   // the newest records are the build the store was resumed with
-  const r = runPromote(['--store', path.join(dir, 'a'), '--store', path.join(dir, 'b'), '--out', out, '--quiet']);
+  const r = await runPromote(['--store', path.join(dir, 'a'), '--store', path.join(dir, 'b'), '--out', out, '--quiet']);
   assert.is(r.code, EXIT.ok, r.stderr);
   const tagA = identityTag(SYNTHETIC_IDENTITY);
   assert.is(r.stderr, `warning: skipped 5 records of another build, identity ${tagA} (compiler ("synthetic-cc 2.0 -O3" vs "synthetic-cc 1.0 -O3")); --identity ${tagA} promotes those instead\n`);
   let read = readTable(out);
   assert.ok('table' in read && read.table.identity.compiler === 'synthetic-cc 2.0 -O3' && read.table.entries.length === 1);
 
-  const back = runPromote(['--store', path.join(dir, 'a'), '--store', path.join(dir, 'b'), '--out', out, '--quiet', '--identity', tagA.slice(0, 6)]);
+  const back = await runPromote(['--store', path.join(dir, 'a'), '--store', path.join(dir, 'b'), '--out', out, '--quiet', '--identity', tagA.slice(0, 6)]);
   assert.is(back.code, EXIT.ok, back.stderr);
   assert.match(back.stderr, `skipped 2 records of another build, identity ${identityTag(rebuilt)}`);
   assert.match(back.stderr, `held a table of another build (compiler ("synthetic-cc 1.0 -O3" vs "synthetic-cc 2.0 -O3")): its 1 entries cannot be merged and are replaced`);
   read = readTable(out);
   assert.ok('table' in read && read.table.identity.compiler === 'synthetic-cc 1.0 -O3' && read.table.entries.length === 2);
 
-  const none = runPromote(['--store', path.join(dir, 'a'), '--out', out, '--identity', 'abcdef']);
+  const none = await runPromote(['--store', path.join(dir, 'a'), '--out', out, '--identity', 'abcdef']);
   assert.is(none.code, EXIT.usage);
   assert.match(none.stderr, new RegExp(`^promote: --identity abcdef matches 0 of the store's identities: ${tagA} \\(5 records, space synthetic-space-token, compiler "synthetic-cc 1\\.0 -O3"\\)\\n$`));
 });
 
-test('promote merges into the table there: entries the records do not cover stay, and the summary counts kept, replaced and added; --replace starts afresh', () => {
+test('promote merges into the table there: entries the records do not cover stay, and the summary counts kept, replaced and added; --replace starts afresh', async () => {
   const dir = tempDir();
   const out = path.join(dir, 'table.json');
   writeStoreFile(path.join(dir, 'big'), 'sweep.jsonl', [
@@ -151,7 +143,7 @@ test('promote merges into the table there: entries the records do not cover stay
     ...problem({ samples_us: evenSamples(100, 0.02) }, [{ candidate: 'rowblk.r2', samples_us: evenSamples(80, 0.02) }], { rows: 2 }),
     ...problem({ samples_us: evenSamples(100, 0.02) }, [], { n: 1024, k: 1024 }),
   ]);
-  let r = runPromote(['--store', path.join(dir, 'big'), '--out', out]);
+  let r = await runPromote(['--store', path.join(dir, 'big'), '--out', out]);
   assert.is(r.code, EXIT.ok, r.stderr);
   assert.match(r.stderr, `promote: ${out}: 3 entries: kept 0 from the table there, replaced 0, added 3\n`);
 
@@ -160,7 +152,7 @@ test('promote merges into the table there: entries the records do not cover stay
     ...problem({ samples_us: evenSamples(100, 0.02) }, [], { n: 64, k: 64 }),
     ...problem({ samples_us: evenSamples(100, 0.02) }, [{ candidate: 'rowblk.r2', samples_us: evenSamples(100, 0.02) }]),
   ]);
-  r = runPromote(['--store', path.join(dir, 'small'), '--out', out]);
+  r = await runPromote(['--store', path.join(dir, 'small'), '--out', out]);
   assert.is(r.code, EXIT.ok, r.stderr);
   assert.match(r.stderr, `promote: ${out}: 4 entries: kept 2 from the table there, replaced 1, added 1\n`);
   const read = readTable(out);
@@ -170,60 +162,60 @@ test('promote merges into the table there: entries the records do not cover stay
   // its route is compiled from the merged file: both readers see the same table
   assert.match(fs.readFileSync(out.replace(/json$/, 'route'), 'utf8'), /\nentries 4\n/);
 
-  r = runPromote(['--store', path.join(dir, 'small'), '--out', out, '--replace']);
+  r = await runPromote(['--store', path.join(dir, 'small'), '--out', out, '--replace']);
   assert.is(r.code, EXIT.ok, r.stderr);
   assert.match(r.stderr, `promote: ${out}: 2 entries: started afresh (--replace), replaced 0, added 2\n`);
 });
 
-test('a refused table in the way is not written over without --replace', () => {
+test('a refused table in the way is not written over without --replace', async () => {
   const dir = tempDir();
   writeSyntheticStore(path.join(dir, 'store'));
   const out = path.join(dir, 'table.json');
   fs.writeFileSync(out, '{"format": 1, "entr');
-  const r = runPromote(['--store', path.join(dir, 'store'), '--out', out]);
+  const r = await runPromote(['--store', path.join(dir, 'store'), '--out', out]);
   assert.is(r.code, EXIT.usage);
   assert.match(r.stderr, /^promote: \S+table\.json: the table there is refused \(invalid: not JSON .*\): --replace writes a fresh table over it\n$/);
   assert.is(fs.readFileSync(out, 'utf8'), '{"format": 1, "entr');
-  assert.is(runPromote(['--store', path.join(dir, 'store'), '--out', out, '--replace', '--quiet']).code, EXIT.ok);
+  assert.is((await runPromote(['--store', path.join(dir, 'store'), '--out', out, '--replace', '--quiet'])).code, EXIT.ok);
 });
 
-test('--route-only compiles the route of an edited JSON; a refused JSON exits 3, a missing one 2', () => {
+test('--route-only compiles the route of an edited JSON; a refused JSON exits 3, a missing one 2', async () => {
   const dir = tempDir();
   writeSyntheticStore(path.join(dir, 'store'));
   const out = path.join(dir, 'decode_gemm.json');
-  assert.is(runPromote(['--store', path.join(dir, 'store'), '--out', out, '--quiet']).code, EXIT.ok);
+  assert.is((await runPromote(['--store', path.join(dir, 'store'), '--out', out, '--quiet'])).code, EXIT.ok);
   const route = path.join(dir, 'decode_gemm.route');
   fs.writeFileSync(out, fs.readFileSync(out, 'utf8').replace('"choice": "rowblk.r2"', '"choice": "plain"'));
-  const r = runPromote(['--route-only', '--table', out]);
+  const r = await runPromote(['--route-only', '--table', out]);
   assert.is(r.code, EXIT.ok, r.stderr);
   assert.is(r.stderr, `wrote ${route} from ${out}\n`);
   assert.not.match(fs.readFileSync(route, 'utf8'), 'rowblk.r2');
 
   fs.writeFileSync(out, '{"format": 9}');
   const before = fs.readFileSync(route, 'utf8');
-  const refused = runPromote(['--route-only', '--table', out]);
+  const refused = await runPromote(['--route-only', '--table', out]);
   assert.is(refused.code, EXIT.refused);
   assert.is(refused.stderr, `promote: ${out} refused: newer format (format 9, this kpick reads 1); no route written\n`);
   assert.is(fs.readFileSync(route, 'utf8'), before);
-  const missing = runPromote(['--route-only', '--table', path.join(dir, 'none.json')]);
+  const missing = await runPromote(['--route-only', '--table', path.join(dir, 'none.json')]);
   assert.is(missing.code, EXIT.usage);
 });
 
-test('--out a FIFO, a directory or a device node: exit 2, one line, untouched; a symlink is written through and stays a link', () => {
+test('--out a FIFO, a directory or a device node: exit 2, one line, untouched; a symlink is written through and stays a link', async () => {
   const dir = tempDir();
   writeSyntheticStore(path.join(dir, 'store'));
   const fifo = path.join(dir, 'fifo.json');
   assert.is(spawnSync('mkfifo', [fifo]).status, 0);
-  let r = runPromote(['--store', path.join(dir, 'store'), '--out', fifo]);
+  let r = await runPromote(['--store', path.join(dir, 'store'), '--out', fifo]);
   assert.is(r.code, EXIT.usage);
   assert.is(r.stderr, `promote: ${fifo} is a FIFO: refusing to replace it, nothing written\n`);
   assert.ok(fs.lstatSync(fifo).isFIFO());
-  r = runPromote(['--store', path.join(dir, 'store'), '--out', dir]);
+  r = await runPromote(['--store', path.join(dir, 'store'), '--out', dir]);
   assert.is(r.code, EXIT.usage);
   assert.match(r.stderr, 'is a directory: refusing to replace it');
   const node = path.join(dir, 'full.json');
   if (spawnSync('mknod', [node, 'c', '1', '7']).status === 0) {
-    r = runPromote(['--store', path.join(dir, 'store'), '--out', node]);
+    r = await runPromote(['--store', path.join(dir, 'store'), '--out', node]);
     assert.is(r.code, EXIT.usage);
     assert.is(r.stderr, `promote: ${node} is a character device: refusing to replace it, nothing written\n`);
     assert.ok(fs.lstatSync(node).isCharacterDevice());
@@ -231,22 +223,22 @@ test('--out a FIFO, a directory or a device node: exit 2, one line, untouched; a
   const real = path.join(dir, 'real.json');
   const link = path.join(dir, 'link.json');
   fs.symlinkSync('real.json', link);
-  r = runPromote(['--store', path.join(dir, 'store'), '--out', link, '--quiet']);
+  r = await runPromote(['--store', path.join(dir, 'store'), '--out', link, '--quiet']);
   assert.is(r.code, EXIT.ok, r.stderr);
   assert.ok(fs.lstatSync(link).isSymbolicLink());
   assert.ok('table' in readTable(real));
 });
 
-test('missing store, empty store and unwritable output: exit 2, one line, nothing written', () => {
+test('missing store, empty store and unwritable output: exit 2, one line, nothing written', async () => {
   const dir = tempDir();
   const out = path.join(dir, 'out.json');
 
-  const missing = runPromote(['--store', path.join(dir, 'nope'), '--out', out]);
+  const missing = await runPromote(['--store', path.join(dir, 'nope'), '--out', out]);
   assert.is(missing.code, EXIT.usage);
   assert.is(missing.stderr, `promote: store ${path.join(dir, 'nope')} does not exist\n`);
 
   fs.mkdirSync(path.join(dir, 'empty'));
-  const empty = runPromote(['--store', path.join(dir, 'empty'), '--out', out]);
+  const empty = await runPromote(['--store', path.join(dir, 'empty'), '--out', out]);
   assert.is(empty.code, EXIT.usage);
   assert.is(empty.stderr, `promote: store ${path.join(dir, 'empty')} has no records\n`);
   assert.not.ok(fs.existsSync(out));
@@ -254,7 +246,7 @@ test('missing store, empty store and unwritable output: exit 2, one line, nothin
   writeSyntheticStore(path.join(dir, 'store'));
   fs.writeFileSync(path.join(dir, 'a-file'), 'not a folder');
   const blocked = path.join(dir, 'a-file', 'table.json');
-  const unwritable = runPromote(['--store', path.join(dir, 'store'), '--out', blocked]);
+  const unwritable = await runPromote(['--store', path.join(dir, 'store'), '--out', blocked]);
   assert.is(unwritable.code, EXIT.usage);
   assert.is(unwritable.stderr.trim().split('\n').length, 1);
   assert.match(unwritable.stderr, `promote: ${blocked}: cannot write (`);

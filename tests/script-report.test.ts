@@ -8,6 +8,7 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { run } from './helpers/run-script.ts';
 import { UsageError } from '../lib/cli.ts';
 import type { Table } from '../lib/schema.ts';
 import { writeTable } from '../lib/table.ts';
@@ -16,22 +17,16 @@ import { fixtureTable } from './helpers/report-fixture.ts';
 import { evenSamples, problem, syntheticRecord, writeStoreFile } from './helpers/synthetic-records.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
 
-function runReport(args: string[]): { code: number | null; stdout: string; stderr: string } {
-  const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1' };
-  delete env.FORCE_COLOR;
-  delete env.DEBUG;
-  const r = spawnSync(TSX, ['scripts/report.ts', ...args], { cwd: ROOT, encoding: 'utf8', env });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+/** `tsx scripts/report.ts ...args`, in process */
+const runReport = (args: string[]) => run('report', args);
 
 const count = (html: string, re: RegExp) => (html.match(new RegExp(re.source, 'g')) ?? []).length;
 
-function withTempDir(body: (dir: string) => void): void {
+async function withTempDir(body: (dir: string) => unknown): Promise<void> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kpick-script-report-'));
   try {
-    body(dir);
+    await body(dir);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
@@ -44,7 +39,7 @@ function fixtureFile(dir: string, table: Table = fixtureTable()): string {
   return file;
 }
 
-test('parseArgs: --table or --store, the page beside the table by default, value checks', () => {
+test('parseArgs: --table or --store, the page beside the table by default, value checks', async () => {
   assert.equal(parseArgs(['--table', 't/decode_gemm.json']), {
     source: { kind: 'table', file: 't/decode_gemm.json' },
     out: 't/decode_gemm.html',
@@ -65,10 +60,10 @@ test('parseArgs: --table or --store, the page beside the table by default, value
   usage(['--table', 'x.json', '--bogus'], /bogus/);
 });
 
-test('--table writes the page beside it and says so in one line on stderr; stdout stays empty', () => {
-  withTempDir((dir) => {
+test('--table writes the page beside it and says so in one line on stderr; stdout stays empty', async () => {
+  await withTempDir(async (dir) => {
     const table = fixtureFile(dir);
-    const r = runReport(['--table', table]);
+    const r = await runReport(['--table', table]);
     assert.is(r.code, 0, r.stderr);
     assert.is(r.stdout, '');
     const page = path.join(dir, 'decode_gemm.html');
@@ -80,10 +75,10 @@ test('--table writes the page beside it and says so in one line on stderr; stdou
   });
 });
 
-test('--json prints one line: the page, its counts and the per-bucket summary', () => {
-  withTempDir((dir) => {
+test('--json prints one line: the page, its counts and the per-bucket summary', async () => {
+  await withTempDir(async (dir) => {
     const out = path.join(dir, 'page.html');
-    const r = runReport(['--table', fixtureFile(dir), '--out', out, '--json', '--quiet', '--metric', 'us']);
+    const r = await runReport(['--table', fixtureFile(dir), '--out', out, '--json', '--quiet', '--metric', 'us']);
     assert.is(r.code, 0, r.stderr);
     assert.is(r.stderr, '');
     const lines = r.stdout.trim().split('\n');
@@ -102,8 +97,8 @@ test('--json prints one line: the page, its counts and the per-bucket summary', 
   });
 });
 
-test('--store promotes in memory and writes the page only, no table', () => {
-  withTempDir((dir) => {
+test('--store promotes in memory and writes the page only, no table', async () => {
+  await withTempDir(async (dir) => {
     const store = path.join(dir, 'store');
     writeStoreFile(store, 'sweep-1.jsonl', [
       ...problem({ samples_us: evenSamples(100, 0.02) }, [{ candidate: 'rowblk.r2', samples_us: evenSamples(80, 0.02) }]),
@@ -111,7 +106,7 @@ test('--store promotes in memory and writes the page only, no table', () => {
       syntheticRecord({ kind: 'floor', candidate: 'floor', samples_us: evenSamples(60, 0.02) }),
     ]);
     const out = path.join(dir, 'report.html');
-    const r = runReport(['--store', store, '--out', out]);
+    const r = await runReport(['--store', store, '--out', out]);
     assert.is(r.code, 0, r.stderr);
     assert.equal(fs.readdirSync(dir).sort(), ['report.html', 'store']);
     assert.equal(fs.readdirSync(store), ['sweep-1.jsonl']);
@@ -125,54 +120,54 @@ test('--store promotes in memory and writes the page only, no table', () => {
   });
 });
 
-test('bad input: one line on stderr and exit 2, nothing written', () => {
-  withTempDir((dir) => {
+test('bad input: one line on stderr and exit 2, nothing written', async () => {
+  await withTempDir(async (dir) => {
     const oneLine = (r: { code: number | null; stderr: string }, re: RegExp) => {
       assert.is(r.code, 2, r.stderr);
       assert.is(r.stderr.trim().split('\n').length, 1, r.stderr);
       assert.match(r.stderr, re);
     };
-    oneLine(runReport(['--table', path.join(dir, 'none.json')]), /^report: .*none\.json: cannot read/);
+    oneLine(await runReport(['--table', path.join(dir, 'none.json')]), /^report: .*none\.json: cannot read/);
     const bad = path.join(dir, 'bad.json');
     fs.writeFileSync(bad, JSON.stringify({ ...fixtureTable(), entries: [{ ...fixtureTable().entries[0], bucket: 3 }] }));
-    oneLine(runReport(['--table', bad]), /^report: .*bad\.json: entries\.0\.bucket/);
+    oneLine(await runReport(['--table', bad]), /^report: .*bad\.json: entries\.0\.bucket/);
     fs.mkdirSync(path.join(dir, 'empty'));
-    oneLine(runReport(['--store', path.join(dir, 'empty')]), /^report: store .*empty has no records/);
+    oneLine(await runReport(['--store', path.join(dir, 'empty')]), /^report: store .*empty has no records/);
     const table = fixtureFile(dir);
     fs.writeFileSync(path.join(dir, 'file'), '');
-    oneLine(runReport(['--table', table, '--out', path.join(dir, 'file', 'page.html')]), /^report: .*page\.html: cannot write/);
+    oneLine(await runReport(['--table', table, '--out', path.join(dir, 'file', 'page.html')]), /^report: .*page\.html: cannot write/);
     assert.equal(fs.readdirSync(dir).sort(), ['bad.json', 'decode_gemm.json', 'empty', 'file']);
   });
 });
 
-test('--out a FIFO or a directory: exit 2, one line, left as it was; a symlink is written through and stays a link', () => {
-  withTempDir((dir) => {
+test('--out a FIFO or a directory: exit 2, one line, left as it was; a symlink is written through and stays a link', async () => {
+  await withTempDir(async (dir) => {
     const table = fixtureFile(dir);
     const fifo = path.join(dir, 'page.html');
     assert.is(spawnSync('mkfifo', [fifo]).status, 0);
-    let r = runReport(['--table', table, '--out', fifo]);
+    let r = await runReport(['--table', table, '--out', fifo]);
     assert.is(r.code, 2);
     assert.is(r.stderr, `report: ${fifo} is a FIFO: refusing to replace it, nothing written\n`);
     assert.ok(fs.lstatSync(fifo).isFIFO());
     const sub = path.join(dir, 'sub');
     fs.mkdirSync(sub);
-    r = runReport(['--table', table, '--out', sub]);
+    r = await runReport(['--table', table, '--out', sub]);
     assert.is(r.code, 2);
     assert.is(r.stderr, `report: ${sub} is a directory: refusing to replace it, nothing written\n`);
     const link = path.join(dir, 'link.html');
     fs.symlinkSync('real.html', link);
-    r = runReport(['--table', table, '--out', link, '--quiet']);
+    r = await runReport(['--table', table, '--out', link, '--quiet']);
     assert.is(r.code, 0, r.stderr);
     assert.ok(fs.lstatSync(link).isSymbolicLink());
     assert.match(fs.readFileSync(path.join(dir, 'real.html'), 'utf8'), /<html/i);
   });
 });
 
-test('--help shows examples and --version the package version', () => {
-  const help = runReport(['--help']);
+test('--help shows examples and --version the package version', async () => {
+  const help = await runReport(['--help']);
   assert.is(help.code, 0);
   assert.match(help.stdout, /Examples:[^]*--table tables\//);
-  const version = runReport(['--version']);
+  const version = await runReport(['--version']);
   assert.is(version.code, 0);
   const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
   assert.match(version.stdout, new RegExp(`^report/${pkg.version.replace(/\./g, '\\.')} `));

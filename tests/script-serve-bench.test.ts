@@ -2,11 +2,9 @@
 // few steps, against a real table swept and promoted here by the team's code
 // (lib/sweep.ts, lib/table.ts), and against hand edits of it (a one-word
 // change of `choice`, as DESIGN.md allows).
-import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { DEFAULT_BUILD_DIR, loadKpick } from '../lib/ffi.ts';
@@ -18,8 +16,8 @@ import { dimsOf } from '../lib/serve.ts';
 import { runSweep } from '../lib/sweep.ts';
 import { buildTable, defaultTablePath, writeTable } from '../lib/table.ts';
 import { parseArgs } from '../scripts/serve-bench.ts';
+import { run } from './helpers/run-script.ts';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const LIB = join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so');
 const kpick = loadKpick({ lib: LIB });
 const build = buildOf(kpick);
@@ -75,22 +73,20 @@ function edited(linear: string, gated: string): Table {
   return t;
 }
 
-function bench(args: string[]) {
-  const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1' };
-  delete env.KPICK_LIB;
-  delete env.KPICK_BACKEND;
-  const r = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/serve-bench.ts', ...args], { cwd: ROOT, env, encoding: 'utf8' });
+/** `tsx scripts/serve-bench.ts ...args`, in process, with its JSON lines parsed */
+async function bench(args: string[]) {
+  const r = await run('serve-bench', args);
   const lines = r.stdout
     .split('\n')
     .filter((l) => l.trim() !== '')
     .map((l) => JSON.parse(l) as Record<string, any>);
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr, lines };
+  return { ...r, lines };
 }
 
 const FAST = ['--model', 'tiny', '--layers', '2', '--backend', 'cpu', '--c', '1,4', '--context', '32', '--steps', '3', '--runs', '1', '--identity-steps', '8'];
 const rows = (lines: Record<string, any>[]) => lines.filter((l) => l.kind === 'row');
 
-test('parseArgs: defaults of the options table, --layers bounded by the preset', () => {
+test('parseArgs: defaults of the options table, --layers bounded by the preset', async () => {
   const a = parseArgs(['--model', 'Qwen3-0.6B']);
   assert.ok(a);
   assert.equal([a.model.name, a.layers, a.concurrency, a.context, a.steps, a.runs, a.identitySteps, a.dtype, a.memLimit, a.checkStep], [
@@ -100,8 +96,8 @@ test('parseArgs: defaults of the options table, --layers bounded by the preset',
   assert.throws(() => parseArgs(['--model', 'tiny', '--context', '8000', '--identity-steps', '300']), /8300 positions; at most 8192/);
 });
 
-test('against the real table: setup, step checks and one row per concurrency, exit 0', () => {
-  const r = bench([...FAST, '--tables-dir', tablesDirWith(REAL), '--json', '--check-step']);
+test('against the real table: setup, step checks and one row per concurrency, exit 0', async () => {
+  const r = await bench([...FAST, '--tables-dir', tablesDirWith(REAL), '--json', '--check-step']);
   assert.is(r.code, 0, r.stderr);
   const [setup] = r.lines;
   assert.is(setup?.kind, 'setup');
@@ -139,8 +135,8 @@ test('against the real table: setup, step checks and one row per concurrency, ex
   assert.match(r.stderr, /step check \(table route, c=1\): rel err .*: pass/);
 });
 
-test('a table of bitwise-class choices decodes exactly the default tokens', () => {
-  const r = bench([...FAST, '--tables-dir', tablesDirWith(edited('rowblk.r4', 'gated.rowblk.r4')), '--json']);
+test('a table of bitwise-class choices decodes exactly the default tokens', async () => {
+  const r = await bench([...FAST, '--tables-dir', tablesDirWith(edited('rowblk.r4', 'gated.rowblk.r4')), '--json']);
   assert.is(r.code, 0, r.stderr);
   for (const row of rows(r.lines)) {
     assert.is(row.table.route.qkv, 'rowblk.r4');
@@ -151,8 +147,8 @@ test('a table of bitwise-class choices decodes exactly the default tokens', () =
   assert.match(r.stderr, /c=1 table route: qkv rowblk\.r4 \(default plain\)/);
 });
 
-test('a table of tolerance-class choices: any difference is explained, never a failure', () => {
-  const r = bench([...FAST, '--tables-dir', tablesDirWith(edited('splitk.s4', 'gated.splitk.s4')), '--json', '--quiet']);
+test('a table of tolerance-class choices: any difference is explained, never a failure', async () => {
+  const r = await bench([...FAST, '--tables-dir', tablesDirWith(edited('splitk.s4', 'gated.splitk.s4')), '--json', '--quiet']);
   assert.is(r.code, 0, r.stderr);
   assert.is(r.stderr, '', 'quiet: nothing on stderr');
   for (const row of rows(r.lines)) {
@@ -162,15 +158,15 @@ test('a table of tolerance-class choices: any difference is explained, never a f
   }
 });
 
-test('no table: a warning, both arms on the defaults, identical tokens', () => {
-  const r = bench([...FAST, '--table', join(scratch, 'none.json')]);
+test('no table: a warning, both arms on the defaults, identical tokens', async () => {
+  const r = await bench([...FAST, '--table', join(scratch, 'none.json')]);
   assert.is(r.code, 0, r.stderr);
   assert.match(r.stderr, /no table at .*none\.json: using the defaults/);
   assert.match(r.stderr, /warning: the table route is the default route/);
   assert.match(r.stderr, /^ +1 .* identical$/m);
 });
 
-test('bad input: one line and exit 2, before any model is built', () => {
+test('bad input: one line and exit 2, before any model is built', async () => {
   const cases: [string[], RegExp][] = [
     [['--model', 'nope'], /unknown model 'nope'; known: Llama-3\.1-8B/],
     [[], /--model <name> is required/],
@@ -183,7 +179,7 @@ test('bad input: one line and exit 2, before any model is built', () => {
     [['--model', 'tiny', '--steps', '0'], /--steps must be an integer in 1\.\.8192/],
   ];
   for (const [args, message] of cases) {
-    const r = bench(args);
+    const r = await bench(args);
     assert.is(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
     assert.match(r.stderr, message);
     assert.is(r.stderr.trim().split('\n').length, 1, r.stderr);
@@ -191,17 +187,17 @@ test('bad input: one line and exit 2, before any model is built', () => {
   }
 });
 
-test('a model too large for memory: one line naming the --layers and --c that would fit, exit 2', () => {
+test('a model too large for memory: one line naming the --layers and --c that would fit, exit 2', async () => {
   const native = new NativeModels(kpick);
   const dims = dimsOf(findModel('tiny'), { layers: 2, maxBatch: 4, context: 32, maxNew: 8, dtype: 'bf16' });
   const limit = (native.bytes({ ...dims, layers: 1 }) + native.bytes(dims)) / 2 / 1024 ** 3;
-  const r = bench([...FAST, '--table', join(scratch, 'none.json'), '--mem-limit', limit.toFixed(6), '--quiet']);
+  const r = await bench([...FAST, '--table', join(scratch, 'none.json'), '--mem-limit', limit.toFixed(6), '--quiet']);
   assert.is(r.code, 2, r.stderr);
   assert.is(r.stderr.trim().split('\n').length, 1, r.stderr);
   assert.match(r.stderr, /^serve-bench: tiny \(2 layers, batch 4, 40 positions\) needs [\d.]+ MiB, [\d.]+ MiB usable \(--mem-limit\); would fit: --layers 1/);
 
   // and a real model on this machine's free memory, without allocating it
-  const big = bench(['--model', 'Llama-3.1-8B', '--backend', 'cpu', '--mem-limit', '4', '--quiet']);
+  const big = await bench(['--model', 'Llama-3.1-8B', '--backend', 'cpu', '--mem-limit', '4', '--quiet']);
   assert.is(big.code, 2, big.stderr);
   assert.match(big.stderr, /^serve-bench: Llama-3\.1-8B \(32 layers, batch 64, 512 positions\) needs [\d.]+ GiB, 4\.00 GiB usable \(--mem-limit\); would fit: --layers \d+/);
 });

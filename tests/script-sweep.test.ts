@@ -1,30 +1,20 @@
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import * as v from 'valibot';
 import { UsageError } from '../lib/cli.ts';
 import { StoreRecord } from '../lib/schema.ts';
 import { parseSweepArgs } from '../scripts/sweep.ts';
+import { run } from './helpers/run-script.ts';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 // tiny: 4 linear shapes x (6 candidates + floor) + 1 gated x (4 + floor) per rows bucket
 const PER_BUCKET = 4 * 7 + 1 * 5;
 
-function sweep(args: string[], env: Record<string, string> = {}) {
-  const base: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1' };
-  delete base.KPICK_LIB;
-  delete base.KPICK_BACKEND;
-  const run = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/sweep.ts', ...args], {
-    cwd: ROOT,
-    env: { ...base, ...env },
-    encoding: 'utf8',
-  });
-  return { code: run.status, stdout: run.stdout, stderr: run.stderr };
-}
+/** `tsx scripts/sweep.ts ...args`, in process */
+const sweep = (args: string[], env: Record<string, string> = {}) => run('sweep', args, { env });
 
 const fast = ['--model', 'tiny', '--copies', '2', '--samples', '2', '--rounds', '1'];
 const scratch = mkdtempSync(join(tmpdir(), 'kpick-sweep-'));
@@ -32,7 +22,7 @@ test.after(() => rmSync(scratch, { recursive: true, force: true }));
 const tmp = () => mkdtempSync(join(scratch, 'store-'));
 const files = (dir: string) => readdirSync(dir).filter((f) => f.endsWith('.jsonl'));
 
-test('parseSweepArgs applies the defaults of the options table', () => {
+test('parseSweepArgs applies the defaults of the options table', async () => {
   const args = parseSweepArgs(['--model', 'Qwen3-0.6B', '--store', 's']);
   assert.ok(args);
   assert.equal(args.rows, [1, 2, 4, 8]);
@@ -42,7 +32,7 @@ test('parseSweepArgs applies the defaults of the options table', () => {
   assert.is(args.seed, undefined);
 });
 
-test('parseSweepArgs reads shapes, rows, dtypes, candidates and numbers', () => {
+test('parseSweepArgs reads shapes, rows, dtypes, candidates and numbers', async () => {
   const args = parseSweepArgs(['--shapes', '64x32,64x32,16x8', '--rows', '8,1', '--dtype', 'bf16,fp16', '--store', 's', '--candidates', 'plain, rowblk.*', '--samples', '7', '--seed', '3', '--json']);
   assert.ok(args);
   assert.equal(args.linears.map((l) => `${l.op} ${l.n}x${l.k}`), ['linear 64x32', 'linear 16x8']);
@@ -52,7 +42,7 @@ test('parseSweepArgs reads shapes, rows, dtypes, candidates and numbers', () => 
   assert.equal([args.samples, args.seed, args.json], [7, 3, true]);
 });
 
-test('parseSweepArgs refuses bad usage with a UsageError', () => {
+test('parseSweepArgs refuses bad usage with a UsageError', async () => {
   const bad: [string[], RegExp][] = [
     [['--store', 's'], /give --model <name> or --shapes/],
     [['--model', 'tiny'], /--store <dir> is required/],
@@ -68,9 +58,9 @@ test('parseSweepArgs refuses bad usage with a UsageError', () => {
   }
 });
 
-test('a sweep of the tiny model writes every record to the store and prints them as JSON lines', () => {
+test('a sweep of the tiny model writes every record to the store and prints them as JSON lines', async () => {
   const store = tmp();
-  const run = sweep([...fast, '--rows', '1,2', '--store', store, '--json']);
+  const run = await sweep([...fast, '--rows', '1,2', '--store', store, '--json']);
   assert.is(run.code, 0, run.stderr);
   const lines = run.stdout.trim().split('\n');
   assert.is(lines.length, 2 * PER_BUCKET);
@@ -81,26 +71,26 @@ test('a sweep of the tiny model writes every record to the store and prints them
   assert.match(run.stderr, new RegExp(`wrote ${2 * PER_BUCKET} records to .*; skipped 0 already in the store`));
 });
 
-test('running the same sweep again measures nothing and says how many it skipped', () => {
+test('running the same sweep again measures nothing and says how many it skipped', async () => {
   const store = tmp();
-  assert.is(sweep([...fast, '--rows', '1', '--store', store, '--quiet']).code, 0);
-  const again = sweep([...fast, '--rows', '1', '--store', store]);
+  assert.is((await sweep([...fast, '--rows', '1', '--store', store, '--quiet'])).code, 0);
+  const again = await sweep([...fast, '--rows', '1', '--store', store]);
   assert.is(again.code, 0, again.stderr);
   assert.match(again.stderr, new RegExp(`wrote 0 records; skipped ${PER_BUCKET} already in the store`));
   assert.is(files(store).length, 1, 'no new file when nothing was measured');
-  const more = sweep([...fast, '--rows', '1,4', '--store', store, '--json']);
+  const more = await sweep([...fast, '--rows', '1,4', '--store', store, '--json']);
   assert.is(more.stdout.trim().split('\n').length, PER_BUCKET, 'only the new rows bucket');
   assert.ok(more.stdout.trim().split('\n').every((l) => JSON.parse(l).rows === 4));
 });
 
-test('an interrupted store (truncated last line) resumes: the lost record is measured again', () => {
+test('an interrupted store (truncated last line) resumes: the lost record is measured again', async () => {
   const store = tmp();
-  assert.is(sweep([...fast, '--rows', '1', '--store', store, '--quiet']).code, 0);
+  assert.is((await sweep([...fast, '--rows', '1', '--store', store, '--quiet'])).code, 0);
   const file = join(store, files(store)[0] as string);
   const text = readFileSync(file, 'utf8');
   truncateSync(file, text.length - 25);
   const lost = JSON.parse(text.trim().split('\n').at(-1) as string) as StoreRecord;
-  const resumed = sweep([...fast, '--rows', '1', '--store', store, '--json']);
+  const resumed = await sweep([...fast, '--rows', '1', '--store', store, '--json']);
   assert.is(resumed.code, 0, resumed.stderr);
   assert.match(resumed.stderr, new RegExp(`warning: skipped store line ${file}:${PER_BUCKET}: not JSON`));
   const lines = resumed.stdout.trim().split('\n').map((l) => JSON.parse(l) as StoreRecord);
@@ -108,16 +98,16 @@ test('an interrupted store (truncated last line) resumes: the lost record is mea
   assert.is(readFileSync(file, 'utf8'), text.slice(0, text.length - 25), 'the old file is left as it was');
 });
 
-test('--candidates restricts the sweep; the floor is still measured', () => {
+test('--candidates restricts the sweep; the floor is still measured', async () => {
   const store = tmp();
-  const run = sweep([...fast, '--rows', '1', '--store', store, '--candidates', 'plain', '--json']);
+  const run = await sweep([...fast, '--rows', '1', '--store', store, '--candidates', 'plain', '--json']);
   assert.is(run.code, 0, run.stderr);
   const recs = run.stdout.trim().split('\n').map((l) => JSON.parse(l) as StoreRecord);
   assert.equal([...new Set(recs.map((r) => r.candidate))].sort(), ['floor', 'plain']);
   assert.is(recs.length, 4 + 5, 'plain on 4 linear shapes, a floor on all 5');
 });
 
-test('bad usage exits 2 with one line, before anything is measured', () => {
+test('bad usage exits 2 with one line, before anything is measured', async () => {
   const store = tmp();
   const cases: [string[], RegExp][] = [
     [['--model', 'nope', '--store', store], /^sweep: unknown model 'nope'; known: Llama-3\.1-8B, .*tiny\n$/],
@@ -126,52 +116,52 @@ test('bad usage exits 2 with one line, before anything is measured', () => {
     [['--model', 'tiny', '--store', store, '--backend', 'metal'], /^sweep: --backend must be one of cpu, cuda, hip/],
   ];
   for (const [argv, message] of cases) {
-    const run = sweep(argv);
+    const run = await sweep(argv);
     assert.is(run.code, 2, argv.join(' '));
     assert.match(run.stderr, message);
   }
   assert.equal(files(store), []);
 });
 
-test('an unwritable store exits 2 with one line', () => {
+test('an unwritable store exits 2 with one line', async () => {
   const dir = tmp();
   writeFileSync(join(dir, 'file'), '');
-  const run = sweep([...fast, '--store', join(dir, 'file', 'store')]);
+  const run = await sweep([...fast, '--store', join(dir, 'file', 'store')]);
   assert.is(run.code, 2);
   assert.match(run.stderr, /^sweep: store .*file\/store is not a writable folder: ENOTDIR/);
   assert.is(run.stderr.trim().split('\n').length, 1);
 });
 
-test('a library that cannot load exits 2 (a bad environment) naming the path tried; DEBUG adds the stack', () => {
+test('a library that cannot load exits 2 (a bad environment) naming the path tried; DEBUG adds the stack', async () => {
   const store = tmp();
-  const run = sweep([...fast, '--store', store], { KPICK_LIB: '/nonexistent/lib.so' });
+  const run = await sweep([...fast, '--store', store], { KPICK_LIB: '/nonexistent/lib.so' });
   assert.is(run.code, 2);
   assert.is(run.stderr, 'sweep: no usable libkpick (tried /nonexistent/lib.so: no such file)\n');
-  const debug = sweep([...fast, '--store', store], { KPICK_LIB: '/nonexistent/lib.so', DEBUG: '1' });
+  const debug = await sweep([...fast, '--store', store], { KPICK_LIB: '/nonexistent/lib.so', DEBUG: '1' });
   assert.match(debug.stderr, /\n\s+at /);
   assert.equal(files(store), []);
 });
 
-test('--help prints the options with their defaults and exits 0', () => {
-  const run = sweep(['--help']);
+test('--help prints the options with their defaults and exits 0', async () => {
+  const run = await sweep(['--help']);
   assert.is(run.code, 0);
   assert.match(run.stdout, /--rows <list>\s+rows buckets M \(default: 1,2,4,8\)/);
   assert.match(run.stdout, /--samples <n>\s+timings per candidate per round \(default: 5\)/);
 });
 
-test('a store admits one sweep at a time: a second is refused in one line naming the holder pid; a killed sweep\'s lock is taken over', () => {
+test('a store admits one sweep at a time: a second is refused in one line naming the holder pid; a killed sweep\'s lock is taken over', async () => {
   const store = tmp();
   const lock = join(store, 'sweep.lock');
   // held by a live process (this test runner)
   writeFileSync(lock, `${process.pid}\n${hostname()}\n`);
-  let r = sweep([...fast, '--rows', '1', '--candidates', 'plain', '--store', store]);
+  let r = await sweep([...fast, '--rows', '1', '--candidates', 'plain', '--store', store]);
   assert.is(r.code, 2, r.stderr);
   assert.is(r.stderr, `sweep: store ${store} is in use by another sweep (pid ${process.pid}, ${lock}); wait for it, or remove the lock if no sweep runs\n`);
   assert.equal(files(store), [], 'nothing measured');
   // held by a process that is gone
   const gone = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' }).stdout;
   writeFileSync(lock, `${gone}\n${hostname()}\n`);
-  r = sweep([...fast, '--rows', '1', '--candidates', 'plain', '--store', store]);
+  r = await sweep([...fast, '--rows', '1', '--candidates', 'plain', '--store', store]);
   assert.is(r.code, 0, r.stderr);
   assert.is(files(store).length, 1);
   assert.not.ok(readdirSync(store).includes('sweep.lock'), 'released when done');

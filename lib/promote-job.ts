@@ -1,0 +1,79 @@
+// The promote job: pool stores of one machine, build the table by the rule of
+// lib/promote.ts and merge it into the table already there; write it, its
+// compact .route and its HTML report, and say what changed.
+import { colorsFor, EXIT, printJsonLine, say, UsageError, warn } from './cli.ts';
+import { reportPathFor, writeReport } from './html-report.ts';
+import { chooseIdentity } from './promote.ts';
+import { entryJson, summaryLines } from './report.ts';
+import { writeRouteOf } from './route.ts';
+import { readStoreFolders } from './store.ts';
+import { buildTable, defaultTablePath, existingTable, mergeTables, writeTable } from './table.ts';
+import { writablePath } from './write-file.ts';
+
+/** What a promote job pools and where it writes: scripts/promote.ts's options. */
+export type PromoteJob =
+  | { routeOnly: true; table: string; json: boolean; quiet: boolean }
+  | {
+      routeOnly: false;
+      stores: string[];
+      gate: number;
+      pdlRows: number;
+      identity: string | null;
+      replace: boolean;
+      out: string | null;
+      tablesDir: string;
+      json: boolean;
+      quiet: boolean;
+    };
+
+function routeOnly(table: string, quiet: boolean): number {
+  const written = writeRouteOf(table);
+  if ('error' in written) {
+    if (written.exit === 'usage') throw new UsageError(written.error);
+    say(colorsFor(process.stderr).red(`promote: ${written.error}`));
+    return EXIT.refused;
+  }
+  if (!quiet) say(`wrote ${written.path} from ${table}`);
+  return EXIT.ok;
+}
+
+/**
+ * The promote job (scripts/promote.ts, and the main job's promote step): the
+ * stores' records of one build into the table at --out (merged into the one
+ * there unless replace), its .route and report beside it; or, route-only, the
+ * .route of a hand-edited table compiled again.
+ */
+export function promoteJob(args: PromoteJob): number {
+  if (args.routeOnly) return routeOnly(args.table, args.quiet);
+
+  const chosen = chooseIdentity(readStoreFolders(args.stores, warn), args.identity ?? undefined);
+  if ('error' in chosen) throw new UsageError(chosen.error);
+  for (const s of chosen.skipped) warn(`skipped ${s.count} records of another build, identity ${s.tag} (${s.differs}); --identity ${s.tag} promotes those instead`);
+  const built = buildTable(chosen.records, { gate: args.gate, pdlRows: args.pdlRows, created: new Date() });
+  if ('error' in built) throw new UsageError(built.error);
+  for (const w of built.warnings) warn(w);
+  const out = args.out ?? defaultTablePath(args.tablesDir, built.table.identity);
+
+  const target = writablePath(out); // a FIFO or a device at --out is refused before anything is read from it
+  if ('error' in target) throw new UsageError(target.error);
+  const old = args.replace ? { table: null } : existingTable(out, built.table.identity);
+  if ('error' in old) throw new UsageError(`${old.error}: --replace writes a fresh table over it`);
+  if (old.other) warn(`${out} held a table of another build (${old.other.differs}): its ${old.other.entries} entries cannot be merged and are replaced`);
+  const merged = mergeTables(old.table, built.table);
+  const written = writeTable(out, merged.table);
+  if ('error' in written) throw new UsageError(written.error);
+  // The compact route (what the C router reads, compiled from the file just
+  // written) and the report sit beside the table; the table is already
+  // written, so a failure here only warns.
+  for (const extra of [writeRouteOf(out), writeReport(merged.table, reportPathFor(out))]) {
+    if ('error' in extra) warn(extra.error);
+    else if (!args.quiet) say(`wrote ${extra.path}`);
+  }
+  if (!args.quiet) {
+    for (const line of summaryLines(merged.table, { path: out, colors: colorsFor(process.stderr) })) say(line);
+    const how = args.replace ? 'started afresh (--replace)' : `kept ${merged.kept} from the table there`;
+    say(`promote: ${out}: ${merged.table.entries.length} entries: ${how}, replaced ${merged.replaced}, added ${merged.added}`);
+  }
+  if (args.json) for (const entry of merged.table.entries) printJsonLine(entryJson(entry));
+  return EXIT.ok;
+}
