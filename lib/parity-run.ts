@@ -11,7 +11,7 @@ import { ParityChecker, computeReference, referenceColumns, type ColumnMode } fr
 import { storeRecord } from './record.ts';
 import type { Bucket, Dtype, Identity, Parity, StoreRecord } from './schema.ts';
 import { StoreWriter } from './store.ts';
-import { selectCandidates } from './sweep.ts';
+import { selectCandidates, type Contender } from './sweep.ts';
 
 export interface ParityPlan {
   identity: Identity;
@@ -25,6 +25,8 @@ export interface ParityPlan {
   /** problems (fresh random inputs) per shape and dtype */
   seeds: number;
   columns: ColumnMode;
+  /** check only these (problem, rows, candidate); undefined: every candidate everywhere */
+  only?: (c: Contender) => boolean;
 }
 
 /** One check of one candidate on one problem at one rows bucket. */
@@ -97,6 +99,7 @@ export function runParity(kpick: Kpick, plan: ParityPlan, events: ParityEvents):
             const site = { identity: plan.identity, op: linear.op, dtype, n: linear.n, k: linear.k, rows, copies: problem.copies, seed };
             for (const cand of ofOp) {
               if (!cand.available || !problem.supports(cand.id)) continue;
+              if (plan.only && !plan.only({ op: linear.op, dtype, n: linear.n, k: linear.k, rows, candidate: cand.name })) continue;
               const { ran, parity } = checkOne(checker, cand);
               const check: ParityCheck = { candidate: cand.name, op: linear.op, dtype, n: linear.n, k: linear.k, rows, seed, columns, ran, parity };
               summary.checks++;
@@ -128,6 +131,8 @@ export interface ParityJob {
   columns: ColumnMode;
   /** also append each check to this store */
   store: string | undefined;
+  /** check only these (problem, rows, candidate); undefined: all */
+  only?: (c: Contender) => boolean;
   backend: string | undefined;
   json: boolean;
   quiet: boolean;
@@ -150,7 +155,7 @@ export function parityJob(args: ParityJob): number {
     if (human) say(`parity: ${describeIdentity(identity)} from ${kpick.path}`);
 
     const progress = new Progress(human && !args.json);
-    const plan = { identity, linears: args.linears, dtypes: args.dtypes, rows: args.rows, candidates, space, seeds: args.seeds, columns: args.columns };
+    const plan = { identity, linears: args.linears, dtypes: args.dtypes, rows: args.rows, candidates, space, seeds: args.seeds, columns: args.columns, only: args.only };
     const summary = runParity(kpick, plan, {
       check(check, record) {
         if (check.parity.status === 'fail') {

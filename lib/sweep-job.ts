@@ -23,6 +23,8 @@ export interface SweepJob {
   copies: number;
   seed: number | undefined;
   shard: Shard | undefined;
+  /** SweepPlan.budgetUs: undefined, every round runs */
+  budgetUs?: number;
   backend: string | undefined;
   json: boolean;
   quiet: boolean;
@@ -75,6 +77,7 @@ export function sweepJob(args: SweepJob): number {
         seed: args.seed,
         done: measuredKeys(existing.records, identity),
         shard: args.shard,
+        budgetUs: args.budgetUs,
       },
       {
         record(record) {

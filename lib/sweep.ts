@@ -13,6 +13,8 @@ import { ParityChecker, computeReference, referenceColumns } from './parity.ts';
 import { FLOOR, storeRecord, type RecordSite } from './record.ts';
 import type { Bucket, Dtype, Identity, Parity, StoreRecord } from './schema.ts';
 import { planUnits, shardKeys, unitKey, type Shard } from './shard.ts';
+import { MIN_SAMPLES } from './promote.ts';
+import { median } from './stats.ts';
 import { recordKey } from './store.ts';
 
 export { FLOOR };
@@ -36,6 +38,13 @@ export interface SweepPlan {
   done: ReadonlySet<string>;
   /** measure only this shard's part of the plan (lib/shard.ts); undefined: all of it */
   shard?: Shard;
+  /**
+   * Timed microseconds a rows bucket may spend before its rounds stop, once every
+   * runnable candidate has MIN_SAMPLES samples; undefined: every round runs. The
+   * main job sets it so a slow backend's largest shapes (a CPU's lm_head at 8
+   * rows: half a second a call) stop at what promote's noise check needs.
+   */
+  budgetUs?: number;
 }
 
 export interface SweepEvents {
@@ -113,6 +122,51 @@ interface Measure {
   parity: Parity;
   nodes: number | null;
   samples: number[];
+  /** timing stopped early: it cannot beat the default (see hopeless) */
+  stopped: boolean;
+}
+
+/** How far a candidate's fastest sample must sit above the default's median before its timing stops. */
+export const STOP_MARGIN = 0.1;
+/** How the record of a candidate whose timing stopped early begins its reason. */
+export const STOPPED = 'timing stopped after';
+
+/** One candidate on one problem and rows bucket, as timedThrough keys it. */
+export interface Contender {
+  op: StoreRecord['op'];
+  dtype: Dtype;
+  n: number;
+  k: number;
+  rows: Bucket;
+  candidate: string;
+}
+export const contenderKey = (c: Contender): string => `${c.op} ${c.dtype} ${c.n}x${c.k} m=${c.rows} ${c.candidate}`;
+
+/** The candidates the store's records timed to the end (ok, not stopped early), keyed per problem and rows: the ones promote may pick there. */
+export function timedThrough(records: readonly StoreRecord[]): Set<string> {
+  return new Set(records.filter((r) => r.kind === 'candidate' && r.status === 'ok' && !r.reason.startsWith(STOPPED)).map(contenderKey));
+}
+
+/** Has a rows bucket spent its budget, with every candidate still timed at MIN_SAMPLES or more? */
+function overBudget(timed: readonly Measure[], budgetUs: number): boolean {
+  let spent = 0;
+  for (const m of timed) {
+    if (!m.stopped && m.samples.length < MIN_SAMPLES) return false;
+    for (const t of m.samples) spent += t;
+  }
+  return spent > budgetUs;
+}
+
+/**
+ * Once both have MIN_SAMPLES samples, a candidate whose fastest sample is still
+ * more than STOP_MARGIN above the default's median cannot pass promote's gate
+ * (its median would have to fall 10 % below its own best), so timing it further
+ * spends the sweep's time on a sure loser: on a CPU, the slow candidates of the
+ * large shapes were most of `npm start`. Its record keeps the samples taken.
+ */
+export function hopeless(cand: readonly number[], def: readonly number[]): boolean {
+  if (cand.length < MIN_SAMPLES || def.length < MIN_SAMPLES) return false;
+  return Math.min(...cand) > median(def) * (1 + STOP_MARGIN);
 }
 
 function failure(err: unknown, during: string): string {
@@ -196,7 +250,7 @@ function measureGroup(
 ): void {
   problem.setRows(g.rows);
   const measures: Measure[] = g.todo.map((cand) => {
-    const m: Measure = { cand, status: 'ok', reason: '', parity: NOT_RUN, nodes: null, samples: [] };
+    const m: Measure = { cand, status: 'ok', reason: '', parity: NOT_RUN, nodes: null, samples: [], stopped: false };
     if (!cand.available) {
       m.status = 'unsupported';
       m.reason = 'not built for this target';
@@ -240,8 +294,16 @@ function measureGroup(
   // timing rounds: each visits every runnable candidate and the floor, rotated
   const floorSamples: number[] = [];
   let floorFailure = '';
+  const def = measures.find((m) => m.cand.isDefault);
   for (let round = 0; round < cut.rounds; round++) {
-    const visits: (Measure | typeof FLOOR)[] = [...runnable(), ...(g.floor && !floorFailure ? [FLOOR] : [])];
+    if (def && def.status === 'ok') {
+      for (const m of runnable()) {
+        if (m === def || m.stopped || !hopeless(m.samples, def.samples)) continue;
+        m.stopped = true;
+        m.reason = `${STOPPED} ${m.samples.length} samples: its fastest is over ${Math.round(STOP_MARGIN * 100)} % slower than the default's median`;
+      }
+    }
+    const visits: (Measure | typeof FLOOR)[] = [...runnable().filter((m) => !m.stopped), ...(g.floor && !floorFailure ? [FLOOR] : [])];
     for (const visit of rotate(visits, round)) {
       if (visit === FLOOR) {
         try {
@@ -260,6 +322,7 @@ function measureGroup(
       }
     }
     progress((round + 1) / cut.rounds);
+    if (plan.budgetUs !== undefined && overBudget(runnable(), plan.budgetUs)) break;
   }
 
   const site: RecordSite = {

@@ -22,7 +22,12 @@ import { parityJob } from '../lib/parity-run.ts';
 import { DEFAULT_GATE, DEFAULT_PDL_ROWS } from '../lib/promote.ts';
 import { promoteJob } from '../lib/promote-job.ts';
 import { refuseCheckJob } from '../lib/refuse-check.ts';
+import { readStore } from '../lib/store.ts';
+import { contenderKey, timedThrough } from '../lib/sweep.ts';
 import { sweepJob } from '../lib/sweep-job.ts';
+
+/** Timed time a rows bucket of the main job may spend past MIN_SAMPLES samples each (lib/sweep.ts budgetUs): a quick per-machine check. */
+const ROWS_BUDGET_US = 2e6;
 
 export const OPTIONS = {
   model: { ...opt.model('model preset whose decode linears are tuned'), default: 'Qwen3-0.6B' },
@@ -107,8 +112,13 @@ export async function main(argv: readonly string[]): Promise<number> {
   if (args.quick !== null) return quickCheck(args, args.quick);
   const common = { linears: linearsOf(args.model, undefined), rows: parseRows(args.rows), dtypes: parseDtypes(args.dtype), candidates: undefined, backend: args.backend, json: false, quiet: args.quiet };
   const steps: [string, () => Promise<number> | number][] = [
-    ['sweep', () => sweepJob({ ...common, model: args.model, store: args.store, samples: args.samples, rounds: args.rounds, copies: args.copies, seed: undefined, shard: undefined })],
-    ['parity', () => parityJob({ ...common, seeds: 1, columns: 'auto', store: undefined })],
+    ['sweep', () => sweepJob({ ...common, model: args.model, store: args.store, samples: args.samples, rounds: args.rounds, copies: args.copies, seed: undefined, shard: undefined, budgetUs: ROWS_BUDGET_US })],
+    // a second input set for every candidate the sweep timed to the end (one it
+    // stopped early cannot be picked; the sweep checked its parity already)
+    ['parity', () => {
+      const contenders = timedThrough(readStore(args.store).records);
+      return parityJob({ ...common, seeds: 1, columns: 'auto', store: undefined, only: (c) => contenders.has(contenderKey(c)) });
+    }],
     // promote's summary is the job's answer: printed even under --quiet
     ['promote', () => promoteJob({ routeOnly: false, stores: [args.store], gate: DEFAULT_GATE, pdlRows: DEFAULT_PDL_ROWS, identity: null, replace: false, out: null, tablesDir: args.tablesDir, json: args.json, quiet: false })],
     ['refuse-check', () => refuseCheckJob({ table: null, tablesDir: args.tablesDir, backend: args.backend ?? null, json: false, quiet: false })],

@@ -7,7 +7,8 @@ import { identityFromInfo } from '../lib/identity.ts';
 import type { Linear } from '../lib/models.ts';
 import { StoreRecord } from '../lib/schema.ts';
 import { measuredKeys, recordKey } from '../lib/store.ts';
-import { FLOOR, rotate, runSweep, selectCandidates, visitsOf, type SweepPlan } from '../lib/sweep.ts';
+import { FLOOR, STOPPED, STOP_MARGIN, contenderKey, hopeless, rotate, runSweep, selectCandidates, timedThrough, visitsOf, type SweepPlan } from '../lib/sweep.ts';
+import { MIN_SAMPLES } from '../lib/promote.ts';
 
 const kpick = loadKpick({ lib: join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so') });
 const space = kpick.candidates();
@@ -59,6 +60,29 @@ test('visitsOf: on the CPU every sample is a round of its own; a GPU keeps its s
   assert.equal(visitsOf('cpu', 3, 3), { samples: 1, rounds: 9 });
   assert.equal(visitsOf('cuda', 5, 3), { samples: 5, rounds: 3 });
   assert.equal(visitsOf('hip', 5, 3), { samples: 5, rounds: 3 });
+});
+
+test('hopeless: a candidate stops only once both sides have MIN_SAMPLES and its fastest is past the margin over the default median', () => {
+  const def = [100, 101, 99, 100, 102];
+  const slow = [1, 2, 3, 4, 5].map((i) => 100 * (1 + STOP_MARGIN) + i); // the default's median is 100
+  assert.ok(hopeless(slow, def), 'every sample over the margin');
+  assert.not.ok(hopeless(slow.slice(0, MIN_SAMPLES - 1), def), 'too few samples of the candidate to judge');
+  assert.not.ok(hopeless(slow, def.slice(0, MIN_SAMPLES - 1)), 'too few samples of the default');
+  assert.not.ok(hopeless([...slow.slice(1), 100], def), 'one sample as fast as the default keeps it timed');
+  assert.not.ok(hopeless(def.map((t) => t * 1.05), def), 'within the margin: it may still win on more samples');
+});
+
+test('timedThrough keys the candidates timed to the end per problem and rows; stopped, failed and floor records are left out', () => {
+  const base = { op: 'linear', dtype: 'bf16', n: 64, k: 32, rows: 4 } as const;
+  const rec = (candidate: string, kind: string, status: string, reason: string) => ({ ...base, candidate, kind, status, reason }) as unknown as StoreRecord;
+  const keys = timedThrough([
+    rec('plain', 'candidate', 'ok', ''),
+    rec('rowblk.r2', 'candidate', 'ok', `${STOPPED} 5 samples: its fastest is over 10 % slower than the default's median`),
+    rec('splitk.s4', 'candidate', 'failed', 'time: boom'),
+    rec('floor', 'floor', 'ok', ''),
+  ]);
+  assert.equal([...keys], [contenderKey({ ...base, candidate: 'plain' })]);
+  assert.is(contenderKey({ ...base, candidate: 'plain' }), 'linear bf16 64x32 m=4 plain');
 });
 
 test('a sweep writes one valid record per candidate of the op and one floor per shape and rows', () => {
