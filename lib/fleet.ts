@@ -143,39 +143,37 @@ export interface SummaryInput {
   at: Date;
 }
 
-export function nodeSummary(input: SummaryInput, entries: FleetEntry[]): FleetSummary {
-  const judged = judgeEntries(entries, input.bounds);
+/** What every summary of a node says about where it ran, around its verdict. */
+function summaryOf(input: SummaryInput, outcome: Pick<FleetSummary, 'entries' | 'geomean_ratio' | 'worst_ratio' | 'verdict' | 'flags'>): FleetSummary {
   return {
     kind: 'fleet-check',
     ...input.node,
     device: input.identity.device,
     identity: input.identity,
     table: input.table,
-    entries,
-    geomean_ratio: judged.geomean,
-    worst_ratio: judged.worst,
+    entries: outcome.entries,
+    geomean_ratio: outcome.geomean_ratio,
+    worst_ratio: outcome.worst_ratio,
     bounds: { ...input.bounds },
-    verdict: judged.flags.length > 0 ? 'flagged' : 'pass',
-    flags: judged.flags,
+    verdict: outcome.verdict,
+    flags: outcome.flags,
     at: input.at.toISOString(),
   };
 }
 
+export function nodeSummary(input: SummaryInput, entries: FleetEntry[]): FleetSummary {
+  const judged = judgeEntries(entries, input.bounds);
+  return summaryOf(input, {
+    entries,
+    geomean_ratio: judged.geomean,
+    worst_ratio: judged.worst,
+    verdict: judged.flags.length > 0 ? 'flagged' : 'pass',
+    flags: judged.flags,
+  });
+}
+
 export function refusedSummary(input: SummaryInput, why: string): FleetSummary {
-  return {
-    kind: 'fleet-check',
-    ...input.node,
-    device: input.identity.device,
-    identity: input.identity,
-    table: input.table,
-    entries: [],
-    geomean_ratio: null,
-    worst_ratio: null,
-    bounds: { ...input.bounds },
-    verdict: 'refused',
-    flags: [`table refused: ${why}`],
-    at: input.at.toISOString(),
-  };
+  return summaryOf(input, { entries: [], geomean_ratio: null, worst_ratio: null, verdict: 'refused', flags: [`table refused: ${why}`] });
 }
 
 /** Summaries from JSON lines (blank lines skipped); a line that is not one is an error naming it. */
