@@ -32,30 +32,21 @@ export function notRegular(st: fs.Stats): string | null {
  * symlink at target names (followed to the end); or why nothing may be written.
  */
 export function writablePath(target: string): { path: string } | { error: string } {
-  let st: fs.Stats;
-  try {
-    st = fs.lstatSync(target);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { path: target };
-    return { error: `${target}: cannot write (${errorLine(err)})` };
-  }
-  if (!st.isSymbolicLink()) {
-    const what = notRegular(st);
-    return what === null ? { path: target } : { error: `${target} is ${what}: refusing to replace it, nothing written` };
-  }
-  // A link: write through it. A dangling link names a new file at its end.
+  // target itself, or through a link to the end of its chain (a dangling link names a new file there)
   let real = target;
   for (let hops = 0; hops < 40; hops++) {
-    let link: fs.Stats;
+    let st: fs.Stats;
     try {
-      link = fs.lstatSync(real);
+      st = fs.lstatSync(real);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { path: real };
       return { error: `${target}: cannot write (${errorLine(err)})` };
     }
-    if (!link.isSymbolicLink()) {
-      const what = notRegular(link);
-      return what === null ? { path: real } : { error: `${target} is a symlink to ${what} (${real}): refusing to replace it, nothing written` };
+    if (!st.isSymbolicLink()) {
+      const what = notRegular(st);
+      if (what === null) return { path: real };
+      const at = hops === 0 ? what : `a symlink to ${what} (${real})`;
+      return { error: `${target} is ${at}: refusing to replace it, nothing written` };
     }
     real = path.resolve(path.dirname(real), fs.readlinkSync(real));
   }

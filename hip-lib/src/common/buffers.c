@@ -102,22 +102,26 @@ static int whole_buffer(const void *buf, int64_t *size) {
   return whole;
 }
 
-int kpick_buffer_upload(void *buf, int64_t offset, const void *src, int64_t bytes) {
+/* a copy of bytes at offset into or out of buf, a live kpick buffer, with a
+ * non-null host side; errors name fn, the ABI call */
+static int copy_fits(const char *fn, const void *buf, int64_t offset, const void *host, const char *host_name,
+                     int64_t bytes) {
   KP_TRY(kpick_init());
   int64_t size = 0;
-  KP_REQUIRE(buf != NULL && whole_buffer(buf, &size), "buf is not a live kpick buffer");
-  KP_REQUIRE(src != NULL, "src is null");
-  KP_REQUIRE(offset >= 0 && bytes > 0 && offset <= size && bytes <= size - offset,
-             "%lld bytes at offset %lld do not fit a buffer of %lld", (long long)bytes, (long long)offset, (long long)size);
+  if (!(buf != NULL && whole_buffer(buf, &size))) return kp_fail(KPICK_E_ARG, fn, "buf is not a live kpick buffer");
+  if (host == NULL) return kp_fail(KPICK_E_ARG, fn, "%s is null", host_name);
+  if (!(offset >= 0 && bytes > 0 && offset <= size && bytes <= size - offset))
+    return kp_fail(KPICK_E_ARG, fn, "%lld bytes at offset %lld do not fit a buffer of %lld", (long long)bytes,
+                   (long long)offset, (long long)size);
+  return KPICK_OK;
+}
+
+int kpick_buffer_upload(void *buf, int64_t offset, const void *src, int64_t bytes) {
+  KP_TRY(copy_fits(__func__, buf, offset, src, "src", bytes));
   return be_dev_upload((char *)buf + offset, src, (size_t)bytes);
 }
 
 int kpick_buffer_download(const void *buf, int64_t offset, void *dst, int64_t bytes) {
-  KP_TRY(kpick_init());
-  int64_t size = 0;
-  KP_REQUIRE(buf != NULL && whole_buffer(buf, &size), "buf is not a live kpick buffer");
-  KP_REQUIRE(dst != NULL, "dst is null");
-  KP_REQUIRE(offset >= 0 && bytes > 0 && offset <= size && bytes <= size - offset,
-             "%lld bytes at offset %lld do not fit a buffer of %lld", (long long)bytes, (long long)offset, (long long)size);
+  KP_TRY(copy_fits(__func__, buf, offset, dst, "dst", bytes));
   return be_dev_download(dst, (const char *)buf + offset, (size_t)bytes);
 }
