@@ -261,8 +261,8 @@ int kpick_model_check(kpick_model *model, const int32_t *cands, int32_t batch, d
 /* the non-linear ops of a step, each checked by kpick_decode_selfcheck */
 enum kpick_decode_op {
   KPICK_DEC_ADD_RMSNORM = 0, /* residual += y (fp32), out = rmsnorm(residual) * gamma */
-  KPICK_DEC_ROPE_APPEND = 1, /* rotary embedding of q and k in place, k and v into the cache */
-  KPICK_DEC_ATTENTION = 2,   /* one query per row, grouped-query, softmax over 0..position */
+  KPICK_DEC_ROPE_APPEND = 1, /* the attention op's first part: rotated k and v into the cache, qkv kept */
+  KPICK_DEC_ATTENTION = 2,   /* rotated q per row, grouped-query, softmax over 0..position */
   KPICK_DEC_ARGMAX = 3,      /* greedy token (lowest index on ties), position + 1 */
   KPICK_DEC_EMBED = 4,       /* residual = embedding row of the token */
   KPICK_DEC_COUNT = 5

@@ -63,16 +63,16 @@ int be_fill_uniform(void *dst, int64_t count, int32_t dtype, uint64_t seed, floa
 /* residual += y (y NULL: nothing added), then out = rmsnorm(residual) * gamma */
 int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *gamma, void *out, int32_t m,
                    int64_t hidden, float eps, void *stream);
-/* q and k heads of qkv rotated in place (rotate-half pairs i, i + head_dim/2,
- * angle pos * theta^(-2i/head_dim)); k and v written to the caches at pos */
-int be_rope_append(int32_t dtype, void *qkv, const int32_t *pos, void *kcache, void *vcache, int32_t m,
-                   int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap, float theta, void *stream);
-/* out[m, heads head_dim]: q head h attends to kv head h / (heads / kv_heads) over
- * cache positions 0..pos, scaled by 1/sqrt(head_dim). scratch: device memory
- * of be_attention_scratch bytes (at these sizes, or more), zero before the
- * first call and left so; NULL (allowed always) keeps each row in one block. */
-int be_attention(int32_t dtype, const void *qkv, const void *kcache, const void *vcache, const int32_t *pos,
-                 void *out, int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap,
+/* out[m, heads head_dim]: each row's new token attended, rotary embedding and
+ * KV append included. The q heads and the new k head of qkv are rotated
+ * (rotate-half pairs i, i + head_dim/2, angle pos * theta^(-2i/head_dim)) and
+ * rounded to the dtype, the rotated k and the v written to the caches at pos;
+ * q head h then attends to kv head h / (heads / kv_heads) over cache positions
+ * 0..pos, scaled by 1/sqrt(head_dim). qkv is not written. scratch: device
+ * memory of be_attention_scratch bytes (at these sizes, or more), zero before
+ * the first call and left so; NULL (allowed always) keeps each row in one block. */
+int be_attention(int32_t dtype, const void *qkv, const int32_t *pos, void *kcache, void *vcache, void *out,
+                 int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap, float theta,
                  void *scratch, void *stream);
 /* bytes of scratch be_attention uses at m rows; 0: it uses none */
 int64_t be_attention_scratch(int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap);

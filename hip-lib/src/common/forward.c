@@ -18,7 +18,7 @@
  * outputs, qkv, rotated q and k, attention, every linear's output) and keeps
  * the residual in fp32 like the step, so only accumulation order and the
  * kernels' fp32 arithmetic separate the two. Compared: the k and v every layer
- * wrote to its cache, every buffer as the last layer left it (qkv, attention,
+ * wrote to its cache, every buffer as the last layer left it (qkv unrotated, attention,
  * gate_up, down), the final norm, the residual and the logits; a wiring
  * mistake (a wrong buffer, size, cache slot, position or weight) shows there. */
 
@@ -67,7 +67,7 @@ static double diff_rel(const diff *f) { return isnan(f->err) ? INFINITY : f->mag
  * per-row state [m][...]; the step's buffers as it left them. */
 typedef struct check_buf {
   uint16_t *layer, *kc, *vc, *table, *lm, *gamma_final;
-  double *x, *pending, *h, *qkv, *attn, *act, *gu, *p, *logits;
+  double *x, *pending, *h, *qkv, *rot, *attn, *act, *gu, *p, *logits;
   diff kv; /* the cache slots every layer wrote */
 } check_buf;
 
@@ -84,6 +84,7 @@ static int check_alloc(bag *b, const struct kpick_model *md, int32_t m, check_bu
   KP_HOST(b, c->pending, (size_t)m * H * 8);
   KP_HOST(b, c->h, (size_t)m * H * 8);
   KP_HOST(b, c->qkv, (size_t)m * md->L.nqkv * 8);
+  KP_HOST(b, c->rot, (size_t)md->L.nqkv * 8);
   KP_HOST(b, c->attn, (size_t)m * md->L.qdim * 8);
   KP_HOST(b, c->act, (size_t)m * I * 8);
   KP_HOST(b, c->gu, (size_t)2 * I * 8);
@@ -104,8 +105,11 @@ static void layer_ref(const struct kpick_model *md, check_buf *c, int32_t r, int
   double *attn = c->attn + r * L->qdim, *act = c->act + r * I;
   add_norm_ref(x, first ? NULL : pend, (const uint16_t *)(lw + L->gamma_attn), H, d->rms_eps, dt, h);
   linear_ref((const uint16_t *)(lw + L->wqkv), h, nqkv, H, dt, qkv);
+  /* attention rotates q and k for itself: qkv stays as the linear left it */
+  double *rot = c->rot;
+  memcpy(rot, qkv, (size_t)nqkv * sizeof *rot);
   for (int hd = 0; hd < d->heads + d->kv_heads; hd++) {
-    double *v = qkv + (int64_t)hd * D;
+    double *v = rot + (int64_t)hd * D;
     for (int i = 0; i < half; i++) {
       const double ang = p * pow((double)d->rope_theta, -2.0 * i / D), cs = cos(ang), sn = sin(ang);
       const double x0 = v[i], x1 = v[i + half];
@@ -115,14 +119,14 @@ static void layer_ref(const struct kpick_model *md, check_buf *c, int32_t r, int
   }
   for (int g = 0; g < d->kv_heads; g++) {
     const int64_t slot = (((int64_t)r * d->kv_heads + g) * md->cap + p) * D;
-    diff_dtype(&c->kv, c->kc + slot, qkv + (int64_t)(d->heads + g) * D, D, dt);
-    diff_dtype(&c->kv, c->vc + slot, qkv + (int64_t)(d->heads + d->kv_heads + g) * D, D, dt);
+    diff_dtype(&c->kv, c->kc + slot, rot + (int64_t)(d->heads + g) * D, D, dt);
+    diff_dtype(&c->kv, c->vc + slot, rot + (int64_t)(d->heads + d->kv_heads + g) * D, D, dt);
   }
   const double scale = 1.0 / sqrt((double)D);
   for (int hd = 0; hd < d->heads; hd++) {
     const int g = hd / group;
-    const double *q = qkv + (int64_t)hd * D;
-    const double *kn = qkv + (int64_t)(d->heads + g) * D, *vn = qkv + (int64_t)(d->heads + d->kv_heads + g) * D;
+    const double *q = rot + (int64_t)hd * D;
+    const double *kn = rot + (int64_t)(d->heads + g) * D, *vn = rot + (int64_t)(d->heads + d->kv_heads + g) * D;
     const int64_t base = ((int64_t)r * d->kv_heads + g) * md->cap * D;
     double mx = -INFINITY, sum = 0;
     for (int32_t t = 0; t <= p; t++) {

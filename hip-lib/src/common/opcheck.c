@@ -100,15 +100,46 @@ static void rope_ref(double *v, int32_t pos, int d, double theta) {
   }
 }
 
+/* fp64 reference rows of one check: qkv with its q and k heads rotated, and
+ * with round, rounded to the dtype as the attention op stores them */
+static void rotated_ref(const uint16_t *qkv, int dt, int D, int round, double *out) {
+  const int64_t nqkv = (int64_t)(SC_HEADS + 2 * SC_KV) * D;
+  for (int64_t i = 0; i < SC_M * nqkv; i++) out[i] = val(dt, qkv[i]);
+  for (int m = 0; m < SC_M; m++)
+    for (int h = 0; h < SC_HEADS + SC_KV; h++) {
+      double *v = out + m * nqkv + h * D;
+      rope_ref(v, sc_pos[m], D, sc_theta);
+      for (int e = 0; e < D && round; e++) v[e] = val(dt, kp_from_f32(dt, (float)v[e]));
+    }
+}
+
+/* scratch for the attention op's split path, zeroed; NULL where it has none */
+static int attention_scratch(bag *b, int D, void **out) {
+  *out = NULL;
+  const int64_t bytes = be_attention_scratch(SC_M, SC_HEADS, SC_KV, D, SC_CAP);
+  if (bytes <= 0) return KPICK_OK;
+  uint16_t *zeros;
+  KP_HOST(b, zeros, (size_t)bytes);
+  return bag_upload(b, zeros, (size_t)bytes, out);
+}
+
+/* The attention op's rotary embedding and KV append: the caches after it
+ * (every slot; the row's position holds the rotated k and the v) and qkv,
+ * which it must leave as it was; once in one block per row, then split. */
 static int check_rope_append_d(bag *b, int dt, uint64_t seed, int corrupt, int D, double *err) {
   const int64_t nqkv = (int64_t)(SC_HEADS + 2 * SC_KV) * D, n = SC_M * nqkv;
-  const int64_t ncache = (int64_t)SC_M * SC_KV * SC_CAP * D;
-  uint16_t *qkv, *kc, *vc;
-  double *qkv_ref, *kc_ref, *vc_ref;
+  const int64_t ncache = (int64_t)SC_M * SC_KV * SC_CAP * D, nout = (int64_t)SC_M * SC_HEADS * D;
+  uint16_t *qkv, *qkv_got, *kc, *vc, *kg, *vg, *out;
+  double *rot, *qkv_ref, *kc_ref, *vc_ref;
   int32_t pos[SC_M];
   KP_HOST(b, qkv, n * 2);
+  KP_HOST(b, qkv_got, n * 2);
   KP_HOST(b, kc, ncache * 2);
   KP_HOST(b, vc, ncache * 2);
+  KP_HOST(b, kg, ncache * 2);
+  KP_HOST(b, vg, ncache * 2);
+  KP_HOST(b, out, nout * 2);
+  KP_HOST(b, rot, n * 8);
   KP_HOST(b, qkv_ref, n * 8);
   KP_HOST(b, kc_ref, ncache * 8);
   KP_HOST(b, vc_ref, ncache * 8);
@@ -116,30 +147,38 @@ static int check_rope_append_d(bag *b, int dt, uint64_t seed, int corrupt, int D
   random_dtype(kc, ncache, dt, seed + 2, 0.0f, 1.0f);
   random_dtype(vc, ncache, dt, seed + 3, 0.0f, 1.0f);
   memcpy(pos, sc_pos, sizeof pos);
+  rotated_ref(qkv, dt, D, 0, rot);
   for (int64_t i = 0; i < n; i++) qkv_ref[i] = val(dt, qkv[i]);
   for (int64_t i = 0; i < ncache; i++) kc_ref[i] = val(dt, kc[i]), vc_ref[i] = val(dt, vc[i]);
-  for (int m = 0; m < SC_M; m++) {
-    for (int h = 0; h < SC_HEADS + SC_KV; h++) rope_ref(qkv_ref + m * nqkv + h * D, pos[m], D, sc_theta);
+  for (int m = 0; m < SC_M; m++)
     for (int g = 0; g < SC_KV; g++) {
       const int64_t slot = (((int64_t)m * SC_KV + g) * SC_CAP + pos[m]) * D;
       for (int e = 0; e < D; e++) {
-        kc_ref[slot + e] = qkv_ref[m * nqkv + (SC_HEADS + g) * D + e];
+        kc_ref[slot + e] = rot[m * nqkv + (SC_HEADS + g) * D + e];
         vc_ref[slot + e] = qkv_ref[m * nqkv + (SC_HEADS + SC_KV + g) * D + e];
       }
     }
-  }
   if (corrupt) pos[0] += 1;
-  void *d_qkv, *d_kc, *d_vc, *d_pos;
+  void *d_qkv, *d_kc, *d_vc, *d_pos, *d_out, *d_scratch;
   KP_TRY(bag_upload(b, qkv, n * 2, &d_qkv));
   KP_TRY(bag_upload(b, kc, ncache * 2, &d_kc));
   KP_TRY(bag_upload(b, vc, ncache * 2, &d_vc));
   KP_TRY(bag_upload(b, pos, sizeof pos, &d_pos));
-  KP_TRY(be_rope_append(dt, d_qkv, d_pos, d_kc, d_vc, SC_M, SC_HEADS, SC_KV, D, SC_CAP, sc_theta, b->stream));
-  KP_TRY(be_stream_sync(b->stream));
-  KP_TRY(be_dev_download(qkv, d_qkv, n * 2));
-  KP_TRY(be_dev_download(kc, d_kc, ncache * 2));
-  KP_TRY(be_dev_download(vc, d_vc, ncache * 2));
-  *err = kp_worst(rel_dtype(qkv, qkv_ref, n, dt), kp_worst(rel_dtype(kc, kc_ref, ncache, dt), rel_dtype(vc, vc_ref, ncache, dt)));
+  KP_TRY(bag_upload(b, out, nout * 2, &d_out));
+  KP_TRY(attention_scratch(b, D, &d_scratch));
+  *err = 0;
+  for (int run = 0; run < (d_scratch ? 2 : 1); run++) {
+    KP_TRY(be_dev_upload(d_kc, kc, ncache * 2)); /* fresh caches: each run must write its slots */
+    KP_TRY(be_dev_upload(d_vc, vc, ncache * 2));
+    KP_TRY(be_attention(dt, d_qkv, d_pos, d_kc, d_vc, d_out, SC_M, SC_HEADS, SC_KV, D, SC_CAP, sc_theta,
+                        run ? d_scratch : NULL, b->stream));
+    KP_TRY(be_stream_sync(b->stream));
+    KP_TRY(be_dev_download(qkv_got, d_qkv, n * 2));
+    KP_TRY(be_dev_download(kg, d_kc, ncache * 2));
+    KP_TRY(be_dev_download(vg, d_vc, ncache * 2));
+    *err = kp_worst(*err, kp_worst(rel_dtype(qkv_got, qkv_ref, n, dt),
+                                   kp_worst(rel_dtype(kg, kc_ref, ncache, dt), rel_dtype(vg, vc_ref, ncache, dt))));
+  }
   return KPICK_OK;
 }
 
@@ -168,16 +207,19 @@ static int check_rope_append(bag *b, int dt, uint64_t seed, int corrupt, double 
   return worst_over_head_dims(check_rope_append_d, b, dt, seed, corrupt, err);
 }
 
+/* The attention op's output: q and the new k rotated, the new position's k
+ * and v from qkv, the earlier ones from the cache. */
 static int check_attention_d(bag *b, int dt, uint64_t seed, int corrupt, int D, double *err) {
   const int64_t nqkv = (int64_t)(SC_HEADS + 2 * SC_KV) * D, n = SC_M * nqkv;
   const int64_t ncache = (int64_t)SC_M * SC_KV * SC_CAP * D, nout = (int64_t)SC_M * SC_HEADS * D;
   uint16_t *qkv, *kc, *vc, *vc_dev_src, *out;
-  double *ref, *p;
+  double *rot, *ref, *p;
   KP_HOST(b, qkv, n * 2);
   KP_HOST(b, kc, ncache * 2);
   KP_HOST(b, vc, ncache * 2);
   KP_HOST(b, vc_dev_src, ncache * 2);
   KP_HOST(b, out, nout * 2);
+  KP_HOST(b, rot, n * 8);
   KP_HOST(b, ref, nout * 8);
   KP_HOST(b, p, SC_CAP * 8);
   /* q scaled up so the softmax is far from flat */
@@ -190,28 +232,31 @@ static int check_attention_d(bag *b, int dt, uint64_t seed, int corrupt, int D, 
       const int64_t at_i = ((int64_t)2 * SC_KV + 0) * SC_CAP * D + i;
       vc_dev_src[at_i] = kp_from_f32(dt, val(dt, vc[at_i]) + 2.0f);
     }
+  rotated_ref(qkv, dt, D, 1, rot);
   const double scale = 1.0 / sqrt((double)D);
   for (int m = 0; m < SC_M; m++) {
     for (int h = 0; h < SC_HEADS; h++) {
       const int g = h / (SC_HEADS / SC_KV);
-      const uint16_t *q = qkv + m * nqkv + h * D;
+      const double *q = rot + m * nqkv + h * D, *kn = rot + m * nqkv + (SC_HEADS + g) * D;
+      const uint16_t *vn = qkv + m * nqkv + (SC_HEADS + SC_KV + g) * D;
       const int64_t base = ((int64_t)m * SC_KV + g) * SC_CAP * D;
       double mx = -INFINITY, sum = 0;
       for (int t = 0; t <= sc_pos[m]; t++) {
         double s = 0;
-        for (int e = 0; e < D; e++) s += val(dt, q[e]) * val(dt, kc[base + (int64_t)t * D + e]);
+        for (int e = 0; e < D; e++) s += q[e] * (t < sc_pos[m] ? val(dt, kc[base + (int64_t)t * D + e]) : kn[e]);
         p[t] = s * scale;
         mx = p[t] > mx ? p[t] : mx;
       }
       for (int t = 0; t <= sc_pos[m]; t++) sum += p[t] = exp(p[t] - mx);
       for (int e = 0; e < D; e++) {
         double o = 0;
-        for (int t = 0; t <= sc_pos[m]; t++) o += p[t] * val(dt, vc[base + (int64_t)t * D + e]);
+        for (int t = 0; t <= sc_pos[m]; t++)
+          o += p[t] * val(dt, t < sc_pos[m] ? vc[base + (int64_t)t * D + e] : vn[e]);
         ref[((int64_t)m * SC_HEADS + h) * D + e] = o / sum;
       }
     }
   }
-  void *d_qkv, *d_kc, *d_vc, *d_pos, *d_out, *d_scratch = NULL;
+  void *d_qkv, *d_kc, *d_vc, *d_pos, *d_out, *d_scratch;
   KP_TRY(bag_upload(b, qkv, n * 2, &d_qkv));
   KP_TRY(bag_upload(b, kc, ncache * 2, &d_kc));
   KP_TRY(bag_upload(b, vc_dev_src, ncache * 2, &d_vc));
@@ -219,18 +264,13 @@ static int check_attention_d(bag *b, int dt, uint64_t seed, int corrupt, int D, 
   KP_TRY(bag_upload(b, out, nout * 2, &d_out));
   /* a row in one block (no scratch), then split over blocks twice: the second
    * split run needs the counters the first put back to 0 */
-  const int64_t scratch_bytes = be_attention_scratch(SC_M, SC_HEADS, SC_KV, D, SC_CAP);
-  if (scratch_bytes > 0) {
-    uint16_t *zeros;
-    KP_HOST(b, zeros, (size_t)scratch_bytes);
-    KP_TRY(bag_upload(b, zeros, (size_t)scratch_bytes, &d_scratch));
-  }
+  KP_TRY(attention_scratch(b, D, &d_scratch));
   *err = 0;
   for (int run = 0; run < (d_scratch ? 3 : 1); run++) {
     for (int64_t i = 0; i < nout; i++) out[i] = 0xffffu; /* NaN in both dtypes: an unwritten output fails */
     KP_TRY(be_dev_upload(d_out, out, nout * 2));
-    KP_TRY(be_attention(dt, d_qkv, d_kc, d_vc, d_pos, d_out, SC_M, SC_HEADS, SC_KV, D, SC_CAP, run ? d_scratch : NULL,
-                        b->stream));
+    KP_TRY(be_attention(dt, d_qkv, d_pos, d_kc, d_vc, d_out, SC_M, SC_HEADS, SC_KV, D, SC_CAP, sc_theta,
+                        run ? d_scratch : NULL, b->stream));
     KP_TRY(be_stream_sync(b->stream));
     KP_TRY(be_dev_download(out, d_out, nout * 2));
     *err = kp_worst(*err, rel_dtype(out, ref, nout, dt));

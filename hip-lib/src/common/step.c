@@ -54,8 +54,8 @@ static int enqueue_step(void *ctx) {
     void *kc = kp_cache_at(md, l, 0), *vc = kp_cache_at(md, l, 1);
     KP_TRY(be_add_rmsnorm(dt, resid, pending, kp_layer_at(md, l, L->gamma_attn), hbuf, m, H, d->rms_eps, s));
     KP_TRY(be_launch(a->cands[KPICK_LIN_QKV], KPICK_OP_LINEAR, dt, hbuf, kp_layer_at(md, l, L->wqkv), qkv, m, L->nqkv, H, s));
-    KP_TRY(be_rope_append(dt, qkv, pos, kc, vc, m, d->heads, d->kv_heads, d->head_dim, md->cap, d->rope_theta, s));
-    KP_TRY(be_attention(dt, qkv, kc, vc, pos, attn, m, d->heads, d->kv_heads, d->head_dim, md->cap, attn_scratch, s));
+    KP_TRY(be_attention(dt, qkv, pos, kc, vc, attn, m, d->heads, d->kv_heads, d->head_dim, md->cap, d->rope_theta,
+                        attn_scratch, s));
     KP_TRY(be_launch(a->cands[KPICK_LIN_O], KPICK_OP_LINEAR, dt, attn, kp_layer_at(md, l, L->wo), ybuf, m, H, L->qdim, s));
     KP_TRY(be_add_rmsnorm(dt, resid, ybuf, kp_layer_at(md, l, L->gamma_mlp), hbuf, m, H, d->rms_eps, s));
     KP_TRY(be_launch(a->cands[KPICK_LIN_GATE_UP], KPICK_OP_GATED, dt, hbuf, kp_layer_at(md, l, L->wgu), act, m, I, H, s));

@@ -3,8 +3,9 @@
  * as plain loops with fp32 arithmetic, rounding once to the dtype.
  *   fill         kp_uniform values, as every backend makes them
  *   add_rmsnorm  residual += y, then rmsnorm * gamma
- *   rope_append  rotate-half rotary embedding of q and k, k and v into the cache
- *   attention    one query per row, grouped-query, two-pass softmax
+ *   attention    rotate-half rotary embedding of q and the new k, k and v
+ *                into the cache, then one query per head, grouped-query,
+ *                two-pass softmax
  *   argmax       lowest index of the largest value; then the position moves on
  *   embed        residual = the token's row of the table
  *   graphs       the step's enqueue and arguments, called again per launch */
@@ -67,50 +68,46 @@ int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *ga
   return KPICK_OK;
 }
 
-int be_rope_append(int32_t dtype, void *qkv, const int32_t *pos, void *kcache, void *vcache, int32_t m, int32_t heads,
-                   int32_t kv_heads, int32_t head_dim, int32_t cap, float theta, void *stream) {
-  const int64_t nqkv = (int64_t)(heads + 2 * kv_heads) * head_dim;
+/* one head vector of qkv rotated (rotate-half) into dst, rounded to the dtype */
+static void rope_head(int32_t dtype, const uint16_t *src, uint16_t *dst, int32_t pos, int32_t head_dim, float theta) {
   const int32_t half = head_dim / 2;
-  uint16_t *kc = kcache, *vc = vcache;
-  for (int32_t r = 0; r < m; r++) {
-    uint16_t *row = (uint16_t *)qkv + r * nqkv;
-    for (int32_t h = 0; h < heads + kv_heads; h++) {
-      uint16_t *v = row + (int64_t)h * head_dim;
-      for (int32_t i = 0; i < half; i++) {
-        const float ang = (float)pos[r] * powf(theta, -2.0f * (float)i / (float)head_dim);
-        const float c = cosf(ang), s = sinf(ang);
-        const float x0 = kp_to_f32(dtype, v[i]), x1 = kp_to_f32(dtype, v[i + half]);
-        v[i] = kp_from_f32(dtype, x0 * c - x1 * s);
-        v[i + half] = kp_from_f32(dtype, x1 * c + x0 * s);
-      }
-    }
-    for (int32_t g = 0; g < kv_heads; g++) {
-      const int64_t slot = (((int64_t)r * kv_heads + g) * cap + pos[r]) * head_dim;
-      memcpy(kc + slot, row + (int64_t)(heads + g) * head_dim, (size_t)head_dim * 2);
-      memcpy(vc + slot, row + (int64_t)(heads + kv_heads + g) * head_dim, (size_t)head_dim * 2);
-    }
+  for (int32_t i = 0; i < half; i++) {
+    const float ang = (float)pos * powf(theta, -2.0f * (float)i / (float)head_dim);
+    const float c = cosf(ang), s = sinf(ang);
+    const float x0 = kp_to_f32(dtype, src[i]), x1 = kp_to_f32(dtype, src[i + half]);
+    dst[i] = kp_from_f32(dtype, x0 * c - x1 * s);
+    dst[i + half] = kp_from_f32(dtype, x1 * c + x0 * s);
   }
-  return KPICK_OK;
 }
 
-int be_attention(int32_t dtype, const void *qkv, const void *kcache, const void *vcache, const int32_t *pos, void *out,
-                 int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap, void *scratch,
+int be_attention(int32_t dtype, const void *qkv, const int32_t *pos, void *kcache, void *vcache, void *out, int32_t m,
+                 int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap, float theta, void *scratch,
                  void *stream) {
   const int64_t nqkv = (int64_t)(heads + 2 * kv_heads) * head_dim;
   const float scale = 1.0f / sqrtf((float)head_dim);
   float *p = malloc(sizeof(float) * (size_t)cap), *acc = malloc(sizeof(float) * (size_t)head_dim);
-  if (!p || !acc) {
+  uint16_t *q = malloc(2 * (size_t)head_dim);
+  if (!p || !acc || !q) {
     free(p);
     free(acc);
+    free(q);
     return kp_fail(KPICK_E_NOMEM, "attention", "host allocation failed");
   }
+  uint16_t *kc = kcache, *vc = vcache;
   for (int32_t r = 0; r < m; r++) {
+    const uint16_t *row = (const uint16_t *)qkv + r * nqkv;
+    /* the new position's rotated k and its v into the caches first */
+    for (int32_t g = 0; g < kv_heads && pos[r] < cap; g++) {
+      const int64_t slot = (((int64_t)r * kv_heads + g) * cap + pos[r]) * head_dim;
+      rope_head(dtype, row + (int64_t)(heads + g) * head_dim, kc + slot, pos[r], head_dim, theta);
+      memcpy(vc + slot, row + (int64_t)(heads + kv_heads + g) * head_dim, (size_t)head_dim * 2);
+    }
     const int32_t len = pos[r] + 1 < cap ? pos[r] + 1 : cap;
     for (int32_t h = 0; h < heads; h++) {
       const int32_t g = h / (heads / kv_heads);
-      const uint16_t *q = (const uint16_t *)qkv + r * nqkv + (int64_t)h * head_dim;
+      rope_head(dtype, row + (int64_t)h * head_dim, q, pos[r], head_dim, theta);
       const int64_t base = ((int64_t)r * kv_heads + g) * cap * head_dim;
-      const uint16_t *k = (const uint16_t *)kcache + base, *v = (const uint16_t *)vcache + base;
+      const uint16_t *k = kc + base, *v = vc + base;
       float mx = -INFINITY, sum = 0.0f;
       for (int32_t t = 0; t < len; t++) {
         float s = 0.0f;
@@ -128,6 +125,7 @@ int be_attention(int32_t dtype, const void *qkv, const void *kcache, const void 
   }
   free(p);
   free(acc);
+  free(q);
   return KPICK_OK;
 }
 

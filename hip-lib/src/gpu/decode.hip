@@ -5,13 +5,13 @@
  *   fill         kp_uniform values (common/random.h), as the CPU makes them
  *   add_rmsnorm  one block per row, the row held in registers: residual += y,
  *                sum of squares, scale
- *   rope_append  a thread per rotated pair: rotate-half rotary embedding of q
- *                and k in place; k and v into the cache at the row's position
- *   attention    one block per (row, query heads of one kv head (up to 4),
- *                split): those heads share each key and value row read, one
- *                pass with a running softmax; short of blocks, a row's positions are split
- *                over several and the last to finish merges them
- *                (flash-decoding); head_dim 64, 128 or 256
+ *   attention    rotary embedding of q and the new k, k and v into the cache
+ *                at the row's position, and the attention itself, in one
+ *                kernel: one block per (row, query heads of one kv head (up
+ *                to 4), split): those heads share each key and value row
+ *                read, one pass with a running softmax; short of blocks, a
+ *                row's positions are split over several and the last to
+ *                finish merges them (flash-decoding); head_dim 64, 128 or 256
  *   argmax       several blocks per row, a slice each, the last to finish
  *                picks among them: lowest index on ties, then the position
  *                moves on
@@ -48,7 +48,7 @@
 #endif
 #endif
 
-static constexpr int kp_row_threads = 256;   /* norm, rope, embed */
+static constexpr int kp_row_threads = 256;   /* embed */
 static constexpr int kp_max_warps = 1024 / 32; /* the most warps a block of this file has */
 
 /* ---- memory, streams, graphs ---- */
@@ -358,74 +358,40 @@ int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *ga
   return KPICK_OK;
 }
 
-/* ---- rotary embedding + KV append ----
- * One thread per rotated pair (i, i + D/2) of a q or k head, then one per
- * pair of a v head, copied to the cache: every load of a row in flight at once. */
-
-template <int DT>
-__global__ void __launch_bounds__(kp_row_threads)
-    kp_rope_append_kernel(uint16_t *__restrict__ qkv, const int32_t *pos, uint16_t *__restrict__ kc,
-                          uint16_t *__restrict__ vc, int heads, int kv_heads, int D, int cap, float theta) {
-  kp_dec_release();
-  kp_dec_wait();
-  const int64_t row = blockIdx.y;
-  const int half = D / 2;
-  const int64_t nqkv = (int64_t)(heads + 2 * kv_heads) * D;
-  uint16_t *x = qkv + row * nqkv;
-  const int p = pos[row];
-  const int rotated = (heads + kv_heads) * half;
-  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx < rotated) {
-    const int h = idx / half, i = idx - h * half;
-    uint16_t *v = x + (int64_t)h * D;
-    const float ang = (float)p * powf(theta, -2.0f * (float)i / (float)D);
-    float sn, cs;
-    sincosf(ang, &sn, &cs);
-    const float x0 = kp_load1<DT>(v + i), x1 = kp_load1<DT>(v + i + half);
-    const uint16_t r0 = kp_round<DT>(x0 * cs - x1 * sn), r1 = kp_round<DT>(x1 * cs + x0 * sn);
-    v[i] = r0;
-    v[i + half] = r1;
-    if (h >= heads) { /* a k head: its rotated pair goes to the cache too */
-      uint16_t *slot = kc + (((int64_t)row * kv_heads + (h - heads)) * cap + p) * D;
-      slot[i] = r0;
-      slot[i + half] = r1;
-    }
-  } else if (idx < rotated + kv_heads * half) {
-    const int j = idx - rotated, g = j / half, i = j - g * half;
-    const uint16_t *src = x + (int64_t)(heads + kv_heads + g) * D;
-    uint16_t *slot = vc + (((int64_t)row * kv_heads + g) * cap + p) * D;
-    slot[i] = src[i];
-    slot[i + half] = src[i + half];
-  }
-}
-
-int be_rope_append(int32_t dtype, void *qkv, const int32_t *pos, void *kcache, void *vcache, int32_t m, int32_t heads,
-                   int32_t kv_heads, int32_t head_dim, int32_t cap, float theta, void *stream) {
-  const hipStream_t s = (hipStream_t)stream;
-  const int64_t pairs = (int64_t)(heads + 2 * kv_heads) * (head_dim / 2);
-  const dim3 grid((unsigned)((pairs + kp_row_threads - 1) / kp_row_threads), (unsigned)m), block(kp_row_threads);
-  uint16_t *q = (uint16_t *)qkv, *k = (uint16_t *)kcache, *v = (uint16_t *)vcache;
-  const auto kernel = dtype == KP_DT_BF16 ? kp_rope_append_kernel<KP_DT_BF16> : kp_rope_append_kernel<KP_DT_FP16>;
-  KP_GPU(kp_launch(kernel, grid, block, s, kp_dec_pdl(), q, pos, k, v, (int)heads, (int)kv_heads, (int)head_dim,
-                   (int)cap, theta));
-  return KPICK_OK;
-}
-
-/* ---- attention: every query head of a KV head's group over cache positions 0..pos ----
+/* ---- attention with its rotary embedding and KV append ----
  * One block per (row, kv head, split): the block's qpb query heads (all of the
  * group, up to 4) share each key and value row it reads, so the cache is read
- * once per group, not once per query head. A key row is D/8 16-byte pieces; a
- * group of P = D/8 threads reads one key row and its value row, a thread per
- * piece, so KP = threads / P positions are read per pass, and every thread
- * keeps U passes of loads in flight before it uses the first. Each thread
- * group keeps a running (online) softmax per query head; the groups are then
- * merged in group order.
+ * once per group, not once per query head. The block rotates its query heads
+ * and the row's new key itself (rotate-half, rounded to the dtype, as a
+ * separate rotary kernel would store them), and the new key and value go to
+ * the cache at the row's position; the new position is attended from shared
+ * memory, never read back. One op instead of two saves a launch and its wait
+ * per layer, and qkv stays as the linear wrote it.
+ * A key row is D/8 16-byte pieces; a group of P = D/8 threads reads one key
+ * row and its value row, a thread per piece, so KP = threads / P positions are
+ * read per pass, and every thread keeps U passes of loads in flight before it
+ * uses the first. Each thread group keeps a running (online) softmax per query
+ * head; the groups are then merged in group order.
+ * The cache below the row's position was written by earlier steps, all done
+ * before this kernel starts (chaining, above: every kernel before the one this
+ * follows is done), so the first pass of it is loaded before the wait, under
+ * the tail of the qkv linear; the new position, from qkv, only after it.
  * Flash-decoding: when (rows x kv heads) would leave multiprocessors idle,
  * each row's positions are split over S blocks (kp_attn_splits). Each writes
  * its unnormalised output, max and sum to scratch; the last block of a (row,
  * kv head) to finish, found by a counter it then puts back to 0, merges the S
  * partials in split order. The order of every sum is fixed, so a step's
  * output does not change from run to run. */
+
+/* bench/gpu/step-variants.sh builds this file with these overridden (-D):
+ * the passes of the loop a split holds at least, and whether the first pass
+ * is loaded before the wait */
+#ifndef KP_ATTN_SPLIT_PASSES
+#define KP_ATTN_SPLIT_PASSES 1
+#endif
+#ifndef KP_ATTN_PREFETCH
+#define KP_ATTN_PREFETCH 1
+#endif
 
 static constexpr int kp_attn_threads = 256;
 static constexpr int kp_attn_u = 4;          /* passes of loads in flight */
@@ -457,7 +423,7 @@ static int kp_dec_units() {
 
 /* positions one pass of the kernel's loop reads: a split shorter than this
  * leaves loads idle */
-static int kp_attn_pass(int head_dim) { return kp_attn_threads / (head_dim / 8) * kp_attn_u; }
+static int kp_attn_pass(int head_dim) { return kp_attn_threads / (head_dim / 8) * kp_attn_u * KP_ATTN_SPLIT_PASSES; }
 
 /* splits per (row, query-head block): enough blocks for one per
  * multiprocessor, no more (a block past the first wave doubles the time), and
@@ -484,41 +450,79 @@ int64_t be_attention_scratch(int32_t m, int32_t heads, int32_t kv_heads, int32_t
 
 template <int DT, int D, int QPB>
 __global__ void __launch_bounds__(kp_attn_threads, 2)
-    kp_attention_kernel(const uint16_t *qkv, const uint16_t *kc, const uint16_t *vc, const int32_t *pos,
+    kp_attention_kernel(const uint16_t *qkv, const int32_t *pos, uint16_t *kc, uint16_t *vc,
                         uint16_t *__restrict__ out, unsigned *counters, float *part_o, float *part_ml,
-                        int heads, int kv_heads, int cap, float scale) {
-  constexpr int P = kp_attn_shape<D>::P, KP = kp_attn_shape<D>::KP, U = kp_attn_u;
+                        int heads, int kv_heads, int cap, float scale, float theta) {
+  constexpr int P = kp_attn_shape<D>::P, KP = kp_attn_shape<D>::KP, U = kp_attn_u, half = D / 2;
   __shared__ float part[KP * QPB * D];
   __shared__ __attribute__((aligned(16))) float qs[QPB * D];
+  __shared__ __attribute__((aligned(16))) uint16_t knew[D], vnew[D]; /* the new position's key and value */
+  __shared__ float rcos[half], rsin[half];
   __shared__ float gmax[KP * QPB], gsum[KP * QPB], gweight[KP * QPB];
   __shared__ float bden[QPB];
   __shared__ float cmax[kp_attn_max_splits * QPB], csum[kp_attn_max_splits * QPB]; /* the merge of splits */
   __shared__ int last;
   kp_dec_release();
-  kp_dec_wait();
   const int blocks_per_row = heads / QPB; /* query-head blocks of a row */
   const int hb = blockIdx.x;              /* this block's heads: hb * QPB .. + QPB - 1 */
   const int h0 = hb * QPB;
   const int64_t row = blockIdx.y;
   const int split = blockIdx.z, S = gridDim.z;
-  const int g = h0 / (heads / kv_heads);
-  const int len = min(pos[row] + 1, cap);
+  const int group = heads / kv_heads, g = h0 / group;
+  const int p = pos[row]; /* an earlier step's write: done */
+  const int len = min(p + 1, cap);
   const int span = (len + S - 1) / S;
   const int t_begin = split * span, t_end = min(len, t_begin + span);
+  const int t_cache = min(t_end, p); /* positions below it come from the cache */
+  const bool holds_new = p < cap && t_begin <= p && p < t_end;
   const int piece = threadIdx.x % P, grp = threadIdx.x / P;
   const int64_t nqkv = (int64_t)(heads + 2 * kv_heads) * D;
-  const size_t base = ((size_t)row * kv_heads + g) * (size_t)cap * D + (size_t)piece * 8;
-  const uint16_t *K = kc + base, *V = vc + base;
+  const size_t base = ((size_t)row * kv_heads + g) * (size_t)cap * D;
+  const uint16_t *K = kc + base + (size_t)piece * 8, *V = vc + base + (size_t)piece * 8;
 
-  /* the block's queries, scaled, in shared memory: read again at every pass
-   * (volatile), so registers go to loads in flight rather than to q */
-  for (int x = threadIdx.x; x < QPB * D / 8; x += blockDim.x) {
-    float f[8];
-    kp_unpack8<DT>(kp_ld_act(qkv + row * nqkv + (int64_t)h0 * D + x * 8), f);
+  kp_v16 kv[U], vv[U];
+  auto load = [&](int t0) {
 #pragma unroll
-    for (int e = 0; e < 8; ++e) qs[x * 8 + e] = f[e] * scale;
+    for (int u = 0; u < U; ++u) {
+      const int t = t0 + u * KP + grp;
+      const bool in = t < t_cache;
+      kv[u] = in ? kp_ld_act(K + (size_t)t * D) : kp_v16{0u, 0u, 0u, 0u};
+      vv[u] = in ? kp_ld_act(V + (size_t)t * D) : kp_v16{0u, 0u, 0u, 0u};
+    }
+  };
+  if (KP_ATTN_PREFETCH) load(t_begin); /* the cache of earlier steps, before the wait */
+  kp_dec_wait();
+
+  /* the rotation's angles at this position, then the block's query heads and
+   * the new key rotated (rounded to the dtype), the queries scaled into shared
+   * memory, where every pass reads them again (volatile), so registers go to
+   * loads in flight rather than to q */
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    const float ang = (float)p * powf(theta, -2.0f * (float)i / (float)D);
+    sincosf(ang, &rsin[i], &rcos[i]);
   }
   __syncthreads();
+  const uint16_t *x = qkv + row * nqkv;
+  for (int i = threadIdx.x; i < (QPB + 1) * half; i += blockDim.x) {
+    const int j = i / half, e = i - j * half;
+    const uint16_t *src = x + (int64_t)(j < QPB ? h0 + j : heads + g) * D;
+    const float x0 = kp_load1<DT>(src + e), x1 = kp_load1<DT>(src + e + half);
+    const uint16_t r0 = kp_round<DT>(x0 * rcos[e] - x1 * rsin[e]), r1 = kp_round<DT>(x1 * rcos[e] + x0 * rsin[e]);
+    if (j < QPB) {
+      qs[j * D + e] = kp_lo<DT>(r0) * scale;
+      qs[j * D + e + half] = kp_lo<DT>(r1) * scale;
+    } else {
+      knew[e] = r0, knew[e + half] = r1;
+    }
+  }
+  for (int i = threadIdx.x; i < D; i += blockDim.x) vnew[i] = x[(int64_t)(heads + kv_heads + g) * D + i];
+  __syncthreads();
+  /* the new key and value into the cache, by one block of the (row, kv head):
+   * no block of this launch reads that slot */
+  if (holds_new && hb % (group / QPB) == 0) {
+    uint16_t *ks = kc + base + (size_t)p * D, *vs = vc + base + (size_t)p * D;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) ks[i] = knew[i], vs[i] = vnew[i];
+  }
   const volatile float4 *qv = reinterpret_cast<const volatile float4 *>(qs);
 
   float mx[QPB], sum[QPB], acc[QPB][8];
@@ -529,13 +533,14 @@ __global__ void __launch_bounds__(kp_attn_threads, 2)
     for (int e = 0; e < 8; ++e) acc[j][e] = 0.0f;
   }
   for (int t0 = t_begin; t0 < t_end; t0 += KP * U) {
-    kp_v16 kv[U], vv[U];
+    if (t0 != t_begin || !KP_ATTN_PREFETCH) load(t0);
+    if (holds_new) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int t = t0 + u * KP + grp;
-      const bool in = t < t_end;
-      kv[u] = in ? kp_ld_act(K + (size_t)t * D) : kp_v16{0u, 0u, 0u, 0u};
-      vv[u] = in ? kp_ld_act(V + (size_t)t * D) : kp_v16{0u, 0u, 0u, 0u};
+      for (int u = 0; u < U; ++u)
+        if (t0 + u * KP + grp == p) {
+          kv[u] = reinterpret_cast<const kp_v16 *>(knew)[piece];
+          vv[u] = reinterpret_cast<const kp_v16 *>(vnew)[piece];
+        }
     }
     /* the U scores of each head (every lane of the group ends with each) */
     float sc[QPB][U];
@@ -668,33 +673,33 @@ __global__ void __launch_bounds__(kp_attn_threads, 2)
 }
 
 template <int DT, int D>
-static hipError_t kp_attention_qpb(int qpb, dim3 grid, hipStream_t s, const uint16_t *q, const uint16_t *k, const uint16_t *v,
-                                   const int32_t *pos, uint16_t *o, unsigned *counters, float *part_o, float *part_ml,
-                                   int heads, int kv_heads, int cap, float scale) {
+static hipError_t kp_attention_qpb(int qpb, dim3 grid, hipStream_t s, const uint16_t *q, const int32_t *pos, uint16_t *k,
+                                   uint16_t *v, uint16_t *o, unsigned *counters, float *part_o, float *part_ml,
+                                   int heads, int kv_heads, int cap, float scale, float theta) {
   const dim3 block(kp_attn_threads);
   switch (qpb) {
-    case 4: return kp_launch(kp_attention_kernel<DT, D, 4>, grid, block, s, kp_dec_pdl(), q, k, v, pos, o, counters, part_o, part_ml, heads, kv_heads, cap, scale);
-    case 2: return kp_launch(kp_attention_kernel<DT, D, 2>, grid, block, s, kp_dec_pdl(), q, k, v, pos, o, counters, part_o, part_ml, heads, kv_heads, cap, scale);
-    default: return kp_launch(kp_attention_kernel<DT, D, 1>, grid, block, s, kp_dec_pdl(), q, k, v, pos, o, counters, part_o, part_ml, heads, kv_heads, cap, scale);
+    case 4: return kp_launch(kp_attention_kernel<DT, D, 4>, grid, block, s, kp_dec_pdl(), q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
+    case 2: return kp_launch(kp_attention_kernel<DT, D, 2>, grid, block, s, kp_dec_pdl(), q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
+    default: return kp_launch(kp_attention_kernel<DT, D, 1>, grid, block, s, kp_dec_pdl(), q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
   }
 }
 
 template <int DT>
-static hipError_t kp_attention_dispatch(int head_dim, int qpb, dim3 grid, hipStream_t s, const void *qkv, const void *kcache,
-                                        const void *vcache, const int32_t *pos, void *out, unsigned *counters, float *part_o,
-                                        float *part_ml, int heads, int kv_heads, int cap, float scale) {
-  const uint16_t *q = (const uint16_t *)qkv, *k = (const uint16_t *)kcache, *v = (const uint16_t *)vcache;
-  uint16_t *o = (uint16_t *)out;
+static hipError_t kp_attention_dispatch(int head_dim, int qpb, dim3 grid, hipStream_t s, const void *qkv, const int32_t *pos,
+                                        void *kcache, void *vcache, void *out, unsigned *counters, float *part_o,
+                                        float *part_ml, int heads, int kv_heads, int cap, float scale, float theta) {
+  const uint16_t *q = (const uint16_t *)qkv;
+  uint16_t *k = (uint16_t *)kcache, *v = (uint16_t *)vcache, *o = (uint16_t *)out;
   switch (head_dim) {
-    case 64: return kp_attention_qpb<DT, 64>(qpb, grid, s, q, k, v, pos, o, counters, part_o, part_ml, heads, kv_heads, cap, scale);
-    case 128: return kp_attention_qpb<DT, 128>(qpb, grid, s, q, k, v, pos, o, counters, part_o, part_ml, heads, kv_heads, cap, scale);
-    case 256: return kp_attention_qpb<DT, 256>(qpb, grid, s, q, k, v, pos, o, counters, part_o, part_ml, heads, kv_heads, cap, scale);
+    case 64: return kp_attention_qpb<DT, 64>(qpb, grid, s, q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
+    case 128: return kp_attention_qpb<DT, 128>(qpb, grid, s, q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
+    case 256: return kp_attention_qpb<DT, 256>(qpb, grid, s, q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
     default: return hipErrorNotSupported; /* be_attention checks head_dim first */
   }
 }
 
-int be_attention(int32_t dtype, const void *qkv, const void *kcache, const void *vcache, const int32_t *pos, void *out,
-                 int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap, void *scratch, void *stream) {
+int be_attention(int32_t dtype, const void *qkv, const int32_t *pos, void *kcache, void *vcache, void *out, int32_t m,
+                 int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap, float theta, void *scratch, void *stream) {
   if (head_dim != 64 && head_dim != 128 && head_dim != 256)
     return kp_fail(KPICK_E_UNSUPPORTED, "attention", "head_dim %d: the GPU kernel is built for 64, 128 and 256", head_dim);
   const int qpb = kp_attn_qpb(heads, kv_heads);
@@ -705,8 +710,8 @@ int be_attention(int32_t dtype, const void *qkv, const void *kcache, const void 
   const dim3 grid((unsigned)(heads / qpb), (unsigned)m, (unsigned)splits);
   const float scale = 1.0f / sqrtf((float)head_dim);
   const hipStream_t s = (hipStream_t)stream;
-  KP_GPU(dtype == KP_DT_BF16 ? kp_attention_dispatch<KP_DT_BF16>(head_dim, qpb, grid, s, qkv, kcache, vcache, pos, out, counters, part_o, part_ml, heads, kv_heads, cap, scale)
-                             : kp_attention_dispatch<KP_DT_FP16>(head_dim, qpb, grid, s, qkv, kcache, vcache, pos, out, counters, part_o, part_ml, heads, kv_heads, cap, scale));
+  KP_GPU(dtype == KP_DT_BF16 ? kp_attention_dispatch<KP_DT_BF16>(head_dim, qpb, grid, s, qkv, pos, kcache, vcache, out, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta)
+                             : kp_attention_dispatch<KP_DT_FP16>(head_dim, qpb, grid, s, qkv, pos, kcache, vcache, out, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta));
   return KPICK_OK;
 }
 

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# step-variants.sh: kpick's decode step against a baseline checkout and against
+# variants of its shared ops, in one device call. Run from the repo root on the
+# GPU machine with .devcarry carried (node, node_modules), like pipeline.sh.
+#   BASE_DIR=dir       a baseline checkout, built here beside this one and timed
+#                      through its build/libkpick-cuda.so (optional)
+#   VARIANTS="name:-DFLAG=v ...;name2:..."   hip-lib/src/gpu/decode.hip built with
+#                      these overrides (its KP_ATTN_* knobs), each linked with this
+#                      build's other objects into build/var-<name>/libkpick-cuda.so
+#   MODELS, CS         serve-bench of this build and of the baseline (interleaved per model)
+#   VARIANT_MODELS, VARIANT_CS   serve-bench of each variant
+#   PROFILE_C          Nsight Compute over a 2-layer Llama-3.1-8B serve-bench at these
+#                      concurrencies, baseline and this build ("" skips)
+# Every library goes through the whole-step fp64 check of both routes (Qwen3-0.6B,
+# 2 layers, c=1 and 5; this build also Llama-3.1-8B, 1 layer, c=5: a group of 4
+# query heads per kv head). Each library is loaded through KPICK_LIB; the table is
+# tables/ of the working directory (decode.hip is outside the table's space token).
+# Logs under logs/step-variants/, packed as $OUT/step-variants.tar.xz; the summary
+# lines on stdout and in logs/step-variants/summary.txt.
+set -uo pipefail
+dir=logs/step-variants
+mkdir -p "$dir" "${OUT:-build}"
+export KPICK_BACKEND=cuda NO_COLOR=1
+t0=$(date +%s)
+say() { echo "[$(($(date +%s) - t0))s] $*" | tee -a "$dir/summary.txt"; }
+
+# serve-bench TAG LIB MODEL CS [flags...]: logs serve-TAG-MODEL.{jsonl,log}, rows to the summary
+bench() {
+  local tag=$1 lib=$2 model=$3 cs=$4
+  shift 4
+  KPICK_LIB=$lib timeout 120 node --import tsx scripts/serve-bench.ts --model "$model" --c "$cs" --steps "${STEPS:-32}" \
+    --runs 2 --identity-steps 0 --json "$@" > "$dir/serve-$tag-$model.jsonl" 2> "$dir/serve-$tag-$model.log"
+  local rc=$?
+  grep -E '^ +[0-9]+ ' "$dir/serve-$tag-$model.log" | sed "s/^/$tag $model: /" | tee -a "$dir/summary.txt"
+  [ $rc -eq 0 ] || say "$tag $model: exit $rc: $(grep -iE 'error|fail' "$dir/serve-$tag-$model.log" | head -2)"
+}
+
+# the whole-step check: TAG LIB MODEL LAYERS C
+check() {
+  KPICK_LIB=$2 timeout 120 node --import tsx scripts/serve-bench.ts --model "$3" --layers "$4" --c "$5" --steps 4 --runs 1 \
+    --identity-steps 8 --check-step --json > "$dir/check-$1-$3-c$5.jsonl" 2> "$dir/check-$1-$3-c$5.log"
+  local rc=$?
+  grep -h "step check" "$dir/check-$1-$3-c$5.log" | sed "s/^/$1 $3 c=$5: /" | tee -a "$dir/summary.txt"
+  [ $rc -eq 0 ] || say "$1 $3 c=$5 check: exit $rc: $(grep -iE 'error|fail' "$dir/check-$1-$3-c$5.log" | head -2)"
+}
+
+xz -dc .devcarry/node.xz > /usr/local/bin/node && chmod +x /usr/local/bin/node
+[ -d node_modules ] || tar xJf .devcarry/nm.tar.xz
+# cuBLASLt's header: the toolkit's include folder, else wherever the image keeps it (as pipeline.sh)
+nvcc_cmd=nvcc
+if ! printf '#include <cublasLt.h>\n' | nvcc -x cu -E - >/dev/null 2>&1; then
+  hdr=$(find /usr /opt -name cublasLt.h -path '*include*' 2>/dev/null | head -1)
+  blas=$(find /usr /opt -name 'libcublasLt.so*' 2>/dev/null | head -1)
+  nvcc_cmd="nvcc -I$(dirname "$hdr") -L$(dirname "$blas")"
+  export LD_LIBRARY_PATH="$(dirname "$blas"):${LD_LIBRARY_PATH:-}"
+fi
+if [ -n "${BASE_DIR:-}" ]; then
+  make -C "$BASE_DIR" -j8 GPU=cuda NVCC="$nvcc_cmd" > "$dir/build-base.log" 2>&1 &
+  base_build=$!
+fi
+make -j8 GPU=cuda NVCC="$nvcc_cmd" > "$dir/build.log" 2>&1 || { say "build failed"; tail -20 "$dir/build.log"; }
+say "built"
+
+# variants: compiled in the background while the plain build is checked and timed
+objs=$(ls build/cuda/*.o | grep -v '/decode\.o$')
+IFS=';' read -ra vlist <<< "${VARIANTS:-}"
+for v in "${vlist[@]}"; do
+  name=${v%%:*} flags=${v#*:}
+  mkdir -p "build/var-$name"
+  # shellcheck disable=SC2086
+  ($nvcc_cmd -O3 -std=c++17 -arch=sm_90 -Xcompiler -fPIC -DKPICK_GPU_CUDA -DKPICK_BACKEND_GPU -DKPICK_GPU_ARCHS='"sm_90"' $flags \
+     -x cu -c hip-lib/src/gpu/decode.hip -o "build/var-$name/decode.o" &&
+   $nvcc_cmd -shared -o "build/var-$name/libkpick-cuda.so" "build/var-$name/decode.o" $objs -cudart shared -lcublasLt) \
+    > "$dir/build-var-$name.log" 2>&1 &
+done
+
+lib=$PWD/build/libkpick-cuda.so
+check this "$lib" Qwen3-0.6B 2 1
+check this "$lib" Qwen3-0.6B 2 5
+check this "$lib" Llama-3.1-8B 1 5
+base_lib=
+if [ -n "${BASE_DIR:-}" ]; then
+  wait "$base_build" && base_lib=$(cd "$BASE_DIR" && pwd)/build/libkpick-cuda.so || say "baseline build failed"
+  say "baseline built"
+  [ -n "$base_lib" ] && check base "$base_lib" Qwen3-0.6B 2 1
+fi
+for m in ${MODELS:-Llama-3.1-8B Qwen3-8B Qwen3-0.6B}; do
+  [ -n "$base_lib" ] && bench base "$base_lib" "$m" "${CS:-1,4,16,64}"
+  bench this "$lib" "$m" "${CS:-1,4,16,64}"
+done
+wait # the variants' builds
+for v in "${vlist[@]}"; do
+  name=${v%%:*}
+  vlib=$PWD/build/var-$name/libkpick-cuda.so
+  if [ ! -f "$vlib" ]; then say "variant $name: build failed: $(tail -3 "$dir/build-var-$name.log")"; continue; fi
+  check "var-$name" "$vlib" Qwen3-0.6B 2 1
+  for m in ${VARIANT_MODELS:-Llama-3.1-8B Qwen3-0.6B}; do bench "var-$name" "$vlib" "$m" "${VARIANT_CS:-1,4,16}"; done
+done
+
+if [ -n "${PROFILE_C:-}" ]; then
+  ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  for tag in base this; do
+    [ "$tag" = base ] && plib=$base_lib || plib=$lib
+    [ -n "$plib" ] || continue
+    KPICK_LIB=$plib timeout 150 "$ncu_bin" --clock-control none --target-processes all \
+      --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size --csv \
+      node --import tsx scripts/serve-bench.ts --model Llama-3.1-8B --layers 2 --c "$PROFILE_C" --steps 2 --runs 1 \
+      --identity-steps 0 --json > "$dir/profile-$tag.csv" 2> "$dir/profile-$tag.log"
+    say "profile $tag: exit $?"
+  done
+fi
+say "done"
+tar cJf "${OUT:-build}/step-variants.tar.xz" "$dir"
