@@ -9,7 +9,7 @@
 #                      build's other objects into build/var-<name>/libkpick-cuda.so
 #   MODELS, CS         serve-bench of this build and of the baseline (interleaved per model)
 #   VARIANT_MODELS, VARIANT_CS   serve-bench of each variant
-#   PROFILE_C          Nsight Compute over a 2-layer Llama-3.1-8B serve-bench at these
+#   PROFILE_C          Nsight Compute over a 2-layer Llama-3.1-8B serve-bench at these (each at most PROFILE_LIMIT_S, 60)
 #                      concurrencies, baseline and this build ("" skips)
 # Every library goes through the whole-step fp64 check of both routes (Qwen3-0.6B,
 # 2 layers, c=1 and 5; this build also Llama-3.1-8B, 1 layer, c=5: a group of 4
@@ -102,7 +102,7 @@ if [ -n "${PROFILE_C:-}" ]; then
   for tag in base this; do
     [ "$tag" = base ] && plib=$base_lib || plib=$lib
     [ -n "$plib" ] || continue
-    KPICK_LIB=$plib timeout 150 "$ncu_bin" --clock-control none --target-processes all \
+    KPICK_LIB=$plib timeout "${PROFILE_LIMIT_S:-60}" "$ncu_bin" --clock-control none --target-processes all \
       --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size --csv \
       node --import tsx scripts/serve-bench.ts --model Llama-3.1-8B --layers 2 --c "$PROFILE_C" --steps 2 --runs 1 \
       --identity-steps 0 --json > "$dir/profile-$tag.csv" 2> "$dir/profile-$tag.log"

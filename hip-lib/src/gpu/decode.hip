@@ -384,13 +384,16 @@ int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *ga
  * output does not change from run to run. */
 
 /* bench/gpu/step-variants.sh builds this file with these overridden (-D):
- * the passes of the loop a split holds at least, and whether the first pass
- * is loaded before the wait */
+ * the passes of the loop a split holds at least, whether the first pass is
+ * loaded before the wait, and the most query heads of a block */
 #ifndef KP_ATTN_SPLIT_PASSES
 #define KP_ATTN_SPLIT_PASSES 1
 #endif
 #ifndef KP_ATTN_PREFETCH
 #define KP_ATTN_PREFETCH 1
+#endif
+#ifndef KP_ATTN_QPB_MAX
+#define KP_ATTN_QPB_MAX 4 /* query heads a block takes at most: 4, 2 or 1 */
 #endif
 
 static constexpr int kp_attn_threads = 256;
@@ -408,7 +411,7 @@ struct kp_attn_shape {
 /* the query heads of one block: the largest of 4, 2, 1 that divides the group */
 static int kp_attn_qpb(int heads, int kv_heads) {
   const int group = heads / kv_heads;
-  return group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
+  return group % 4 == 0 && KP_ATTN_QPB_MAX >= 4 ? 4 : group % 2 == 0 && KP_ATTN_QPB_MAX >= 2 ? 2 : 1;
 }
 
 /* multiprocessors of the current device (132 if it cannot say) */
