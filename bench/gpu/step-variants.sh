@@ -9,11 +9,12 @@
 #                      build's other objects into build/var-<name>/libkpick-cuda.so
 #   MODELS, CS         serve-bench of this build and of the baseline (interleaved per model)
 #   VARIANT_MODELS, VARIANT_CS   serve-bench of each variant
+#   BUDGET_S           seconds the steps may take (default 400): a step that would pass it is skipped
 #   PROFILE_C          Nsight Compute over a 2-layer Llama-3.1-8B serve-bench at these (each at most PROFILE_LIMIT_S, 60)
 #                      concurrencies, baseline and this build ("" skips)
-# Every library goes through the whole-step fp64 check of both routes (Qwen3-0.6B,
-# 2 layers, c=1 and 5; this build also Llama-3.1-8B, 1 layer, c=5: a group of 4
-# query heads per kv head). Each library is loaded through KPICK_LIB; the table is
+# This build goes through the whole-step fp64 check of both routes (Qwen3-0.6B,
+# 2 layers, c=1 and 5; Llama-3.1-8B, 1 layer, c=5: a group of 4 query heads per
+# kv head), each variant through the first. Each library is loaded through KPICK_LIB; the table is
 # tables/ of the working directory (decode.hip is outside the table's space token).
 # Logs under logs/step-variants/, packed as $OUT/step-variants.tar.xz; the summary
 # lines on stdout and in logs/step-variants/summary.txt.
@@ -23,11 +24,14 @@ mkdir -p "$dir" "${OUT:-build}"
 export KPICK_BACKEND=cuda NO_COLOR=1
 t0=$(date +%s)
 say() { echo "[$(($(date +%s) - t0))s] $*" | tee -a "$dir/summary.txt"; }
+# whether the call's budget ($BUDGET_S, default 400 s) still has room for a step of $1 s
+room() { [ $(($(date +%s) - t0 + $1)) -le "${BUDGET_S:-400}" ] || { say "skipped past the budget: ${2:-}"; return 1; }; }
 
 # serve-bench TAG LIB MODEL CS [flags...]: logs serve-TAG-MODEL.{jsonl,log}, rows to the summary
 bench() {
   local tag=$1 lib=$2 model=$3 cs=$4
   shift 4
+  room 10 "serve-bench $tag $model" || return 0
   KPICK_LIB=$lib timeout 120 node --import tsx scripts/serve-bench.ts --model "$model" --c "$cs" --steps "${STEPS:-32}" \
     --runs 2 --identity-steps 0 --json "$@" > "$dir/serve-$tag-$model.jsonl" 2> "$dir/serve-$tag-$model.log"
   local rc=$?
@@ -37,6 +41,7 @@ bench() {
 
 # the whole-step check: TAG LIB MODEL LAYERS C
 check() {
+  room 10 "check $1 $3 c=$5" || return 0
   KPICK_LIB=$2 timeout 120 node --import tsx scripts/serve-bench.ts --model "$3" --layers "$4" --c "$5" --steps 4 --runs 1 \
     --identity-steps 8 --check-step --json > "$dir/check-$1-$3-c$5.jsonl" 2> "$dir/check-$1-$3-c$5.log"
   local rc=$?
@@ -82,7 +87,6 @@ base_lib=
 if [ -n "${BASE_DIR:-}" ]; then
   wait "$base_build" && base_lib=$(cd "$BASE_DIR" && pwd)/build/libkpick-cuda.so || say "baseline build failed"
   say "baseline built"
-  [ -n "$base_lib" ] && check base "$base_lib" Qwen3-0.6B 2 1
 fi
 for m in ${MODELS:-Llama-3.1-8B Qwen3-8B Qwen3-0.6B}; do
   [ -n "$base_lib" ] && bench base "$base_lib" "$m" "${CS:-1,4,16,64}"
@@ -102,6 +106,7 @@ if [ -n "${PROFILE_C:-}" ]; then
   for tag in base this; do
     [ "$tag" = base ] && plib=$base_lib || plib=$lib
     [ -n "$plib" ] || continue
+    room 30 "profile $tag" || continue
     KPICK_LIB=$plib timeout "${PROFILE_LIMIT_S:-60}" "$ncu_bin" --clock-control none --target-processes all \
       --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size --csv \
       node --import tsx scripts/serve-bench.ts --model Llama-3.1-8B --layers 2 --c "$PROFILE_C" --steps 2 --runs 1 \
