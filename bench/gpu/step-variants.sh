@@ -49,6 +49,7 @@ check() {
   [ $rc -eq 0 ] || say "$1 $3 c=$5 check: exit $rc: $(grep -iE 'error|fail' "$dir/check-$1-$3-c$5.log" | head -2)"
 }
 
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader >> "$dir/summary.txt" 2>&1
 xz -dc .devcarry/node.xz > /usr/local/bin/node && chmod +x /usr/local/bin/node
 [ -d node_modules ] || tar xJf .devcarry/nm.tar.xz
 # cuBLASLt's header: the toolkit's include folder, else wherever the image keeps it (as pipeline.sh)

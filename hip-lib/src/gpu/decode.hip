@@ -385,7 +385,7 @@ int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *ga
 
 /* bench/gpu/step-variants.sh builds this file with these overridden (-D):
  * the passes of the loop a split holds at least, whether the first pass is
- * loaded before the wait, and the most query heads of a block */
+ * loaded before the wait, and the most query heads of a block (1: always one) */
 #ifndef KP_ATTN_SPLIT_PASSES
 #define KP_ATTN_SPLIT_PASSES 1
 #endif
@@ -408,11 +408,6 @@ struct kp_attn_shape {
   static_assert(kp_attn_threads % P == 0, "groups fill the block");
 };
 
-/* the query heads of one block: the largest of 4, 2, 1 that divides the group */
-static int kp_attn_qpb(int heads, int kv_heads) {
-  const int group = heads / kv_heads;
-  return group % 4 == 0 && KP_ATTN_QPB_MAX >= 4 ? 4 : group % 2 == 0 && KP_ATTN_QPB_MAX >= 2 ? 2 : 1;
-}
 
 /* multiprocessors of the current device (132 if it cannot say) */
 static int kp_dec_units() {
@@ -424,6 +419,19 @@ static int kp_dec_units() {
   return units;
 }
 
+/* the query heads of one block. While a block per (row, query head) leaves
+ * multiprocessors free, one head: a pass then does a quarter of the four-head
+ * block's arithmetic, which sets the time at few rows (the step is a chain of
+ * latencies there), and the group's other heads read the same key rows from
+ * L2. Beyond that, the largest of 4, 2, 1 that divides the group: each key
+ * row read once for the group (H200, Llama-3.1-8B: one head 107 us a step
+ * faster at c=1 and 76 us at c=4, bench/results/h200-2026-12-01-step-*). */
+static int kp_attn_qpb(int m, int heads, int kv_heads) {
+  const int group = heads / kv_heads;
+  if ((int64_t)m * heads <= kp_dec_units()) return 1;
+  return group % 4 == 0 && KP_ATTN_QPB_MAX >= 4 ? 4 : group % 2 == 0 && KP_ATTN_QPB_MAX >= 2 ? 2 : 1;
+}
+
 /* positions one pass of the kernel's loop reads: a split shorter than this
  * leaves loads idle */
 static int kp_attn_pass(int head_dim) { return kp_attn_threads / (head_dim / 8) * kp_attn_u * KP_ATTN_SPLIT_PASSES; }
@@ -432,7 +440,7 @@ static int kp_attn_pass(int head_dim) { return kp_attn_threads / (head_dim / 8) 
  * multiprocessor, no more (a block past the first wave doubles the time), and
  * no split shorter than one pass over the cap positions a row may hold */
 static int kp_attn_splits(int m, int heads, int kv_heads, int head_dim, int cap) {
-  const int64_t blocks = (int64_t)m * (heads / kp_attn_qpb(heads, kv_heads));
+  const int64_t blocks = (int64_t)m * (heads / kp_attn_qpb(m, heads, kv_heads));
   const int64_t want = ((int64_t)kp_dec_units() + blocks - 1) / blocks;
   const int64_t span = kp_attn_pass(head_dim);
   const int64_t most = (cap + span - 1) / span;
@@ -705,7 +713,7 @@ int be_attention(int32_t dtype, const void *qkv, const int32_t *pos, void *kcach
                  int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap, float theta, void *scratch, void *stream) {
   if (head_dim != 64 && head_dim != 128 && head_dim != 256)
     return kp_fail(KPICK_E_UNSUPPORTED, "attention", "head_dim %d: the GPU kernel is built for 64, 128 and 256", head_dim);
-  const int qpb = kp_attn_qpb(heads, kv_heads);
+  const int qpb = kp_attn_qpb(m, heads, kv_heads);
   const int splits = scratch ? kp_attn_splits(m, heads, kv_heads, head_dim, cap) : 1;
   unsigned *counters = (unsigned *)scratch;
   float *part_o = splits > 1 ? (float *)((char *)scratch + kp_attn_counter_bytes(heads)) : NULL;
