@@ -95,9 +95,13 @@ for want in $steps; do
       # models, concurrencies, context and steps; one summary line per (model, c)
       # the peer runs the concurrencies in the order given (serve-bench sorts them)
       pm=${PEER_MODELS:-Llama-3.1-8B Qwen3-8B Qwen3-0.6B}; pcs=${PEER_C:-1,4,16,64}; psteps=${PEER_STEPS:-32}; pruns=${PEER_RUNS:-2}
-      for c in 1 5; do
-        step "peer-check-c$c" 60 node --import tsx scripts/serve-bench.ts --model Qwen3-0.6B --layers 2 --c $c --steps 8 --runs 1 --identity-steps 16 --check-step --json
-        grep -hiE "step check|fail|differs|error" "logs/peer-check-c$c.log" >> "$summary"
+      # the attention block takes one query head at few rows and the group's heads
+      # beyond (decode.hip, kp_attn_qpb): c=1 and 5 check one head a block, c=16 two
+      # (Qwen3-0.6B's group), Llama-3.1-8B's c=5 four
+      for mc in Qwen3-0.6B:2:1 Qwen3-0.6B:2:5 Qwen3-0.6B:2:16 Llama-3.1-8B:1:5; do
+        IFS=: read -r cm cl c <<< "$mc"; tag=$c; [ "$cm" = Qwen3-0.6B ] || tag=$c-$cm
+        step "peer-check-c$tag" 60 node --import tsx scripts/serve-bench.ts --model "$cm" --layers "$cl" --c $c --steps 8 --runs 1 --identity-steps 16 --check-step --json
+        grep -hiE "step check|fail|differs|error" "logs/peer-check-c$tag.log" | sed "s/^/$cm: /" >> "$summary"
       done
       for m in $pm; do
         step "serve-$m" 90 node --import tsx scripts/serve-bench.ts --model "$m" --c $pcs --steps $psteps --runs $pruns --identity-steps 0 --json

@@ -13,8 +13,8 @@
 #   PROFILE_C          Nsight Compute over a 2-layer Llama-3.1-8B serve-bench at these (each at most PROFILE_LIMIT_S, 60)
 #                      concurrencies, baseline and this build ("" skips)
 # This build goes through the whole-step fp64 check of both routes (Qwen3-0.6B,
-# 2 layers, c=1 and 5; Llama-3.1-8B, 1 layer, c=5: a group of 4 query heads per
-# kv head), each variant through the first. Each library is loaded through KPICK_LIB; the table is
+# 2 layers, c=1, 5 and 16; Llama-3.1-8B, 1 layer, c=5: one, one, two and four
+# query heads an attention block), each variant through the first. Each library is loaded through KPICK_LIB; the table is
 # tables/ of the working directory (decode.hip is outside the table's space token).
 # Logs under logs/step-variants/, packed as $OUT/step-variants.tar.xz; the summary
 # lines on stdout and in logs/step-variants/summary.txt.
@@ -83,6 +83,7 @@ done
 lib=$PWD/build/libkpick-cuda.so
 check this "$lib" Qwen3-0.6B 2 1
 check this "$lib" Qwen3-0.6B 2 5
+check this "$lib" Qwen3-0.6B 2 16
 check this "$lib" Llama-3.1-8B 1 5
 base_lib=
 if [ -n "${BASE_DIR:-}" ]; then

@@ -385,12 +385,16 @@ int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *ga
 
 /* bench/gpu/step-variants.sh builds this file with these overridden (-D):
  * the passes of the loop a split holds at least, whether the first pass is
- * loaded before the wait, and the most query heads of a block (1: always one) */
+ * loaded before the wait, the most query heads of a block (1: always one),
+ * and how the block rotates its heads */
 #ifndef KP_ATTN_SPLIT_PASSES
 #define KP_ATTN_SPLIT_PASSES 1
 #endif
 #ifndef KP_ATTN_PREFETCH
 #define KP_ATTN_PREFETCH 1
+#endif
+#ifndef KP_ATTN_ROPE_REGS
+#define KP_ATTN_ROPE_REGS 0 /* 1: each thread rotates with its own angle, one barrier (not yet timed) */
 #endif
 #ifndef KP_ATTN_QPB_MAX
 #define KP_ATTN_QPB_MAX 4 /* query heads a block takes at most: 4, 2 or 1 */
@@ -504,30 +508,64 @@ __global__ void __launch_bounds__(kp_attn_threads, 2)
   if (KP_ATTN_PREFETCH) load(t_begin); /* the cache of earlier steps, before the wait */
   kp_dec_wait();
 
-  /* the rotation's angles at this position, then the block's query heads and
-   * the new key rotated (rounded to the dtype), the queries scaled into shared
-   * memory, where every pass reads them again (volatile), so registers go to
-   * loads in flight rather than to q */
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    const float ang = (float)p * powf(theta, -2.0f * (float)i / (float)D);
-    sincosf(ang, &rsin[i], &rcos[i]);
-  }
-  __syncthreads();
+  /* the block's query heads and the new key rotated (rounded to the dtype),
+   * the queries scaled into shared memory, where every pass reads them again
+   * (volatile), so registers go to loads in flight rather than to q */
   const uint16_t *x = qkv + row * nqkv;
-  for (int i = threadIdx.x; i < (QPB + 1) * half; i += blockDim.x) {
-    const int j = i / half, e = i - j * half;
-    const uint16_t *src = x + (int64_t)(j < QPB ? h0 + j : heads + g) * D;
-    const float x0 = kp_load1<DT>(src + e), x1 = kp_load1<DT>(src + e + half);
-    const uint16_t r0 = kp_round<DT>(x0 * rcos[e] - x1 * rsin[e]), r1 = kp_round<DT>(x1 * rcos[e] + x0 * rsin[e]);
-    if (j < QPB) {
-      qs[j * D + e] = kp_lo<DT>(r0) * scale;
-      qs[j * D + e + half] = kp_lo<DT>(r1) * scale;
-    } else {
-      knew[e] = r0, knew[e + half] = r1;
+  if constexpr (KP_ATTN_ROPE_REGS) {
+    /* each thread one pair index e of every head it takes: its loads first,
+     * then its one angle while they fly, one barrier */
+    constexpr int step = kp_attn_threads / half, iters = (QPB + 1 + step - 1) / step;
+    static_assert(kp_attn_threads % half == 0, "a thread keeps one pair index");
+    const int e = threadIdx.x % half, j0 = threadIdx.x / half;
+    float x0[iters], x1[iters];
+#pragma unroll
+    for (int it = 0; it < iters; ++it) {
+      const int j = j0 + it * step; /* QPB: the k head */
+      const int64_t at = (int64_t)(j < QPB ? h0 + j : heads + g) * D + e;
+      x0[it] = j <= QPB ? kp_load1<DT>(x + at) : 0.0f;
+      x1[it] = j <= QPB ? kp_load1<DT>(x + at + half) : 0.0f;
     }
+    const bool vt = threadIdx.x < D / 8;
+    const kp_v16 vp = vt ? kp_ld_act(x + (int64_t)(heads + kv_heads + g) * D + threadIdx.x * 8) : kp_v16{0u, 0u, 0u, 0u};
+    float sn, cs;
+    sincosf((float)p * powf(theta, -2.0f * (float)e / (float)D), &sn, &cs);
+#pragma unroll
+    for (int it = 0; it < iters; ++it) {
+      const int j = j0 + it * step;
+      if (j > QPB) continue;
+      const uint16_t r0 = kp_round<DT>(x0[it] * cs - x1[it] * sn), r1 = kp_round<DT>(x1[it] * cs + x0[it] * sn);
+      if (j < QPB) {
+        qs[j * D + e] = kp_lo<DT>(r0) * scale;
+        qs[j * D + e + half] = kp_lo<DT>(r1) * scale;
+      } else {
+        knew[e] = r0, knew[e + half] = r1;
+      }
+    }
+    if (vt) reinterpret_cast<kp_v16 *>(vnew)[threadIdx.x] = vp;
+    __syncthreads();
+  } else {
+    /* the angles of the position once per block, then the pairs */
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+      const float ang = (float)p * powf(theta, -2.0f * (float)i / (float)D);
+      sincosf(ang, &rsin[i], &rcos[i]);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < (QPB + 1) * half; i += blockDim.x) {
+      const int j = i / half, e = i - j * half;
+      const uint16_t *src = x + (int64_t)(j < QPB ? h0 + j : heads + g) * D;
+      const float x0 = kp_load1<DT>(src + e), x1 = kp_load1<DT>(src + e + half);
+      const uint16_t r0 = kp_round<DT>(x0 * rcos[e] - x1 * rsin[e]), r1 = kp_round<DT>(x1 * rcos[e] + x0 * rsin[e]);
+      if (j < QPB) {
+        qs[j * D + e] = kp_lo<DT>(r0) * scale;
+        qs[j * D + e + half] = kp_lo<DT>(r1) * scale;
+      } else {
+        knew[e] = r0, knew[e + half] = r1;
+      }
+    }
+    for (int i = threadIdx.x; i < D; i += blockDim.x) vnew[i] = x[(int64_t)(heads + kv_heads + g) * D + i];
+    __syncthreads();
   }
-  for (int i = threadIdx.x; i < D; i += blockDim.x) vnew[i] = x[(int64_t)(heads + kv_heads + g) * D + i];
-  __syncthreads();
   /* the new key and value into the cache, by one block of the (row, kv head):
    * no block of this launch reads that slot */
   if (holds_new && hb % (group / QPB) == 0) {
