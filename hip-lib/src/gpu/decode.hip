@@ -412,7 +412,6 @@ struct kp_attn_shape {
   static_assert(kp_attn_threads % P == 0, "groups fill the block");
 };
 
-
 /* multiprocessors of the current device (132 if it cannot say) */
 static int kp_dec_units() {
   static int units = 0; /* a race here only computes the same answer twice */
