@@ -215,6 +215,23 @@ test('a sampled reference equals the same columns of the full one', () => {
   }
 });
 
+test('countNodes counts the passes of a gated call, whether or not it ran at these rows before', () => {
+  const p = kpick.createProblem({ op: 'gated', dtype: 'bf16', n: 24, k: 40, mMax: 4, copies: 1, seed: 5 });
+  try {
+    const plain = kpick.candidate('gated.plain');
+    assert.is(plain.nodes, 2);
+    assert.is(p.countNodes(plain.id), 2, 'before any run');
+    p.run(plain.id, 0);
+    assert.is(p.countNodes(plain.id), 2, 'after a run at these rows');
+    p.setRows(1);
+    assert.is(p.countNodes(plain.id), 2, 'at rows it has not run at');
+    p.time(plain.id, 1);
+    assert.is(p.countNodes(plain.id), 2, 'after timing');
+  } finally {
+    p.free();
+  }
+});
+
 test('time and timeFloor return the samples asked for, positive and finite; countNodes counts calls', () => {
   const p = small();
   try {

@@ -126,7 +126,8 @@ int kpick_time(kpick_problem *p, int32_t cand, int32_t nsamples, double *us_out)
 /* the read floor: a kernel streaming the same weight bytes, same rotation,
  * timed the way kpick_time times a candidate */
 int kpick_time_floor(kpick_problem *p, int32_t nsamples, double *us_out);
-/* graph nodes of one call, measured by capturing it (CPU: calls made) */
+/* graph nodes of one call, measured by capturing it (CPU: passes over memory
+ * of its last run at the active rows, or of one run made now) */
 int kpick_count_nodes(kpick_problem *p, int32_t cand, int32_t *out);
 
 /* Copy a buffer out (W means copy 0; X and Y use the active rows m).

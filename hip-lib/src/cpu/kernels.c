@@ -19,6 +19,7 @@
 #include "../common/numeric.h"
 
 #define LANES 16
+#define HALF 8
 #define MAX_R 8
 #define MAX_MB 4
 
@@ -26,36 +27,42 @@ static _Thread_local int32_t stages;
 void cpu_stages_reset(void) { stages = 0; }
 int32_t cpu_stages(void) { return stages; }
 
-/* 16 fp32 lanes as one vector (one zmm with AVX-512, two ymm with AVX2). */
-typedef float v16f __attribute__((vector_size(64)));
-typedef uint32_t v16u __attribute__((vector_size(64)));
-typedef uint16_t v16h __attribute__((vector_size(32)));
+/* The 16 fp32 lanes as two halves of 8 (one ymm each with AVX2): a 64-byte
+ * vector type on an AVX2 target is split by the compiler through the stack on
+ * every step, which made each call several times slower than its arithmetic.
+ * Half h holds lanes 8h..8h+7; every lane still runs its own fma chain. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef uint32_t v8u __attribute__((vector_size(32)));
+typedef uint16_t v8h __attribute__((vector_size(16)));
 
-/* Sixteen W elements as fp32; dtype is a compile-time constant after inlining. */
-static inline __attribute__((always_inline)) v16f load16(const uint16_t *w, int dtype) {
-  v16h h;
-  memcpy(&h, w, sizeof h);
+/* Eight W elements as fp32; dtype is a compile-time constant after inlining. */
+static inline __attribute__((always_inline)) v8f load8(const uint16_t *w, int dtype) {
+  v8f f;
   if (dtype == KPICK_BF16) {
-    v16u u = __builtin_convertvector(h, v16u) << 16;
-    v16f f;
+#if defined(__AVX2__)
+    __m256i u = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)w)), 16);
+#else
+    v8h h;
+    memcpy(&h, w, sizeof h);
+    v8u u = __builtin_convertvector(h, v8u) << 16;
+#endif
     memcpy(&f, &u, sizeof f);
     return f;
   }
-#if defined(__AVX512F__)
-  __m512 f = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w));
-  v16f out;
-  memcpy(&out, &f, sizeof out);
-  return out;
+#if defined(__F16C__)
+  __m256 c = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w));
+  memcpy(&f, &c, sizeof f);
 #else
-  v16f out;
-  for (int j = 0; j < LANES; j++) out[j] = kp_f16_to_f32(h[j]);
-  return out;
+  for (int j = 0; j < HALF; j++) f[j] = kp_f16_to_f32(w[j]);
 #endif
+  return f;
 }
 
-static inline float reduce_lanes(v16f a) {
+/* The fixed tree over the 16 lanes: lane j += lane j + s for s = 8, 4, 2, 1. */
+static inline float reduce_lanes(v8f lo, v8f hi) {
   float l[LANES];
-  memcpy(l, &a, sizeof l);
+  memcpy(l, &lo, sizeof lo);
+  memcpy(l + HALF, &hi, sizeof hi);
   for (int s = LANES / 2; s > 0; s /= 2)
     for (int j = 0; j < s; j++) l[j] += l[j + s];
   return l[0];
@@ -69,36 +76,48 @@ static inline float reduce_lanes(v16f a) {
 static inline __attribute__((always_inline)) void dot_block(const float *xf, const uint16_t *w, int64_t K,
                                                             int64_t k0, int64_t k1, int R, int MB,
                                                             int dtype, float *out) {
-  v16f acc[MAX_MB][MAX_R];
+  v8f lo[MAX_MB][MAX_R], hi[MAX_MB][MAX_R];
   for (int i = 0; i < MB; i++)
-    for (int r = 0; r < R; r++) acc[i][r] = (v16f){0};
+    for (int r = 0; r < R; r++) lo[i][r] = hi[i][r] = (v8f){0};
   int64_t k = k0;
   for (; k + LANES <= k1; k += LANES) {
-    v16f wv[MAX_R];
-    for (int r = 0; r < R; r++) wv[r] = load16(w + r * K + k, dtype);
+    v8f wl[MAX_R], wh[MAX_R];
+    for (int r = 0; r < R; r++) {
+      wl[r] = load8(w + r * K + k, dtype);
+      wh[r] = load8(w + r * K + k + HALF, dtype);
+    }
     for (int i = 0; i < MB; i++) {
-      v16f xv;
-      memcpy(&xv, xf + i * K + k, sizeof xv);
-      for (int r = 0; r < R; r++) acc[i][r] += xv * wv[r];
+      v8f xl, xh;
+      memcpy(&xl, xf + i * K + k, sizeof xl);
+      memcpy(&xh, xf + i * K + k + HALF, sizeof xh);
+      for (int r = 0; r < R; r++) {
+        lo[i][r] += xl * wl[r];
+        hi[i][r] += xh * wh[r];
+      }
     }
   }
   if (k < k1) {
     uint16_t wt[LANES] = {0};
-    v16f wv[MAX_R];
+    v8f wl[MAX_R], wh[MAX_R];
     for (int r = 0; r < R; r++) {
       memcpy(wt, w + r * K + k, sizeof(uint16_t) * (size_t)(k1 - k));
-      wv[r] = load16(wt, dtype);
+      wl[r] = load8(wt, dtype);
+      wh[r] = load8(wt + HALF, dtype);
     }
     for (int i = 0; i < MB; i++) {
       float xt[LANES] = {0};
       memcpy(xt, xf + i * K + k, sizeof(float) * (size_t)(k1 - k));
-      v16f xv;
-      memcpy(&xv, xt, sizeof xv);
-      for (int r = 0; r < R; r++) acc[i][r] += xv * wv[r];
+      v8f xl, xh;
+      memcpy(&xl, xt, sizeof xl);
+      memcpy(&xh, xt + HALF, sizeof xh);
+      for (int r = 0; r < R; r++) {
+        lo[i][r] += xl * wl[r];
+        hi[i][r] += xh * wh[r];
+      }
     }
   }
   for (int i = 0; i < MB; i++)
-    for (int r = 0; r < R; r++) out[i * R + r] = reduce_lanes(acc[i][r]);
+    for (int r = 0; r < R; r++) out[i * R + r] = reduce_lanes(lo[i][r], hi[i][r]);
 }
 
 /* One instantiation per (R, MB, dtype) so the inner loops see constants; MB
@@ -252,19 +271,26 @@ int cpu_launch_splitk(const cpu_call *c, const int32_t params[3]) {
   int64_t part = ((K + S - 1) / S + LANES - 1) / LANES * LANES;
   float *xf = x_to_f32(c);
   if (!xf) return kp_fail(KPICK_E_NOMEM, "cpu", "host allocation failed");
-  dot_fn dot = pick_dot(1, c->dtype)->one;
+  /* each output's partials are summed in part order, as one row of x at a
+   * time would; a group of rows of x only shares the W conversion */
+  const dot_pair *dot = pick_dot(1, c->dtype);
+  int rows = c->op == KPICK_OP_GATED ? 2 : 1;
   for (int64_t n = 0; n < N; n++) {
-    for (int32_t m = 0; m < c->m; m++) {
-      float acc[2] = {0, 0}, v;
-      int rows = c->op == KPICK_OP_GATED ? 2 : 1;
+    for (int32_t m = 0; m < c->m;) {
+      int mb = c->m - m >= dot->mb ? dot->mb : 1;
+      dot_fn f = mb > 1 ? dot->many : dot->one;
+      float acc[2][MAX_MB] = {{0}}, v[MAX_MB];
       for (int r = 0; r < rows; r++)
         for (int64_t k0 = 0; k0 < K; k0 += part) {
-          dot(xf + m * K, c->w + (n + r * N) * K, K, k0, k0 + part < K ? k0 + part : K, &v);
-          acc[r] += v;
+          f(xf + m * K, c->w + (n + r * N) * K, K, k0, k0 + part < K ? k0 + part : K, v);
+          for (int i = 0; i < mb; i++) acc[r][i] += v[i];
         }
-      float out = acc[0];
-      if (c->op == KPICK_OP_GATED) out = silu_mul(round_trip(c->dtype, acc[0]), round_trip(c->dtype, acc[1]));
-      c->y[m * N + n] = kp_from_f32(c->dtype, out);
+      for (int i = 0; i < mb; i++) {
+        float out = acc[0][i];
+        if (c->op == KPICK_OP_GATED) out = silu_mul(round_trip(c->dtype, acc[0][i]), round_trip(c->dtype, acc[1][i]));
+        c->y[(m + i) * N + n] = kp_from_f32(c->dtype, out);
+      }
+      m += mb;
     }
   }
   free(xf);
