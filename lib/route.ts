@@ -371,6 +371,7 @@ export class Route {
     this.defaults = {
       linear: classDefault(build, 'linear', env)?.name ?? null,
       gated: classDefault(build, 'gated', env)?.name ?? null,
+      moe: classDefault(build, 'moe', env)?.name ?? null,
     };
     this.forced = forcedCandidate(build, env);
   }

@@ -9,7 +9,10 @@ export const BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128] as const;
 export const MAX_ROWS: number = Math.max(...BUCKETS);
 /** KV positions of a decode model, context + new tokens (KPICK_MAX_POSITIONS, checked at load). */
 export const MAX_POSITIONS = 8192;
-export const OPS = ['linear', 'gated'] as const;
+/** Experts of a moe call, 1..MAX_EXPERTS, and its top-k, 1..MAX_TOPK (KPICK_MAX_EXPERTS, KPICK_MAX_TOPK, checked at load). */
+export const MAX_EXPERTS = 1024;
+export const MAX_TOPK = 32;
+export const OPS = ['linear', 'gated', 'moe'] as const;
 export const DTYPES = ['bf16', 'fp16'] as const;
 
 const Name = v.pipe(v.string(), v.minLength(1), v.maxLength(200));
@@ -20,7 +23,7 @@ const Micros = v.pipe(v.number(), v.finite(), v.minValue(0));
  * wgmma pass's flags and the host compiler's vendor build fill over 200. */
 export const COMPILER_MAX = 255;
 
-export const Op = v.pipe(v.picklist(OPS), v.description('linear: y = x.W^T; gated: silu(x.Wg^T) * (x.Wu^T)'));
+export const Op = v.pipe(v.picklist(OPS), v.description('linear: y = x.W^T; gated: silu(x.Wg^T) * (x.Wu^T); moe: routed experts (kpick.h)'));
 export const Dtype = v.pipe(v.picklist(DTYPES), v.description('element type of x, W and y'));
 export const Bucket = v.pipe(v.picklist(BUCKETS), v.description('rows bucket M'));
 export type Op = v.InferOutput<typeof Op>;

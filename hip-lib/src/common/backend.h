@@ -34,6 +34,12 @@ int be_download_y(const struct kpick_problem *p, void *dst);
  * This is what kpick_linear dispatches to; be_run is this on p's buffers. */
 int be_launch(int32_t cand, int32_t op, int32_t dtype, const void *x, const void *w, void *y,
               int32_t m, int64_t n, int64_t k, void *stream);
+/* One call of a moe candidate (kpick.h, KPICK_OP_MOE) on caller memory, as
+ * kpick_moe dispatches it. A backend without moe candidates returns
+ * KPICK_E_UNSUPPORTED; the CPU refuses ids outside 0..experts-1 itself. */
+int be_launch_moe(int32_t cand, int32_t dtype, const void *x, const void *w_gate_up, const void *w_down,
+                  const int32_t *ids, const float *weights, void *y, int32_t m, int32_t experts, int32_t topk,
+                  int64_t n, int64_t k, void *stream);
 
 /* *is_device = 1 when the kernels may read and write memory at p (GPU:
  * device or managed memory, by the runtime's pointer attributes; CPU: any). */
