@@ -5,7 +5,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import koffi from 'koffi';
 import { ABI_FACTS, ABI_VERSION, KpickCandidate, KpickInfo, KpickModelDims } from '../lib/ffi-types.ts';
-import { DEFAULT_BUILD_DIR, KpickError, KpickLoadError, loadKpick, NativeRoute, openKpick, type Problem, type Routing } from '../lib/ffi.ts';
+import { DEFAULT_BUILD_DIR, KpickError, KpickLoadError, loadKpick, NativeRoute, openKpick, type Problem, type ProblemSpec, type Routing } from '../lib/ffi.ts';
 import { ParityChecker, computeReference } from '../lib/parity.ts';
 import { BUCKETS, MAX_EXPERTS, MAX_POSITIONS, MAX_ROWS, MAX_TOPK } from '../lib/schema.ts';
 import { identityFromInfo } from '../lib/identity.ts';
@@ -409,9 +409,9 @@ test.run();
 
 // ---- the moe op (kpick.h, KPICK_OP_MOE): tiny shapes, every path once ----
 
-const MOE = { op: 'moe', dtype: 'bf16', experts: 8, topk: 2, n: 48, k: 64, mMax: 16, copies: 2, seed: 21 } as const;
+const MOE = { op: 'moe', dtype: 'bf16', experts: 8, topk: 2, n: 48, k: 64, mMax: 16, copies: 2, seed: 21 } satisfies ProblemSpec as Required<ProblemSpec> & { experts: number; topk: number };
 
-function moeProblem(routing: Routing, spec: Partial<typeof MOE> = {}): Problem {
+function moeProblem(routing: Routing, spec: Partial<ProblemSpec> = {}): Problem {
   return kpick.createProblem({ ...MOE, ...spec, routing });
 }
 
