@@ -57,7 +57,7 @@ export function referenceColumns(problem: Problem, mode: ColumnMode, seed: numbe
       : problem.rows * problem.n * problem.k * (problem.op === 'gated' ? 2 : 1);
     if (macs <= FULL_REFERENCE_MAX_MACS) return null;
   }
-  return sampleColumns(problem.outCols, seed);
+  return sampleColumns(problem.op === 'moe' ? problem.k : problem.n, seed);
 }
 
 /** The fp64 reference of one problem at its active rows. */

@@ -38,6 +38,23 @@ test('npm start (scripts/check.ts): the main job sweeps, checks parity, promotes
   assert.match(r.stderr, /table .*decode_gemm\.json: loaded 10 entries/);
 });
 
+test('npm start -- --model tiny-moe: sweep, parity (both routings), promote and refuse-check take the moe layer, keyed by E and top-k', () => {
+  const store = join(scratch, 'moe-store');
+  const tables = join(scratch, 'moe-tables');
+  const r = tsx('scripts/check.ts', ['--model', 'tiny-moe', '--rows', '1,2', '--store', store, '--tables-dir', tables, '--samples', '2', '--rounds', '3', '--copies', '2', '--backend', 'cpu']);
+  assert.is(r.code, 0, r.stderr);
+  assert.match(r.stderr, /parity: \d+ checks of \d+ candidates; \d+ pass, 0 fail/);
+  const [file] = readdirSync(tables, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('decode_gemm.json')).map((f) => join(tables, f));
+  const read = readTable(file!);
+  assert.ok('table' in read, 'error' in read ? read.error : '');
+  // tiny-moe: qkv, o, router, lm_head and the experts x 2 buckets
+  assert.is(read.table.entries.length, 10);
+  const moe = read.table.entries.filter((e) => e.op === 'moe');
+  assert.equal(moe.map((e) => [e.experts, e.topk, e.n, e.k, e.bucket, e.default]), [[8, 2, 128, 256, 1, 'moe.loop'], [8, 2, 128, 256, 2, 'moe.loop']]);
+  assert.match(readFileSync(file!.replace(/\.json$/, '.route'), 'utf8'), /^moe bf16 8 2 128 256 1 /m);
+  assert.match(r.stderr, /table .*decode_gemm\.route: loaded 10 entries, dropped 0/);
+});
+
 test('sweep --json | ...: every stored record comes out whole on a pipe, and promote makes a table of the store', () => {
   const store = join(scratch, 'pipe-store');
   const sweep = tsx('scripts/sweep.ts', ['--model', 'tiny', '--rows', '1', '--copies', '2', '--samples', '2', '--rounds', '1', '--store', store, '--json', '--quiet'], { env: { KPICK_BACKEND: 'cpu' } });
