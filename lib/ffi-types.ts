@@ -83,6 +83,8 @@ export const KpickModelDims = koffi.struct('kpick_model_dims', {
   max_new: 'int32_t',
   rms_eps: 'float',
   rope_theta: 'float',
+  experts: 'int32_t',
+  topk: 'int32_t',
 });
 
 /** Opaque handles (kpick_problem *, kpick_model *): addresses JS never reads. */

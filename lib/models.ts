@@ -16,8 +16,6 @@ export interface ModelPreset {
   layers: number;
   /** RMSNorm epsilon, for serve-bench */
   rmsEps: number;
-  /** rotary base (rope_theta), for serve-bench; absent: 1e6 */
-  ropeTheta?: number;
   /**
    * A mixture-of-experts model: every layer's MLP is `experts` experts of
    * `intermediate` (moe_intermediate_size), each row routed to `topk` of them
@@ -115,7 +113,6 @@ export const MODELS: readonly ModelPreset[] = [
     vocab: 151936,
     layers: 48,
     rmsEps: 1e-6,
-    ropeTheta: 1e6,
     moe: { experts: 128, topk: 8 },
     source: `${HF}/Qwen/Qwen3-30B-A3B/config.json (moe_intermediate_size 768, num_experts 128, num_experts_per_tok 8)`,
   },
@@ -129,7 +126,6 @@ export const MODELS: readonly ModelPreset[] = [
     vocab: 32000,
     layers: 32,
     rmsEps: 1e-5,
-    ropeTheta: 1e6,
     moe: { experts: 8, topk: 2 },
     source: `${HF}/mistralai/Mixtral-8x7B-v0.1/config.json (num_local_experts 8, num_experts_per_tok 2)`,
   },

@@ -49,9 +49,6 @@ function checkSteps(model: Model, routes: Record<ArmName, ArmRoute>, c: number, 
  */
 export function serveBenchJob(args: ServeBenchJob): number {
   const human = !args.quiet;
-  if (args.model.moe) {
-    throw new UsageError(`${args.model.name} is a mixture-of-experts preset: the decode model has no MoE block yet (sweep, parity and promote take it)`);
-  }
   const kpick = openKpick(args.backend);
   const info = kpick.info();
   const build = buildOf(kpick);

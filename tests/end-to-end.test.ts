@@ -53,6 +53,19 @@ test('npm start -- --model tiny-moe: sweep, parity (both routings), promote and 
   assert.equal(moe.map((e) => [e.experts, e.topk, e.n, e.k, e.bucket, e.default]), [[8, 2, 128, 256, 1, 'moe.loop'], [8, 2, 128, 256, 2, 'moe.loop']]);
   assert.match(readFileSync(file!.replace(/\.json$/, '.route'), 'utf8'), /^moe bf16 8 2 128 256 1 /m);
   assert.match(r.stderr, /table .*decode_gemm\.route: loaded 10 entries, dropped 0/);
+  // and serve-bench on the table just made: the moe block in the step, both arms, the fp64 step check, greedy identity
+  const bench = tsx('scripts/serve-bench.ts', ['--model', 'tiny-moe', '--tables-dir', tables, '--backend', 'cpu', '--c', '1,2', '--context', '16', '--steps', '3', '--runs', '1', '--identity-steps', '6', '--check-step', '--json']);
+  assert.is(bench.code, 0, bench.stderr);
+  const lines = bench.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  assert.equal(lines.find((l) => l.kind === 'step-check')?.checks.map((c: { arm: string; pass: boolean }) => [c.arm, c.pass]), [['default', true], ['table', true]]);
+  const rows = lines.filter((l) => typeof l.c === 'number');
+  assert.equal(rows.map((x) => x.c), [1, 2]);
+  for (const row of rows) {
+    assert.equal(Object.keys(row.default.route), ['qkv', 'o', 'lm_head', 'router', 'experts']);
+    assert.is(row.default.route.experts, 'moe.loop');
+    assert.is(row.table.route.experts, moe.find((e) => e.bucket === row.c)!.choice);
+    assert.ok(['identical', 'explained'].includes(row.identity.status), row.identity.why);
+  }
 });
 
 test('sweep --json | ...: every stored record comes out whole on a pipe, and promote makes a table of the store', () => {

@@ -251,14 +251,20 @@ int kpick_buffer_download(const void *buf, int64_t offset, void *dst, int64_t by
  * The library owns the model (free with kpick_model_free). */
 typedef struct kpick_model kpick_model;
 
-/* the linears of a step, in the order of the cands[] arrays below */
+/* the linears of a step, in the order of the cands[] arrays below. A dense
+ * model (experts 0) runs gate_up and down and ignores the router and experts
+ * entries; a mixture-of-experts model runs the router and experts in their
+ * place (its MLP: router logits, softmax top-k renormalised as Qwen3 and
+ * Mixtral do, then the moe op) and ignores the gate_up and down entries. */
 enum kpick_linear_kind {
   KPICK_LIN_QKV = 0,     /* linear, N = (heads + 2 kv_heads) head_dim, K = hidden */
   KPICK_LIN_O = 1,       /* linear, N = hidden, K = heads head_dim */
   KPICK_LIN_GATE_UP = 2, /* gated, N = intermediate, K = hidden */
   KPICK_LIN_DOWN = 3,    /* linear, N = hidden, K = intermediate */
   KPICK_LIN_LM_HEAD = 4, /* linear, N = vocab, K = hidden */
-  KPICK_LIN_COUNT = 5
+  KPICK_LIN_ROUTER = 5,  /* moe models: linear, N = experts, K = hidden */
+  KPICK_LIN_EXPERTS = 6, /* moe models: moe, E = experts, topk, N = intermediate, K = hidden */
+  KPICK_LIN_COUNT = 7
 };
 
 typedef struct kpick_model_dims {
@@ -273,6 +279,8 @@ typedef struct kpick_model_dims {
   int32_t max_new;      /* steps a reset leaves room for, >= 1; context + max_new <= KPICK_MAX_POSITIONS */
   float rms_eps;        /* > 0 */
   float rope_theta;     /* > 1 */
+  int32_t experts;      /* 0: a dense MLP; else routed experts of `intermediate` each (moe) */
+  int32_t topk;         /* experts per row: 0 with experts 0, else 1..min(experts, KPICK_MAX_TOPK) */
 } kpick_model_dims;
 
 /* Bytes of (device) memory kpick_model_create would allocate for d: weights,

@@ -82,6 +82,13 @@ int be_attention(int32_t dtype, const void *qkv, const void *kcache, const void 
                  void *scratch, void *stream);
 /* bytes of scratch be_attention uses at m rows; 0: it uses none */
 int64_t be_attention_scratch(int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap);
+/* The routing of m rows from their router logits [m, experts] (dtype): each
+ * row's topk largest (the lower id first on ties; NaN never picked) into ids
+ * [m, topk], largest first, and their softmax over those topk into weights
+ * [m, topk] (fp32): softmax over all experts, top-k, renormalised. A backend
+ * without moe candidates returns KPICK_E_UNSUPPORTED. */
+int be_moe_route(int32_t dtype, const void *logits, int32_t m, int32_t experts, int32_t topk, int32_t *ids,
+                 float *weights, void *stream);
 /* tokens[r] = argmax of logits row r (lowest index on ties; NaN never wins),
  * then pos[r] += 1. scratch as be_attention's, of be_argmax_scratch bytes. */
 int be_argmax_advance(int32_t dtype, const void *logits, int32_t m, int64_t vocab, int32_t *tokens, int32_t *pos,

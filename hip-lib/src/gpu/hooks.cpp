@@ -432,6 +432,11 @@ int be_launch_moe(int32_t cand, int32_t dtype, const void *x, const void *w_gate
   return kp_fail(KPICK_E_UNSUPPORTED, "launch", "the GPU backend has no moe kernels yet");
 }
 
+int be_moe_route(int32_t dtype, const void *logits, int32_t m, int32_t experts, int32_t topk, int32_t *ids,
+                 float *weights, void *stream) {
+  return kp_fail(KPICK_E_UNSUPPORTED, "moe", "the GPU backend has no moe kernels yet");
+}
+
 static int launch_copy(struct kpick_problem *p, int32_t cand, int32_t copy) {
   struct gpu_problem *gp = (struct gpu_problem *)p->be;
   return be_launch(cand, p->op, p->dtype, gp->x, gp->w[copy], gp->y, p->m, p->n, p->k, g.stream);
