@@ -58,7 +58,7 @@ test('npm start -- --model tiny-moe: sweep, parity (both routings), promote and 
   assert.is(bench.code, 0, bench.stderr);
   const lines = bench.stdout.trim().split('\n').map((l) => JSON.parse(l));
   assert.equal(lines.find((l) => l.kind === 'step-check')?.checks.map((c: { arm: string; pass: boolean }) => [c.arm, c.pass]), [['default', true], ['table', true]]);
-  const rows = lines.filter((l) => typeof l.c === 'number');
+  const rows = lines.filter((l) => l.kind === 'row');
   assert.equal(rows.map((x) => x.c), [1, 2]);
   for (const row of rows) {
     assert.equal(Object.keys(row.default.route), ['qkv', 'o', 'lm_head', 'router', 'experts']);
