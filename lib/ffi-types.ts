@@ -33,7 +33,7 @@ export const ROUTING_CODES = { uniform: 0, skewed: 1 } as const;
 export type Routing = keyof typeof ROUTING_CODES;
 
 /** KPICK_ABI_VERSION this binding was written against */
-export const ABI_VERSION = 2;
+export const ABI_VERSION = 3;
 
 export const KpickInfo = koffi.struct('kpick_info', {
   backend: koffi.array('char', 16),

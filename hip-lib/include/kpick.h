@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define KPICK_ABI_VERSION 2 /* 2: kpick_abi_value replaces kpick_abi */
+#define KPICK_ABI_VERSION 3 /* 2: kpick_abi_value replaces kpick_abi; 3: the moe op, kpick_model_dims.experts/topk */
 
 /* The limits a caller must know, named once (lib/schema.ts mirrors them and
  * checks them through kpick_abi_value at load). */
