@@ -80,8 +80,14 @@ export async function main(argv: readonly string[]): Promise<number> {
 
   // shapes shared by several presets are measured once, named for all of them
   const shapes = new Map<string, { linear: Linear; names: string[] }>();
+  const leftOut: string[] = [];
   for (const model of models) {
     for (const l of uniqueShapes(decodeLinears(model))) {
+      // the moe op's kernels and its floor per routing are the sweep's for now; table-bench times linears
+      if (l.op === 'moe') {
+        leftOut.push(`${model.name}:${l.name}`);
+        continue;
+      }
       const key = `${l.op}/${l.n}/${l.k}`;
       const seen = shapes.get(key);
       if (seen) seen.names.push(`${model.name}:${l.name}`);
@@ -89,6 +95,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
   }
 
+  if (leftOut.length > 0) say(`table-bench: left out the moe shapes ${leftOut.join(', ')} (not timed here yet)`);
   const out: Row[] = [];
   for (const { linear, names } of shapes.values()) {
     const problem = kpick.createProblem({ op: linear.op, dtype, n: linear.n, k: linear.k, mMax: Math.max(...rows), copies, seed: 1 + out.length });

@@ -4,14 +4,18 @@
 // slower than its own (timing noise can swap two candidates that close, and
 // the gate is the margin promote itself asks of a move); else they differ.
 import type { Table, TableEntry } from './schema.ts';
+import { moeFields, shapeId } from './shape-key.ts';
 
 export type Agreement = 'same' | 'within-gate' | 'differ' | 'only-a' | 'only-b';
 
 export interface EntryAgreement {
-  op: string;
+  op: TableEntry['op'];
   dtype: string;
   n: number;
   k: number;
+  /** op moe only */
+  experts?: number;
+  topk?: number;
   bucket: number;
   a: string | null;
   b: string | null;
@@ -21,7 +25,7 @@ export interface EntryAgreement {
   agreement: Agreement;
 }
 
-const keyOf = (e: TableEntry) => `${e.op}/${e.dtype}/${e.n}/${e.k}/${e.bucket}`;
+const keyOf = (e: TableEntry) => `${e.dtype}/${shapeId(e)}/${e.bucket}`;
 
 /** median(other) / median(own) inside one entry; null when either was not timed there. */
 function ratioIn(e: TableEntry, other: string): number | null {
@@ -37,7 +41,7 @@ export function compareChoices(a: Table, b: Table, gate: number): EntryAgreement
   const out: EntryAgreement[] = [];
   for (const ea of a.entries) {
     const eb = inB.get(keyOf(ea));
-    const base = { op: ea.op, dtype: ea.dtype, n: ea.n, k: ea.k, bucket: ea.bucket, a: ea.choice };
+    const base = { op: ea.op, dtype: ea.dtype, n: ea.n, k: ea.k, ...moeFields(ea), bucket: ea.bucket, a: ea.choice };
     if (!eb) {
       out.push({ ...base, b: null, a_ratio: null, b_ratio: null, agreement: 'only-a' });
       continue;
@@ -53,7 +57,7 @@ export function compareChoices(a: Table, b: Table, gate: number): EntryAgreement
   }
   for (const eb of b.entries) {
     if (inA.has(keyOf(eb))) continue;
-    out.push({ op: eb.op, dtype: eb.dtype, n: eb.n, k: eb.k, bucket: eb.bucket, a: null, b: eb.choice, a_ratio: null, b_ratio: null, agreement: 'only-b' });
+    out.push({ op: eb.op, dtype: eb.dtype, n: eb.n, k: eb.k, ...moeFields(eb), bucket: eb.bucket, a: null, b: eb.choice, a_ratio: null, b_ratio: null, agreement: 'only-b' });
   }
   return out;
 }

@@ -4,7 +4,7 @@
 // refuses one whose ABI facts (ABI_FACTS) differ; lib/model-ffi.ts and
 // NativeRoute call through the same loaded table.
 import koffi, { type TypeObject } from 'koffi';
-import { MAX_POSITIONS, MAX_ROWS } from './schema.ts';
+import { MAX_EXPERTS, MAX_POSITIONS, MAX_ROWS, MAX_TOPK } from './schema.ts';
 
 /** enum kpick_status */
 export const Status = {
@@ -25,13 +25,15 @@ export const STATUS_NAMES: Record<number, string> = {
   5: 'not initialised',
 };
 
-/** enum kpick_op, enum kpick_dtype, enum kpick_buffer */
-export const OP_CODES = { linear: 0, gated: 1 } as const;
+/** enum kpick_op, enum kpick_dtype, enum kpick_buffer, enum kpick_routing */
+export const OP_CODES = { linear: 0, gated: 1, moe: 2 } as const;
 export const DTYPE_CODES = { bf16: 0, fp16: 1 } as const;
-export const BUFFER_CODES = { y: 0, x: 1, w: 2 } as const;
+export const BUFFER_CODES = { y: 0, x: 1, w: 2, expert_ids: 3, expert_weights: 4 } as const;
+export const ROUTING_CODES = { uniform: 0, skewed: 1 } as const;
+export type Routing = keyof typeof ROUTING_CODES;
 
 /** KPICK_ABI_VERSION this binding was written against */
-export const ABI_VERSION = 2;
+export const ABI_VERSION = 3;
 
 export const KpickInfo = koffi.struct('kpick_info', {
   backend: koffi.array('char', 16),
@@ -81,6 +83,8 @@ export const KpickModelDims = koffi.struct('kpick_model_dims', {
   max_new: 'int32_t',
   rms_eps: 'float',
   rope_theta: 'float',
+  experts: 'int32_t',
+  topk: 'int32_t',
 });
 
 /** Opaque handles (kpick_problem *, kpick_model *): addresses JS never reads. */
@@ -99,6 +103,8 @@ export const ABI_FACTS: Readonly<Record<string, number>> = {
   kpick_model_dims: koffi.sizeof(KpickModelDims),
   KPICK_MAX_ROWS: MAX_ROWS,
   KPICK_MAX_POSITIONS: MAX_POSITIONS,
+  KPICK_MAX_EXPERTS: MAX_EXPERTS,
+  KPICK_MAX_TOPK: MAX_TOPK,
 };
 
 /** The raw struct values as koffi decodes them. */
@@ -154,6 +160,7 @@ export const BINDINGS = {
   kpick_candidate_describe: ['int', [i32, out(KpickCandidate)]],
   kpick_candidate_find: ['int', ['const char *', out(i32)]],
   kpick_problem_create: ['int', [i32, i32, i64, i64, i32, i32, 'uint64_t', out(ProblemHandle)]],
+  kpick_problem_create_moe: ['int', [i32, i32, i32, i64, i64, i32, i32, i32, 'uint64_t', out(ProblemHandle)]],
   kpick_problem_free: ['int', [ProblemHandle]],
   kpick_problem_copies: ['int', [ProblemHandle, out(i32)]],
   kpick_set_rows: ['int', [ProblemHandle, i32]],
@@ -170,7 +177,9 @@ export const BINDINGS = {
   kpick_route_verdict: ['int', ['char *', i32]],
   kpick_route_status: ['int', [out(i32), out(i32), out(i32)]],
   kpick_route_lookup: ['int', [i32, i32, i64, i64, i32, out(i32)]],
+  kpick_route_lookup_moe: ['int', [i32, i32, i32, i64, i64, i32, out(i32)]],
   kpick_linear: ['int', [...linearArgs, 'void *']],
+  kpick_moe: ['int', [i32, 'void *', 'void *', 'void *', 'void *', 'void *', 'void *', i32, i32, i32, i64, i64, 'void *']],
   kpick_linear_graph: ['int', [...linearArgs, i32]],
   // caller buffers
   kpick_buffer_alloc: ['int', [i64, out('void *')]],

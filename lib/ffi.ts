@@ -24,16 +24,18 @@ import {
   BUFFER_CODES,
   DTYPE_CODES,
   OP_CODES,
+  ROUTING_CODES,
   STATUS_NAMES,
   Status,
   type BindingName,
   type RawCandidate,
   type RawInfo,
+  type Routing,
 } from './ffi-types.ts';
 import { UsageError } from './cli.ts';
-import { MAX_ROWS, type Dtype, type Op } from './schema.ts';
+import { MAX_EXPERTS, MAX_ROWS, MAX_TOPK, OPS, type Dtype, type Op } from './schema.ts';
 
-export type { Dtype, Op };
+export type { Dtype, Op, Routing };
 
 export const BACKENDS = ['cpu', 'cuda', 'hip'] as const;
 export type Backend = (typeof BACKENDS)[number];
@@ -115,6 +117,10 @@ export interface ProblemSpec {
   /** rotating weight copies; 0 or absent: the library picks > 8x LLC */
   copies?: number;
   seed: number | bigint;
+  /** op moe only: experts, top-k, and how the routing is drawn (default uniform) */
+  experts?: number;
+  topk?: number;
+  routing?: Routing;
 }
 
 type NativeFn = (...args: unknown[]) => unknown;
@@ -200,7 +206,7 @@ export class Kpick {
         name: raw.name,
         family: raw.family,
         params,
-        op: raw.op === OP_CODES.gated ? 'gated' : 'linear',
+        op: OPS.find((op) => OP_CODES[op] === raw.op) ?? 'linear',
         nodes: raw.nodes,
         bitwiseWith: head ? head.name : null,
         isDefault: raw.is_default !== 0,
@@ -225,6 +231,22 @@ export class Kpick {
 
   createProblem(spec: ProblemSpec): Problem {
     const out: unknown[] = [null];
+    if (spec.op === 'moe') {
+      this.call(
+        'kpick_problem_create_moe',
+        DTYPE_CODES[spec.dtype] ?? -1,
+        spec.experts ?? 0,
+        spec.topk ?? 0,
+        spec.n,
+        spec.k,
+        spec.mMax,
+        ROUTING_CODES[spec.routing ?? 'uniform'] ?? -1,
+        spec.copies ?? 0,
+        BigInt(spec.seed),
+        out,
+      );
+      return new Problem(this, out[0], spec);
+    }
     this.call(
       'kpick_problem_create',
       OP_CODES[spec.op] ?? -1,
@@ -249,6 +271,10 @@ export class Problem {
   readonly mMax: number;
   readonly seed: bigint;
   readonly copies: number;
+  /** op moe: experts, top-k and routing; 0, 0 and null otherwise */
+  readonly experts: number;
+  readonly topk: number;
+  readonly routing: Routing | null;
   private handle: unknown;
   private m: number;
   private readonly lib: Kpick;
@@ -262,6 +288,9 @@ export class Problem {
     this.k = spec.k;
     this.mMax = spec.mMax;
     this.seed = BigInt(spec.seed);
+    this.experts = spec.op === 'moe' ? (spec.experts ?? 0) : 0;
+    this.topk = spec.op === 'moe' ? (spec.topk ?? 0) : 0;
+    this.routing = spec.op === 'moe' ? (spec.routing ?? 'uniform') : null;
     this.m = spec.mMax;
     const copies = [0];
     lib.call('kpick_problem_copies', handle, copies);
@@ -277,9 +306,14 @@ export class Problem {
     return this.handle === null;
   }
 
-  /** Rows of the weight: 2N for the gated op (gate then up). */
+  /** Rows of the weight: 2N for the gated op (gate then up); moe: 3N per expert (W_gate_up, then W_down as [K, N]). */
   get weightRows(): number {
-    return this.op === 'gated' ? 2 * this.n : this.n;
+    return this.op === 'gated' ? 2 * this.n : this.op === 'moe' ? 3 * this.n * this.experts : this.n;
+  }
+
+  /** Columns of y: N, or K for moe (its output is the hidden size). */
+  get outCols(): number {
+    return this.op === 'moe' ? this.k : this.n;
   }
 
   setRows(m: number): void {
@@ -323,9 +357,21 @@ export class Problem {
     return out[0] ?? 0;
   }
 
-  /** y[rows, N] as raw 16-bit elements */
-  downloadY(out = new Uint16Array(this.m * this.n)): Uint16Array {
+  /** y[rows, outCols] as raw 16-bit elements */
+  downloadY(out = new Uint16Array(this.m * this.outCols)): Uint16Array {
     return this.download('y', out);
+  }
+
+  /** moe: the expert ids [rows, topk] of the active rows */
+  downloadExpertIds(out = new Int32Array(this.m * this.topk)): Int32Array {
+    this.lib.call('kpick_download', this.handle, BUFFER_CODES.expert_ids, out, out.byteLength);
+    return out;
+  }
+
+  /** moe: the routing weights [rows, topk] of the active rows */
+  downloadExpertWeights(out = new Float32Array(this.m * this.topk)): Float32Array {
+    this.lib.call('kpick_download', this.handle, BUFFER_CODES.expert_weights, out, out.byteLength);
+    return out;
   }
 
   /** x[rows, K] as raw 16-bit elements */
@@ -345,7 +391,7 @@ export class Problem {
   reference(cols: readonly number[] | null, out?: Float64Array): Float64Array {
     // koffi passes an empty array as NULL, which means "every column": refuse it here
     if (cols !== null && cols.length === 0) throw new RangeError('reference: cols is empty (null means every column)');
-    const ncols = cols === null ? this.n : cols.length;
+    const ncols = cols === null ? this.outCols : cols.length;
     const y = out ?? new Float64Array(this.m * ncols);
     const colArray = cols === null ? null : BigInt64Array.from(cols, (c) => BigInt(c));
     this.lib.call('kpick_reference', this.handle, colArray, ncols, y, y.length);
@@ -482,8 +528,13 @@ export class DeviceBuffer {
 /** What kpick_linear reads and writes: a host array (the CPU backend) or a DeviceBuffer (any backend). */
 export type LinearMemory = Uint16Array | DeviceBuffer;
 
-const bytesOf = (m: LinearMemory) => (m instanceof DeviceBuffer ? m.bytes : m.byteLength);
-const pointerOf = (m: LinearMemory) => (m instanceof DeviceBuffer ? m.ptr : m);
+/** The routing inputs of a moe call: expert ids (int32) and weights (fp32), [m, topk]. */
+export type IdsMemory = Int32Array | DeviceBuffer;
+export type WeightsMemory = Float32Array | DeviceBuffer;
+type AnyMemory = LinearMemory | IdsMemory | WeightsMemory;
+
+const bytesOf = (m: AnyMemory) => (m instanceof DeviceBuffer ? m.bytes : m.byteLength);
+const pointerOf = (m: AnyMemory) => (m instanceof DeviceBuffer ? m.ptr : m);
 
 /** n, k in 1..2^24 and m in 1..MAX_ROWS, as integers: what the route takes. */
 function checkDims(m: number, n: number, k: number): void {
@@ -499,11 +550,50 @@ function checkDims(m: number, n: number, k: number): void {
  * never a write past its end.
  */
 export function checkLinearMemory(op: Op, x: LinearMemory, w: LinearMemory, y: LinearMemory, m: number, n: number, k: number): void {
+  if (op === 'moe') throw new TypeError('the moe op takes NativeRoute.moe (experts, routing), not linear()');
   checkDims(m, n, k);
   const need = { x: m * k * 2, w: (op === 'gated' ? 2 * n : n) * k * 2, y: m * n * 2 };
   for (const [name, mem] of [['x', x], ['w', w], ['y', y]] as const) {
     if (!(mem instanceof DeviceBuffer || mem instanceof Uint16Array)) throw new TypeError(`${name} must be a Uint16Array or a DeviceBuffer`);
     if (bytesOf(mem) < need[name]) throw new RangeError(`${name} holds ${bytesOf(mem)} bytes, the call needs ${need[name]} (m=${m}, n=${n}, k=${k}${op === 'gated' ? ', gated' : ''})`);
+  }
+}
+
+/** One moe call's shape (kpick.h, KPICK_OP_MOE): m rows, E experts, top-k, N intermediate, K hidden. */
+export interface MoeShape {
+  m: number;
+  experts: number;
+  topk: number;
+  n: number;
+  k: number;
+}
+
+/** The memory of one moe call. */
+export interface MoeMemory {
+  x: LinearMemory;
+  wGateUp: LinearMemory;
+  wDown: LinearMemory;
+  ids: IdsMemory;
+  weights: WeightsMemory;
+  y: LinearMemory;
+}
+
+/**
+ * A moe call's sizes and memory, checked before any native call: each array or
+ * buffer must be of its type and hold the bytes the call reads or writes.
+ */
+export function checkMoeMemory(mem: MoeMemory, s: MoeShape): void {
+  checkDims(s.m, s.n, s.k);
+  const int = (x: number, lo: number, hi: number) => Number.isSafeInteger(x) && x >= lo && x <= hi;
+  if (!int(s.experts, 1, MAX_EXPERTS)) throw new RangeError(`experts must be an integer in 1..${MAX_EXPERTS}, got ${s.experts}`);
+  if (!int(s.topk, 1, Math.min(MAX_TOPK, s.experts))) throw new RangeError(`topk must be an integer in 1..${Math.min(MAX_TOPK, s.experts)}, got ${s.topk}`);
+  const expert = s.n * s.k * 2;
+  const need = { x: s.m * s.k * 2, wGateUp: 2 * expert * s.experts, wDown: expert * s.experts, ids: s.m * s.topk * 4, weights: s.m * s.topk * 4, y: s.m * s.k * 2 };
+  const types = { x: Uint16Array, wGateUp: Uint16Array, wDown: Uint16Array, ids: Int32Array, weights: Float32Array, y: Uint16Array } as const;
+  for (const name of Object.keys(need) as (keyof MoeMemory)[]) {
+    const m = mem[name];
+    if (!(m instanceof DeviceBuffer || m instanceof types[name])) throw new TypeError(`${name} must be a ${types[name].name} or a DeviceBuffer`);
+    if (bytesOf(m) < need[name]) throw new RangeError(`${name} holds ${bytesOf(m)} bytes, the moe call needs ${need[name]} (m=${s.m}, experts=${s.experts}, topk=${s.topk}, n=${s.n}, k=${s.k})`);
   }
 }
 
@@ -537,6 +627,21 @@ export class NativeRoute {
     const id = [-1];
     this.call('kpick_route_lookup', OP_CODES[op] ?? -1, DTYPE_CODES[dtype] ?? -1, n, k, m, id);
     return id[0] ?? -1;
+  }
+
+  /** The candidate id the route picks for one moe call. */
+  lookupMoe(dtype: Dtype, experts: number, topk: number, n: number, k: number, m: number): number {
+    const id = [-1];
+    this.call('kpick_route_lookup_moe', DTYPE_CODES[dtype] ?? -1, experts, topk, n, k, m, id);
+    return id[0] ?? -1;
+  }
+
+  /** The moe op through the route (kpick_moe), returning when y is complete. */
+  moe(dtype: Dtype, mem: MoeMemory, s: MoeShape): void {
+    checkMoeMemory(mem, s);
+    const p = pointerOf;
+    this.call('kpick_moe', DTYPE_CODES[dtype] ?? -1, p(mem.x), p(mem.wGateUp), p(mem.wDown), p(mem.ids), p(mem.weights), p(mem.y), s.m, s.experts, s.topk, s.n, s.k, null);
+    if (mem.y instanceof DeviceBuffer) this.sync(mem.y);
   }
 
   /**

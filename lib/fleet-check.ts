@@ -8,6 +8,8 @@ import { nodeName, nodeSummary, probeEntries, refusedSummary, shapeLabel, type B
 import { guardTable } from './guard.ts';
 import { buildOf } from './route.ts';
 import { defaultTablePath, readTable } from './table.ts';
+import { shapeId } from './shape-key.ts';
+import type { KeptEntry } from './guard.ts';
 
 /** How a fleet check times the picks, on which library. */
 export interface QuickCheck {
@@ -50,8 +52,9 @@ export function quickCheck(args: QuickCheck, quick: QuickTarget): number {
     return EXIT.refused;
   }
   // entries the guard dropped (a choice not in this build ...) are not probed
-  const kept = new Set(verdict.kept.map((e) => `${e.op}/${e.dtype}/${e.n}/${e.k}/${e.bucket}/${e.choice}`));
-  const entries = table.table.entries.filter((e) => kept.has(`${e.op}/${e.dtype}/${e.n}/${e.k}/${e.bucket}/${e.choice}`));
+  const keyOf = (e: KeptEntry) => `${e.dtype}/${shapeId(e)}/${e.bucket}/${e.choice}`;
+  const kept = new Set(verdict.kept.map(keyOf));
+  const entries = table.table.entries.filter((e) => kept.has(keyOf(e)));
   const probed = probeEntries(kpick, entries, { samples: args.samples, rounds: args.rounds, copies: args.copies, seed: 1 });
   const summary = nodeSummary(input, probed);
   printJsonLine(summary);

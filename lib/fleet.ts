@@ -15,6 +15,7 @@ import { identityKey } from './identity.ts';
 import { computeReference, ParityChecker, referenceColumns } from './parity.ts';
 import { FleetSummary, issuesLine, type FleetEntry, type Identity, type Parity, type TableEntry } from './schema.ts';
 import { geomean, median } from './stats.ts';
+import { moeFields, shapeId, shapeText } from './shape-key.ts';
 
 export interface Bounds {
   /** largest geomean of measured/recorded over a node's entries */
@@ -33,8 +34,8 @@ export interface ProbeOptions {
   seed: number;
 }
 
-export function shapeLabel(e: Pick<FleetEntry, 'dtype' | 'op' | 'n' | 'k' | 'bucket'>): string {
-  return `${e.dtype} ${e.op} ${e.n}x${e.k} m=${e.bucket}`;
+export function shapeLabel(e: Pick<FleetEntry, 'dtype' | 'op' | 'n' | 'k' | 'experts' | 'topk' | 'bucket'>): string {
+  return `${e.dtype} ${e.op} ${shapeText(e)} m=${e.bucket}`;
 }
 
 function fails(err: unknown): string {
@@ -70,7 +71,7 @@ function probeEntry(problem: Problem, entry: TableEntry, space: readonly Candida
 /** An entry as probed when its choice never ran: parity 'fail' with the reason. */
 function unprobed(e: TableEntry, reason: string): FleetEntry {
   return {
-    op: e.op, dtype: e.dtype, n: e.n, k: e.k, bucket: e.bucket, choice: e.choice,
+    op: e.op, dtype: e.dtype, n: e.n, k: e.k, ...moeFields(e), bucket: e.bucket, choice: e.choice,
     recorded_us: e.candidates[e.choice]?.median_us ?? null, measured_us: null, ratio: null, parity: 'fail', reason,
   };
 }
@@ -81,7 +82,7 @@ export function probeEntries(kpick: Kpick, entries: readonly TableEntry[], opts:
   const out = new Map<TableEntry, FleetEntry>();
   const shapes = new Map<string, TableEntry[]>();
   for (const e of entries) {
-    const key = `${e.dtype}:${e.op}:${e.n}x${e.k}`;
+    const key = `${e.dtype}:${shapeId(e)}`;
     shapes.set(key, [...(shapes.get(key) ?? []), e]);
   }
   for (const group of shapes.values()) {
@@ -90,6 +91,7 @@ export function probeEntries(kpick: Kpick, entries: readonly TableEntry[], opts:
     try {
       problem = kpick.createProblem({
         op: first.op, dtype: first.dtype, n: first.n, k: first.k,
+        ...(first.op === 'moe' ? { experts: first.experts, topk: first.topk, routing: 'uniform' as const } : {}),
         mMax: Math.max(...group.map((e) => e.bucket)), copies: opts.copies, seed: opts.seed,
       });
     } catch (err) {

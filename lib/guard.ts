@@ -22,6 +22,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as v from 'valibot';
 import { issuesLine, Table, TABLE_FORMAT, type Bucket, type Dtype, type Identity, type Op } from './schema.ts';
+import { moeFields, shapeText } from './shape-key.ts';
 
 /** Larger than any real JSON table (a big one is a few MiB). */
 export const MAX_TABLE_BYTES = 32 << 20;
@@ -113,6 +114,9 @@ export interface KeptEntry {
   dtype: Dtype;
   n: number;
   k: number;
+  /** op moe only: experts and top-k */
+  experts?: number;
+  topk?: number;
   bucket: Bucket;
   choice: string;
 }
@@ -219,11 +223,11 @@ export function duplicateKey(text: string): { key: string; line: number } | null
   return null;
 }
 
-/** The first entry whose (op, dtype, n, k, bucket) an earlier one already has. */
+/** The first entry whose (op, dtype, n, k, E and top-k on moe, bucket) an earlier one already has. */
 export function duplicateEntry(entries: readonly EntryView[]): string | null {
   const first = new Map<string, EntryView>();
   for (const e of entries) {
-    const key = `${e.op} ${e.dtype} ${e.n}x${e.k}, bucket ${e.bucket}`;
+    const key = `${e.op} ${e.dtype} ${shapeText(e)}, bucket ${e.bucket}`;
     const seen = first.get(key);
     if (seen) return `${e.where} repeats ${seen.where} (${key})`;
     first.set(key, e);
@@ -263,6 +267,7 @@ export function parseJsonTable(bytes: Uint8Array): Reading<{ table: Table; view:
       dtype: e.dtype,
       n: e.n,
       k: e.k,
+      ...moeFields(e),
       bucket: e.bucket,
       choice: e.choice,
       status: c?.status ?? 'unmeasured',
@@ -355,7 +360,7 @@ export function judge(file: string, view: TableView, build: Build, env: Env): Ve
   const kept: KeptEntry[] = [];
   const dropped: DroppedEntry[] = [];
   for (const e of view.entries) {
-    const entry = { op: e.op, dtype: e.dtype, n: e.n, k: e.k, bucket: e.bucket, choice: e.choice };
+    const entry = { op: e.op, dtype: e.dtype, n: e.n, k: e.k, ...moeFields(e), bucket: e.bucket, choice: e.choice };
     const why = entryDrop(e, byName, t.blas, h.blas);
     if (why) dropped.push({ ...entry, where: e.where, why });
     else kept.push(entry);

@@ -14,6 +14,7 @@ import * as v from 'valibot';
 import { geomean } from './stats.ts';
 import { BUCKETS, Table as TableSchema, issuesLine, type Table, type TableEntry } from './schema.ts';
 import { writeFileAtomic } from './write-file.ts';
+import { byShape, moeFields, weightBytes as shapeWeightBytes } from './shape-key.ts';
 
 export const ELEMENT_BYTES = 2;
 /** Candidates drawn per chart beyond the default, the picks and parity failures. */
@@ -31,17 +32,21 @@ export interface ReportOptions {
   maxCharted?: number;
 }
 
-type Shape = Pick<TableEntry, 'op' | 'dtype' | 'n' | 'k'>;
+type Shape = Pick<TableEntry, 'op' | 'dtype' | 'n' | 'k' | 'experts' | 'topk'>;
 
-/** Bytes one call moves: the weights once, x and y once. */
+/**
+ * Bytes one call moves: the weights once, x and y once. A moe call's weights
+ * are those of the experts its rows route to, counted as min(E, rows x top-k):
+ * at most what it reads (its read floor streams the ones a routing reads).
+ */
 export function bytesPerCall(shape: Shape, rows: number): number {
-  const weightRows = shape.op === 'gated' ? 2 * shape.n : shape.n;
-  return (weightRows * shape.k + rows * shape.k + rows * shape.n) * ELEMENT_BYTES;
+  const yCols = shape.op === 'moe' ? shape.k : shape.n;
+  return weightBytes(shape, rows) + (rows * shape.k + rows * yCols) * ELEMENT_BYTES;
 }
 
-/** Bytes the read floor streams: the weights alone. */
-export function weightBytes(shape: Shape): number {
-  return (shape.op === 'gated' ? 2 : 1) * shape.n * shape.k * ELEMENT_BYTES;
+/** Bytes the read floor streams: the weights alone (a moe call's at these rows, as bytesPerCall counts them). */
+export function weightBytes(shape: Shape, rows = 1): number {
+  return shapeWeightBytes(shape, rows);
 }
 
 export function gbps(bytes: number, us: number): number {
@@ -63,7 +68,8 @@ export interface Ceiling {
 export function readCeiling(table: Table): Ceiling | null {
   let best: Ceiling | null = null;
   for (const entry of table.entries) {
-    if (!usable(entry.floor_us)) continue;
+    // a moe floor reads the experts its routing drew, which bytesPerCall only bounds
+    if (!usable(entry.floor_us) || entry.op === 'moe') continue;
     const rate = gbps(weightBytes(entry), entry.floor_us);
     if (best === null || rate > best.gbps) best = { gbps: rate, entry };
   }
@@ -77,7 +83,7 @@ export interface ShapeGroup {
 }
 
 export function shapeKey(s: Shape): string {
-  return `${s.op} ${s.dtype} n=${s.n} k=${s.k}`;
+  return s.op === 'moe' ? `${s.op} ${s.dtype} n=${s.n} k=${s.k} E=${s.experts} top-k=${s.topk}` : `${s.op} ${s.dtype} n=${s.n} k=${s.k}`;
 }
 
 const byText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
@@ -87,13 +93,13 @@ export function shapeGroups(table: Table): ShapeGroup[] {
   const groups = new Map<string, ShapeGroup>();
   for (const e of table.entries) {
     const key = shapeKey(e);
-    const group = groups.get(key) ?? { shape: { op: e.op, dtype: e.dtype, n: e.n, k: e.k }, entries: [] };
+    const group = groups.get(key) ?? { shape: { op: e.op, dtype: e.dtype, n: e.n, k: e.k, ...moeFields(e) }, entries: [] };
     group.entries.push(e);
     groups.set(key, group);
   }
   const list = [...groups.values()];
   for (const g of list) g.entries.sort((a, b) => a.bucket - b.bucket);
-  return list.sort((a, b) => byText(a.shape.op, b.shape.op) || byText(a.shape.dtype, b.shape.dtype) || a.shape.n - b.shape.n || a.shape.k - b.shape.k);
+  return list.sort((a, b) => byText(a.shape.op, b.shape.op) || byText(a.shape.dtype, b.shape.dtype) || byShape(a.shape, b.shape, byText));
 }
 
 export interface BucketSummary {

@@ -14,8 +14,8 @@ import { DTYPE_CODES, type BindingName } from './ffi-types.ts';
 import type { Kpick } from './ffi.ts';
 import type { Dtype } from './schema.ts';
 
-/** enum kpick_linear_kind: the order of a candidate list */
-export const LINEAR_KINDS = ['qkv', 'o', 'gate_up', 'down', 'lm_head'] as const;
+/** enum kpick_linear_kind: the order of a candidate list (a dense model runs gate_up and down, a moe model router and experts) */
+export const LINEAR_KINDS = ['qkv', 'o', 'gate_up', 'down', 'lm_head', 'router', 'experts'] as const;
 export type LinearKind = (typeof LINEAR_KINDS)[number];
 
 /** enum kpick_decode_op */
@@ -34,6 +34,9 @@ export interface ModelDims extends Pick<ModelPreset, 'hidden' | 'intermediate' |
   /** steps a reset (or a timed run) leaves room for */
   maxNew: number;
   ropeTheta: number;
+  /** routed experts and top-k of a moe model; 0 and 0 for a dense one */
+  experts: number;
+  topk: number;
 }
 
 export interface SelfCheck {
@@ -61,6 +64,8 @@ function rawDims(d: ModelDims): Record<string, number> {
     max_new: d.maxNew,
     rms_eps: d.rmsEps,
     rope_theta: d.ropeTheta,
+    experts: d.experts,
+    topk: d.topk,
   };
 }
 

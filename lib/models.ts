@@ -1,6 +1,7 @@
 // What to measure: model presets (from each model's published config.json),
 // the decode linears they imply, and the parsers of --shapes, --rows, --dtype.
 import { BUCKETS, DTYPES, type Bucket, type Dtype, type Op } from './schema.ts';
+import { shapeId } from './shape-key.ts';
 
 export type { Bucket };
 
@@ -15,17 +16,29 @@ export interface ModelPreset {
   layers: number;
   /** RMSNorm epsilon, for serve-bench */
   rmsEps: number;
+  /**
+   * A mixture-of-experts model: every layer's MLP is `experts` experts of
+   * `intermediate` (moe_intermediate_size), each row routed to `topk` of them
+   * by a router linear hidden -> experts.
+   */
+  moe?: { experts: number; topk: number };
   /** the config the numbers come from */
   source: string;
 }
 
-/** One decode linear: y[M,N] = x[M,K] . W^T (W is 2N x K for the gated op). */
+/**
+ * One decode linear: y[M,N] = x[M,K] . W^T (W is 2N x K for the gated op), or
+ * a moe layer's routed experts (N the expert intermediate, K the hidden size).
+ */
 export interface Linear {
-  /** qkv | o | gate_up | down | lm_head, or NxK for a --shapes entry */
+  /** qkv | o | gate_up | down | router | experts | lm_head, or NxK for a --shapes entry */
   name: string;
   op: Op;
   n: number;
   k: number;
+  /** op moe only: experts E and top-k */
+  experts?: number;
+  topk?: number;
 }
 
 const HF = 'huggingface.co';
@@ -91,6 +104,32 @@ export const MODELS: readonly ModelPreset[] = [
     source: `${HF}/Qwen/Qwen3-0.6B/config.json`,
   },
   {
+    name: 'Qwen3-30B-A3B',
+    hidden: 2048,
+    intermediate: 768,
+    heads: 32,
+    kvHeads: 4,
+    headDim: 128,
+    vocab: 151936,
+    layers: 48,
+    rmsEps: 1e-6,
+    moe: { experts: 128, topk: 8 },
+    source: `${HF}/Qwen/Qwen3-30B-A3B/config.json (moe_intermediate_size 768, num_experts 128, num_experts_per_tok 8)`,
+  },
+  {
+    name: 'Mixtral-8x7B-v0.1',
+    hidden: 4096,
+    intermediate: 14336,
+    heads: 32,
+    kvHeads: 8,
+    headDim: 128,
+    vocab: 32000,
+    layers: 32,
+    rmsEps: 1e-5,
+    moe: { experts: 8, topk: 2 },
+    source: `${HF}/mistralai/Mixtral-8x7B-v0.1/config.json (num_local_experts 8, num_experts_per_tok 2)`,
+  },
+  {
     name: 'tiny',
     hidden: 256,
     intermediate: 512,
@@ -101,6 +140,19 @@ export const MODELS: readonly ModelPreset[] = [
     layers: 2,
     rmsEps: 1e-6,
     source: 'made up for tests: every op at a size that runs in milliseconds on a CPU',
+  },
+  {
+    name: 'tiny-moe',
+    hidden: 256,
+    intermediate: 128,
+    heads: 4,
+    kvHeads: 2,
+    headDim: 64,
+    vocab: 2048,
+    layers: 2,
+    rmsEps: 1e-6,
+    moe: { experts: 8, topk: 2 },
+    source: 'made up for tests: a mixture-of-experts layer at a size that runs in milliseconds on a CPU',
   },
 ];
 
@@ -115,24 +167,35 @@ export function findModel(name: string): ModelPreset {
   return found;
 }
 
-/** The decode linears of one layer, then the lm_head, in execution order. */
+/**
+ * The decode linears of one layer, then the lm_head, in execution order; a
+ * moe model's MLP is its router (hidden -> experts) and its routed experts.
+ */
 export function decodeLinears(model: ModelPreset): Linear[] {
   const q = model.heads * model.headDim;
   const kv = model.kvHeads * model.headDim;
+  const mlp: Linear[] = model.moe
+    ? [
+        { name: 'router', op: 'linear', n: model.moe.experts, k: model.hidden },
+        { name: 'experts', op: 'moe', n: model.intermediate, k: model.hidden, experts: model.moe.experts, topk: model.moe.topk },
+      ]
+    : [
+        { name: 'gate_up', op: 'gated', n: model.intermediate, k: model.hidden },
+        { name: 'down', op: 'linear', n: model.hidden, k: model.intermediate },
+      ];
   return [
     { name: 'qkv', op: 'linear', n: q + 2 * kv, k: model.hidden },
     { name: 'o', op: 'linear', n: model.hidden, k: q },
-    { name: 'gate_up', op: 'gated', n: model.intermediate, k: model.hidden },
-    { name: 'down', op: 'linear', n: model.hidden, k: model.intermediate },
+    ...mlp,
     { name: 'lm_head', op: 'linear', n: model.vocab, k: model.hidden },
   ];
 }
 
-/** Drops linears whose (op, N, K) an earlier one already has. */
+/** Drops linears whose (op, N, K, and E and top-k on moe) an earlier one already has. */
 export function uniqueShapes(linears: readonly Linear[]): Linear[] {
   const seen = new Set<string>();
   return linears.filter((l) => {
-    const key = `${l.op}:${l.n}x${l.k}`;
+    const key = shapeId(l);
     if (seen.has(key)) return false;
     seen.add(key);
     return true;

@@ -11,6 +11,8 @@ import { ParityChecker, computeReference, referenceColumns, type ColumnMode } fr
 import { storeRecord } from './record.ts';
 import type { Bucket, Dtype, Identity, Parity, StoreRecord } from './schema.ts';
 import { StoreWriter } from './store.ts';
+import { moeFields, shapeText } from './shape-key.ts';
+import type { Routing } from './ffi.ts';
 import { selectCandidates, type Contender } from './sweep.ts';
 
 export interface ParityPlan {
@@ -36,6 +38,10 @@ export interface ParityCheck {
   dtype: Dtype;
   n: number;
   k: number;
+  /** op moe only: experts, top-k, and the routing the problem drew */
+  experts?: number;
+  topk?: number;
+  routing?: Routing;
   rows: Bucket;
   seed: number;
   /** 'all', or how many columns the reference sampled */
@@ -62,7 +68,8 @@ export interface ParitySummary {
 }
 
 export function failLine(c: ParityCheck): string {
-  return `FAIL ${c.candidate} ${c.op} ${c.dtype} ${c.n}x${c.k} m=${c.rows}: ${c.parity.reason}`;
+  const routing = c.routing ? ` (${c.routing} routing)` : '';
+  return `FAIL ${c.candidate} ${c.op} ${c.dtype} ${shapeText(c)}${routing} m=${c.rows}: ${c.parity.reason}`;
 }
 
 function checkOne(checker: ParityChecker, cand: Candidate): { ran: boolean; parity: Parity } {
@@ -84,33 +91,43 @@ export function runParity(kpick: Kpick, plan: ParityPlan, events: ParityEvents):
   for (const dtype of plan.dtypes) {
     for (const linear of plan.linears) {
       const ofOp = plan.candidates.filter((c) => c.op === linear.op);
+      // an op this build has no candidate of makes no problem (a GPU build has no moe kernels yet)
+      if (!ofOp.some((c) => c.available)) {
+        done += plan.seeds;
+        continue;
+      }
+      // a moe problem's routing matters to its kernels: each seed checks the uniform and the skewed one
+      const routings: (Routing | undefined)[] = linear.op === 'moe' ? ['uniform', 'skewed'] : [undefined];
       for (let s = 0; s < plan.seeds; s++) {
-        events.progress?.(done, total, `${dtype} ${linear.name} ${linear.op} ${linear.n}x${linear.k}`);
-        const seed = randomInt(0, 2 ** 47);
-        // the reference reads weight copy 0 only: one copy is enough
-        const problem = kpick.createProblem({ op: linear.op, dtype, n: linear.n, k: linear.k, mMax, copies: 1, seed });
-        try {
-          for (const rows of plan.rows) {
-            problem.setRows(rows);
-            const cols = referenceColumns(problem, plan.columns, seed % 2 ** 31);
-            const columns = cols === null ? 'all' : `${cols.length} of ${linear.n}`;
-            if (cols !== null && s === 0) summary.sampled.push(`${dtype} ${linear.name} ${linear.n}x${linear.k} m=${rows}`);
-            const checker = new ParityChecker(problem, computeReference(problem, cols), plan.space);
-            const site = { identity: plan.identity, op: linear.op, dtype, n: linear.n, k: linear.k, rows, copies: problem.copies, seed };
-            for (const cand of ofOp) {
-              if (!cand.available || !problem.supports(cand.id)) continue;
-              if (plan.only && !plan.only({ op: linear.op, dtype, n: linear.n, k: linear.k, rows, candidate: cand.name })) continue;
-              const { ran, parity } = checkOne(checker, cand);
-              const check: ParityCheck = { candidate: cand.name, op: linear.op, dtype, n: linear.n, k: linear.k, rows, seed, columns, ran, parity };
-              summary.checks++;
-              names.add(cand.name);
-              if (parity.status === 'fail') summary.failures.push(check);
-              const outcome = { status: ran ? 'ok' : 'failed', reason: ran ? '' : parity.reason, parity, nodes: null, samples: [] } as const;
-              events.check(check, storeRecord(site, 'parity', outcome, cand));
+        events.progress?.(done, total, `${dtype} ${linear.name} ${linear.op} ${shapeText(linear)}`);
+        for (const routing of routings) {
+          const seed = randomInt(0, 2 ** 47);
+          const moe = moeFields(linear);
+          // the reference reads weight copy 0 only: one copy is enough
+          const problem = kpick.createProblem({ op: linear.op, dtype, n: linear.n, k: linear.k, ...moe, routing, mMax, copies: 1, seed });
+          try {
+            for (const rows of plan.rows) {
+              problem.setRows(rows);
+              const cols = referenceColumns(problem, plan.columns, seed % 2 ** 31);
+              const columns = cols === null ? 'all' : `${cols.length} of ${problem.outCols}`;
+              if (cols !== null && s === 0 && routing !== 'skewed') summary.sampled.push(`${dtype} ${linear.name} ${shapeText(linear)} m=${rows}`);
+              const checker = new ParityChecker(problem, computeReference(problem, cols), plan.space);
+              const site = { identity: plan.identity, op: linear.op, dtype, n: linear.n, k: linear.k, ...moe, rows, copies: problem.copies, seed };
+              for (const cand of ofOp) {
+                if (!cand.available || !problem.supports(cand.id)) continue;
+                if (plan.only && !plan.only({ op: linear.op, dtype, n: linear.n, k: linear.k, ...moe, rows, candidate: cand.name })) continue;
+                const { ran, parity } = checkOne(checker, cand);
+                const check: ParityCheck = { candidate: cand.name, op: linear.op, dtype, n: linear.n, k: linear.k, ...moe, ...(routing ? { routing } : {}), rows, seed, columns, ran, parity };
+                summary.checks++;
+                names.add(cand.name);
+                if (parity.status === 'fail') summary.failures.push(check);
+                const outcome = { status: ran ? 'ok' : 'failed', reason: ran ? '' : parity.reason, parity, nodes: null, samples: [] } as const;
+                events.check(check, storeRecord(site, 'parity', outcome, cand));
+              }
             }
+          } finally {
+            problem.free();
           }
-        } finally {
-          problem.free();
         }
         done++;
       }

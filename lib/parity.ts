@@ -51,16 +51,19 @@ export function sampleColumns(n: number, seed: number): number[] | null {
 export function referenceColumns(problem: Problem, mode: ColumnMode, seed: number): number[] | null {
   if (mode === 'full') return null;
   if (mode === 'auto') {
-    const macs = problem.rows * problem.n * problem.k * (problem.op === 'gated' ? 2 : 1);
+    // moe: every routed pair's gate/up (2NK) and one down column (N) per output column
+    const macs = problem.op === 'moe'
+      ? problem.rows * problem.topk * problem.n * problem.k * 3
+      : problem.rows * problem.n * problem.k * (problem.op === 'gated' ? 2 : 1);
     if (macs <= FULL_REFERENCE_MAX_MACS) return null;
   }
-  return sampleColumns(problem.n, seed);
+  return sampleColumns(problem.op === 'moe' ? problem.k : problem.n, seed);
 }
 
 /** The fp64 reference of one problem at its active rows. */
 export interface Reference {
   rows: number;
-  /** the columns covered, or null for all N */
+  /** the columns covered, or null for all of y's (N; K for moe) */
   cols: number[] | null;
   /** [rows][cols.length or N] */
   values: Float64Array;
@@ -171,7 +174,7 @@ export class ParityChecker {
       if (nonFinite > 0) {
         reasons.push(`${nonFinite} of ${y.length} elements NaN or Inf`);
       } else {
-        relErr = relativeError(y, this.problem.n, this.reference, decoderOf(this.problem.dtype));
+        relErr = relativeError(y, this.problem.outCols, this.reference, decoderOf(this.problem.dtype));
         const bar = PARITY_BAR[this.problem.dtype];
         if (!(relErr <= bar)) reasons.push(`rel_err ${formatError(relErr)} > ${formatError(bar)}`);
       }

@@ -20,9 +20,10 @@
 //          together, so there it leans optimistic, and a small shift that it
 //          passes still needs the gain over the gate. Where the quartiles are
 //          apart the rule picks what it picked before.
-//   nodes: graph nodes (measured, else declared) <= the default's; not for op
-//          'gated', whose default is two nodes and whose fused kernels are one:
-//          a gated entry needs the gain (and the noise check) alone.
+//   nodes: graph nodes (measured, else declared) <= the default's; for op
+//          'linear' only: the gated default is two nodes and its fused kernels
+//          one, the moe default a few per active expert and its grouped
+//          kernels one, so those entries need the gain (and the noise check) alone.
 //   pdl:   a candidate that chains with programmatic dependent launch (its
 //          records' pdl flag: KF_PDL in space.def, reported by the library) is
 //          picked only at rows <= pdl rows (default MAX_ROWS: any).
@@ -45,6 +46,7 @@
 import { identityDifference, identityKey, identityTag } from './identity.ts';
 import { Identity, MAX_ROWS, type CandidateResult, type StoreRecord, type TableEntry } from './schema.ts';
 import { median, quantile, rankTest } from './stats.ts';
+import { byShape, moeFields, shapeId } from './shape-key.ts';
 
 export const DEFAULT_GATE = 0.02;
 /** The largest rows bucket where a PDL candidate may be picked: the largest bucket, no limit (see the rule above). */
@@ -186,7 +188,7 @@ function refusal(op: TableEntry['op'], name: string, cand: CandidateResult, def:
       return `kept: ${best} but within noise (rank test p ${p.toPrecision(2)} >= ${NOISE_P} over ${cand.samples} vs ${def.samples} samples; p75 ${fmtUs(cand.p75_us)} >= default p25 ${fmtUs(def.p25_us)} us)`;
     }
   }
-  if (op !== 'gated' && cand.nodes > def.nodes) return `kept: ${best} but ${cand.nodes} nodes > ${def.nodes}`;
+  if (op === 'linear' && cand.nodes > def.nodes) return `kept: ${best} but ${cand.nodes} nodes > ${def.nodes}`;
   return null;
 }
 
@@ -243,11 +245,11 @@ export function decide(
   return kept(judged[0]!.why as string);
 }
 
-const problemKey = (r: StoreRecord) => `${r.op}\u0000${r.dtype}\u0000${r.n}\u0000${r.k}\u0000${r.rows}`;
+const problemKey = (r: StoreRecord) => `${r.dtype}\u0000${shapeId(r)}\u0000${r.rows}`;
 
-/** Deterministic entry order: op, dtype, n, k, bucket. */
+/** Deterministic entry order: op, dtype, experts and top-k (moe), n, k, bucket. */
 export function compareEntries(a: TableEntry, b: TableEntry): number {
-  return byText(a.op, b.op) || byText(a.dtype, b.dtype) || a.n - b.n || a.k - b.k || a.bucket - b.bucket;
+  return byText(a.op, b.op) || byText(a.dtype, b.dtype) || byShape(a, b, byText) || a.bucket - b.bucket;
 }
 
 export type Promoted = { identity: Identity; entries: TableEntry[]; warnings: string[] };
@@ -313,6 +315,7 @@ export function promote(records: readonly StoreRecord[], gate: number, pdlRows: 
       dtype: head.dtype,
       n: head.n,
       k: head.k,
+      ...moeFields(head),
       bucket: head.rows,
       default: defaultName,
       choice,

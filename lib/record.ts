@@ -4,6 +4,7 @@
 // the candidate yielded there.
 import type { Candidate } from './ffi.ts';
 import { STORE_VERSION, type Bucket, type Dtype, type Identity, type Op, type Parity, type StoreRecord } from './schema.ts';
+import { moeFields } from './shape-key.ts';
 
 /** The name the read floor is stored under. */
 export const FLOOR = 'floor' as const;
@@ -15,6 +16,9 @@ export interface RecordSite {
   dtype: Dtype;
   n: number;
   k: number;
+  /** op moe only: experts and top-k */
+  experts?: number;
+  topk?: number;
   rows: Bucket;
   copies: number;
   seed: number;
@@ -51,6 +55,7 @@ export function storeRecord(site: RecordSite, kind: StoreRecord['kind'], outcome
     dtype: site.dtype,
     n: site.n,
     k: site.k,
+    ...moeFields(site),
     rows: site.rows,
     ...who,
     nodes: cand === undefined ? null : outcome.nodes,

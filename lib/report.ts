@@ -3,6 +3,7 @@
 // whose `choice` was edited by hand.
 import type pc from 'picocolors';
 import type { Table, TableEntry } from './schema.ts';
+import { moeFields } from './shape-key.ts';
 
 type Colors = ReturnType<typeof pc.createColors>;
 
@@ -18,7 +19,8 @@ export function choiceGain(entry: TableEntry): number | null {
 export const moved = (entry: TableEntry) => entry.choice !== entry.default;
 
 export function problemLabel(e: TableEntry): string {
-  return `${e.op} ${e.dtype} n=${e.n} k=${e.k} M=${e.bucket}`;
+  const experts = e.op === 'moe' ? ` E=${e.experts} top-k=${e.topk}` : '';
+  return `${e.op} ${e.dtype} n=${e.n} k=${e.k}${experts} M=${e.bucket}`;
 }
 
 export type EntryJson = {
@@ -26,6 +28,9 @@ export type EntryJson = {
   dtype: TableEntry['dtype'];
   n: number;
   k: number;
+  /** op moe only */
+  experts?: number;
+  topk?: number;
   bucket: number;
   default: string;
   choice: string;
@@ -43,6 +48,7 @@ export function entryJson(e: TableEntry): EntryJson {
     dtype: e.dtype,
     n: e.n,
     k: e.k,
+    ...moeFields(e),
     bucket: e.bucket,
     default: e.default,
     choice: e.choice,

@@ -38,7 +38,7 @@ import {
 } from './guard.ts';
 import type { Kpick } from './ffi.ts';
 import { identityFromInfo } from './identity.ts';
-import { BUCKETS, DTYPES, MAX_ROWS, OPS, TABLE_FORMAT, type Bucket, type Dtype, type Identity, type Op, type Table } from './schema.ts';
+import { BUCKETS, DTYPES, MAX_EXPERTS, MAX_ROWS, MAX_TOPK, OPS, TABLE_FORMAT, type Bucket, type Dtype, type Identity, type Op, type Table } from './schema.ts';
 import { writeFileAtomic } from './write-file.ts';
 
 
@@ -111,7 +111,8 @@ export function compactRouteText(table: Table, jsonSha256: string): string {
     }
     const c = Object.hasOwn(e.candidates, e.choice) ? e.candidates[e.choice] : undefined;
     const result = c ? `${c.status} ${c.parity} ${c.stack_bound ? 1 : 0}` : 'unmeasured none 0';
-    lines.push(`${e.op} ${e.dtype} ${e.n} ${e.k} ${e.bucket} ${e.choice} ${result}`);
+    const experts = e.op === 'moe' ? ` ${e.experts} ${e.topk}` : '';
+    lines.push(`${e.op} ${e.dtype}${experts} ${e.n} ${e.k} ${e.bucket} ${e.choice} ${result}`);
   });
   const text = sealRoute(`${lines.join('\n')}\n`);
   if (text.length > MAX_ROUTE_BYTES) throw new Error(`the route would be ${text.length} bytes, over the ${MAX_ROUTE_BYTES} a reader accepts`);
@@ -168,14 +169,23 @@ function keyedUint(line: string, key: string): number | null {
 
 function parseEntry(line: string, at: number): EntryView | Invalid {
   const f = line.split(' ');
-  if (f.length !== 9) return invalid(`line ${at}: expected 9 fields (op dtype n k bucket choice status parity stack), got ${f.length}`);
-  const [op, dtype, nText, kText, bucketText, choice, status, parity, stackText] = f as [string, ...string[]] as string[];
+  // a moe line has two more fields, experts and topk, after its dtype (route.h)
+  const moe = line.startsWith('moe ');
+  if (moe && f.length !== 11) return invalid(`line ${at}: expected 11 fields (moe dtype experts topk n k bucket choice status parity stack), got ${f.length}`);
+  if (!moe && f.length !== 9) return invalid(`line ${at}: expected 9 fields (op dtype n k bucket choice status parity stack), got ${f.length}`);
+  const [op, dtype, ...rest] = f as string[];
+  const [expertsText, topkText] = moe ? rest.splice(0, 2) : [];
+  const [nText, kText, bucketText, choice, status, parity, stackText] = rest;
   const n = uint(nText!);
   const k = uint(kText!);
   const bucket = uint(bucketText!);
   const stack = uint(stackText!);
-  if (!(OPS as readonly string[]).includes(op!)) return invalid(`line ${at}: op must be linear or gated`);
+  if (!(OPS as readonly string[]).includes(op!)) return invalid(`line ${at}: op must be linear, gated or moe`);
   if (!(DTYPES as readonly string[]).includes(dtype!)) return invalid(`line ${at}: dtype must be bf16 or fp16`);
+  const experts = moe ? uint(expertsText!) : null;
+  const topk = moe ? uint(topkText!) : null;
+  if (moe && (experts === null || experts < 1 || experts > MAX_EXPERTS)) return invalid(`line ${at}: experts must be an integer in 1..${MAX_EXPERTS}`);
+  if (moe && (topk === null || topk < 1 || topk > MAX_TOPK || topk > experts!)) return invalid(`line ${at}: topk must be an integer in 1..${MAX_TOPK}, at most experts`);
   if (n === null || n < 1 || n > MAX_DIM) return invalid(`line ${at}: n must be an integer in 1..${MAX_DIM}`);
   if (k === null || k < 1 || k > MAX_DIM) return invalid(`line ${at}: k must be an integer in 1..${MAX_DIM}`);
   if (bucket === null || !(BUCKETS as readonly number[]).includes(bucket)) return invalid(`line ${at}: bucket must be one of ${BUCKETS.join(',')}`);
@@ -189,6 +199,7 @@ function parseEntry(line: string, at: number): EntryView | Invalid {
     dtype: dtype as Dtype,
     n,
     k,
+    ...(moe ? { experts: experts!, topk: topk! } : {}),
     bucket: bucket as Bucket,
     choice: choice!,
     status: status as EntryView['status'],
@@ -354,7 +365,8 @@ export function classDefault(build: Build, op: Op, env: Env): BuildCandidate | n
   return ofOp.find((c) => c.family !== 'blaslt' && !c.stackBound) ?? head;
 }
 
-const keyOf = (op: string, dtype: string, n: number, k: number, bucket: number) => `${op}/${dtype}/${n}/${k}/${bucket}`;
+const keyOf = (op: string, dtype: string, n: number, k: number, bucket: number, experts = 0, topk = 0) =>
+  `${op}/${dtype}/${n}/${k}/${bucket}/${experts}/${topk}`;
 
 /** One table's route for one build and environment, fixed at construction. */
 export class Route {
@@ -366,11 +378,12 @@ export class Route {
   constructor(verdict: Verdict, build: Build, env: Env) {
     this.verdict = verdict;
     if (verdict.kind === 'used') {
-      for (const e of verdict.kept) this.entries.set(keyOf(e.op, e.dtype, e.n, e.k, e.bucket), e.choice);
+      for (const e of verdict.kept) this.entries.set(keyOf(e.op, e.dtype, e.n, e.k, e.bucket, e.experts, e.topk), e.choice);
     }
     this.defaults = {
       linear: classDefault(build, 'linear', env)?.name ?? null,
       gated: classDefault(build, 'gated', env)?.name ?? null,
+      moe: classDefault(build, 'moe', env)?.name ?? null,
     };
     this.forced = forcedCandidate(build, env);
   }
@@ -380,12 +393,16 @@ export class Route {
     return this.defaults[op];
   }
 
-  /** The candidate for one call; null only when the build has no default for op. */
-  lookup(op: Op, dtype: Dtype, n: number, k: number, m: number): string | null {
+  /**
+   * The candidate for one call; null only when the build has no default for op.
+   * A moe call names its experts and top-k too (they are part of its key).
+   */
+  lookup(op: Op, dtype: Dtype, n: number, k: number, m: number, experts = 0, topk = 0): string | null {
     const bucket = bucketOf(m);
     const f = this.forced;
     if (f && f.op === op && f.rowsMin <= m && f.rowsMax >= m) return f.name;
-    return this.entries.get(keyOf(op, dtype, n, k, bucket)) ?? this.defaults[op];
+    const e = op === 'moe' ? [experts, topk] : [0, 0];
+    return this.entries.get(keyOf(op, dtype, n, k, bucket, e[0], e[1])) ?? this.defaults[op];
   }
 }
 

@@ -9,7 +9,10 @@ export const BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128] as const;
 export const MAX_ROWS: number = Math.max(...BUCKETS);
 /** KV positions of a decode model, context + new tokens (KPICK_MAX_POSITIONS, checked at load). */
 export const MAX_POSITIONS = 8192;
-export const OPS = ['linear', 'gated'] as const;
+/** Experts of a moe call, 1..MAX_EXPERTS, and its top-k, 1..MAX_TOPK (KPICK_MAX_EXPERTS, KPICK_MAX_TOPK, checked at load). */
+export const MAX_EXPERTS = 1024;
+export const MAX_TOPK = 32;
+export const OPS = ['linear', 'gated', 'moe'] as const;
 export const DTYPES = ['bf16', 'fp16'] as const;
 
 const Name = v.pipe(v.string(), v.minLength(1), v.maxLength(200));
@@ -20,13 +23,21 @@ const Micros = v.pipe(v.number(), v.finite(), v.minValue(0));
  * wgmma pass's flags and the host compiler's vendor build fill over 200. */
 export const COMPILER_MAX = 255;
 
-export const Op = v.pipe(v.picklist(OPS), v.description('linear: y = x.W^T; gated: silu(x.Wg^T) * (x.Wu^T)'));
+export const Op = v.pipe(v.picklist(OPS), v.description('linear: y = x.W^T; gated: silu(x.Wg^T) * (x.Wu^T); moe: routed experts (kpick.h)'));
 export const Dtype = v.pipe(v.picklist(DTYPES), v.description('element type of x, W and y'));
 export const Bucket = v.pipe(v.picklist(BUCKETS), v.description('rows bucket M'));
 export type Op = v.InferOutput<typeof Op>;
 export type Dtype = v.InferOutput<typeof Dtype>;
 /** a rows bucket: 1, 2, 4 ... MAX_ROWS */
 export type Bucket = v.InferOutput<typeof Bucket>;
+
+/** E and top-k of a moe key: given on op moe (both), absent on linear and gated. */
+const Experts = v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(MAX_EXPERTS), v.description('moe: experts E of the layer')));
+const Topk = v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(MAX_TOPK), v.description('moe: experts per row (top-k)')));
+/** The rule every keyed format shares: experts and topk on moe only, topk <= experts. */
+const moeKeyOk = (o: { op: string; experts?: number; topk?: number }) =>
+  o.op === 'moe' ? o.experts !== undefined && o.topk !== undefined && o.topk <= o.experts : o.experts === undefined && o.topk === undefined;
+const MOE_KEY = 'experts and topk are given on op moe (topk <= experts) and on no other op';
 
 export const Identity = v.strictObject({
   backend: v.pipe(Name, v.description('cpu | cuda | hip')),
@@ -50,7 +61,7 @@ export type Parity = v.InferOutput<typeof Parity>;
 const Params = v.record(v.string(), v.number());
 
 /** One line of a store file: one candidate (or the read floor) on one problem. */
-export const StoreRecord = v.strictObject({
+export const StoreRecord = v.pipe(v.strictObject({
   v: v.literal(STORE_VERSION),
   kind: v.pipe(v.picklist(['candidate', 'floor', 'parity']), v.description('a candidate timing, the read floor, or a parity check alone (no samples; scripts/parity.ts --store)')),
   identity: Identity,
@@ -58,6 +69,8 @@ export const StoreRecord = v.strictObject({
   dtype: Dtype,
   n: Dim,
   k: Dim,
+  experts: Experts,
+  topk: Topk,
   rows: Bucket,
   candidate: v.pipe(Name, v.description('space name; "floor" for the read floor')),
   params: Params,
@@ -73,7 +86,7 @@ export const StoreRecord = v.strictObject({
   parity: Parity,
   seed: v.pipe(v.number(), v.integer(), v.minValue(0)),
   at: v.pipe(v.string(), v.isoTimestamp()),
-});
+}), v.check((o) => moeKeyOk(o), MOE_KEY));
 export type StoreRecord = v.InferOutput<typeof StoreRecord>;
 
 export const CandidateResult = v.strictObject({
@@ -90,18 +103,20 @@ export const CandidateResult = v.strictObject({
 });
 export type CandidateResult = v.InferOutput<typeof CandidateResult>;
 
-export const TableEntry = v.strictObject({
+export const TableEntry = v.pipe(v.strictObject({
   op: Op,
   dtype: Dtype,
   n: Dim,
   k: Dim,
+  experts: Experts,
+  topk: Topk,
   bucket: Bucket,
   default: v.pipe(Name, v.description('the class default candidate of this op')),
   choice: v.pipe(Name, v.description('the candidate the route uses; edit to move a shape')),
   reason: v.pipe(v.string(), v.description('why it was picked or kept')),
   floor_us: v.pipe(v.nullable(Micros), v.description('per-shape read floor, same rotation')),
   candidates: v.record(Name, CandidateResult),
-});
+}), v.check((o) => moeKeyOk(o), MOE_KEY));
 export type TableEntry = v.InferOutput<typeof TableEntry>;
 
 export const Table = v.strictObject({
@@ -117,11 +132,13 @@ export const Table = v.strictObject({
 export type Table = v.InferOutput<typeof Table>;
 
 /** One probed table entry of a fleet check (scripts/check.ts --quick). */
-export const FleetEntry = v.strictObject({
+export const FleetEntry = v.pipe(v.strictObject({
   op: Op,
   dtype: Dtype,
   n: Dim,
   k: Dim,
+  experts: Experts,
+  topk: Topk,
   bucket: Bucket,
   choice: Name,
   recorded_us: v.pipe(v.nullable(Micros), v.description("the table's median of the choice")),
@@ -129,7 +146,7 @@ export const FleetEntry = v.strictObject({
   ratio: v.pipe(v.nullable(v.pipe(v.number(), v.finite(), v.minValue(0))), v.description('measured / recorded')),
   parity: v.picklist(['pass', 'fail']),
   reason: v.pipe(v.string(), v.description('why parity failed or the choice could not run; empty otherwise')),
-});
+}), v.check((o) => moeKeyOk(o), MOE_KEY));
 export type FleetEntry = v.InferOutput<typeof FleetEntry>;
 
 /** One node's fleet check: one JSON line, pooled across nodes by scripts/fleet.ts. */

@@ -68,5 +68,5 @@ export function routeLine(r: RowResult): string {
   const d = r.routes.default.names;
   const t = r.routes.table.names;
   const moved = LINEAR_KINDS.filter((k) => d[k] !== t[k]).map((k) => `${k} ${t[k]} (default ${d[k]})`);
-  return `c=${r.c} table route: ${moved.length > 0 ? moved.join(', ') : `the defaults (${LINEAR_KINDS.map((k) => d[k]).join(', ')})`}`;
+  return `c=${r.c} table route: ${moved.length > 0 ? moved.join(', ') : `the defaults (${LINEAR_KINDS.filter((k) => d[k] !== undefined).map((k) => d[k]).join(', ')})`}`;
 }

@@ -36,6 +36,9 @@ const EXTRAS: Record<string, { tied: boolean; ropeTheta: number }> = {
   'Qwen3-1.7B': { tied: true, ropeTheta: 1000000 },
   'Qwen3-0.6B': { tied: true, ropeTheta: 1000000 },
   tiny: { tied: false, ropeTheta: 10000 },
+  'Qwen3-30B-A3B': { tied: false, ropeTheta: 1000000 },
+  'Mixtral-8x7B-v0.1': { tied: false, ropeTheta: 1000000 },
+  'tiny-moe': { tied: false, ropeTheta: 10000 },
 };
 /** A preset without extras: untied (the larger memory estimate). */
 const DEFAULT_EXTRAS = { tied: false, ropeTheta: 1000000 };
@@ -65,6 +68,8 @@ export function dimsOf(model: ModelPreset, shape: StepShape): ModelDims {
     maxNew: shape.maxNew,
     rmsEps: model.rmsEps,
     ropeTheta: extras.ropeTheta,
+    experts: model.moe?.experts ?? 0,
+    topk: model.moe?.topk ?? 0,
   };
 }
 
@@ -111,8 +116,8 @@ export function checkFit(native: NativeModels, model: ModelPreset, dims: ModelDi
 // ---- arms --------------------------------------------------------------------
 
 export interface ArmRoute {
-  /** candidate name per linear kind */
-  names: Record<LinearKind, string>;
+  /** candidate name per linear kind the model has (a dense model: no router or experts; a moe model: no gate_up or down) */
+  names: Partial<Record<LinearKind, string>>;
   /** candidate ids in LINEAR_KINDS order, what the library takes */
   ids: Int32Array;
 }
@@ -120,12 +125,16 @@ export interface ArmRoute {
 /** The candidate of each linear of `model` that `route` picks at c rows. */
 export function routeArm(route: Route, kpick: Kpick, model: ModelPreset, dtype: Dtype, c: number): ArmRoute {
   const linears = decodeLinears(model);
-  const names = {} as Record<LinearKind, string>;
+  const names: Partial<Record<LinearKind, string>> = {};
   const ids = new Int32Array(LINEAR_KINDS.length);
   LINEAR_KINDS.forEach((kind, i) => {
     const linear = linears.find((l) => l.name === kind);
-    if (!linear) throw new Error(`the ${model.name} preset has no ${kind} linear`);
-    const name = route.lookup(linear.op, dtype, linear.n, linear.k, c);
+    // a kind the model lacks (a dense model's router, a moe model's gate_up): -1, which the library ignores there
+    if (!linear) {
+      ids[i] = -1;
+      return;
+    }
+    const name = route.lookup(linear.op, dtype, linear.n, linear.k, c, linear.experts, linear.topk);
     if (name === null) throw new Error(`this build has no default candidate for the ${linear.op} op`);
     names[kind] = name;
     ids[i] = kpick.candidate(name).id;
@@ -144,11 +153,14 @@ export interface Difference {
 /** The linear kinds on which the two routes run different candidates. */
 export function differences(a: ArmRoute, b: ArmRoute, space: readonly Candidate[]): Difference[] {
   const byName = new Map(space.map((c) => [c.name, c]));
+  // both arms route one model: a kind it lacks is absent from both
   return LINEAR_KINDS.filter((k) => a.names[k] !== b.names[k]).map((kind) => {
-    const d = byName.get(a.names[kind]);
-    const t = byName.get(b.names[kind]);
+    const def = a.names[kind] ?? '-';
+    const table = b.names[kind] ?? '-';
+    const d = byName.get(def);
+    const t = byName.get(table);
     const bitwise = d !== undefined && t !== undefined && t.bitwiseWith !== null && t.bitwiseWith === d.bitwiseWith;
-    return { kind, default: a.names[kind], table: b.names[kind], bitwise };
+    return { kind, default: def, table, bitwise };
   });
 }
 

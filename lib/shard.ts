@@ -12,6 +12,7 @@
 import type { Candidate, Dtype } from './ffi.ts';
 import type { Linear } from './models.ts';
 import type { Bucket } from './schema.ts';
+import { shapeText, weightBytes as shapeWeightBytes } from './shape-key.ts';
 
 export interface Shard {
   /** 0-based, < count */
@@ -85,13 +86,13 @@ export interface Unit {
   cost: number;
 }
 
-/** Bytes of weight one call reads: N x K elements of 2 bytes, twice N for the gated op. */
-export function weightBytes(linear: Pick<Linear, 'op' | 'n' | 'k'>): number {
-  return (linear.op === 'gated' ? 2 : 1) * linear.n * linear.k * 2;
+/** Bytes of weight one call reads at most (lib/shape-key.ts; a moe call at these rows). */
+export function weightBytes(linear: Pick<Linear, 'op' | 'n' | 'k' | 'experts' | 'topk'>, rows = 1): number {
+  return shapeWeightBytes(linear, rows);
 }
 
-export function unitKey(dtype: Dtype, linear: Pick<Linear, 'op' | 'n' | 'k'>, rows: number): string {
-  return `${dtype}:${linear.op}:${linear.n}x${linear.k}:${rows}`;
+export function unitKey(dtype: Dtype, linear: Pick<Linear, 'op' | 'n' | 'k' | 'experts' | 'topk'>, rows: number): string {
+  return `${dtype}:${linear.op}:${shapeText(linear).replace(/ /g, ':')}:${rows}`;
 }
 
 /** Every unit of the full plan, in plan order (dtype, linear, rows). */
@@ -103,7 +104,7 @@ export function planUnits(
     for (const linear of plan.linears) {
       const timings = plan.candidates.filter((c) => c.op === linear.op).length + 1;
       for (const rows of plan.rows) {
-        units.push({ dtype, linear, rows, key: unitKey(dtype, linear, rows), cost: weightBytes(linear) * timings });
+        units.push({ dtype, linear, rows, key: unitKey(dtype, linear, rows), cost: weightBytes(linear, rows) * timings });
       }
     }
   }

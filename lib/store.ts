@@ -11,6 +11,7 @@ import { identityKey } from './identity.ts';
 import { StoreRecord, issuesLine, type Identity } from './schema.ts';
 import { notRegular } from './write-file.ts';
 import { writersOverlap } from './shard.ts';
+import { shapeId } from './shape-key.ts';
 
 export interface StoreWarning {
   file: string;
@@ -28,11 +29,11 @@ export function formatWarning(w: StoreWarning): string {
   return `${w.file}:${w.line}: ${w.message}`;
 }
 
-type KeyFields = Pick<StoreRecord, 'op' | 'dtype' | 'n' | 'k' | 'rows' | 'candidate'> & { identity: Identity };
+type KeyFields = Pick<StoreRecord, 'op' | 'dtype' | 'n' | 'k' | 'experts' | 'topk' | 'rows' | 'candidate'> & { identity: Identity };
 
-/** The one way a record is keyed: identity + op + dtype + n + k + rows + candidate. */
+/** The one way a record is keyed: identity + op + dtype + shape (E and top-k on moe) + rows + candidate. */
 export function recordKey(r: KeyFields): string {
-  return JSON.stringify([identityKey(r.identity), r.op, r.dtype, r.n, r.k, r.rows, r.candidate]);
+  return JSON.stringify([identityKey(r.identity), r.dtype, shapeId(r), r.rows, r.candidate]);
 }
 
 /**

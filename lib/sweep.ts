@@ -13,6 +13,7 @@ import { ParityChecker, computeReference, referenceColumns } from './parity.ts';
 import { FLOOR, storeRecord, type RecordSite } from './record.ts';
 import type { Bucket, Dtype, Identity, Parity, StoreRecord } from './schema.ts';
 import { planUnits, shardKeys, unitKey, type Shard } from './shard.ts';
+import { moeFields, shapeId, shapeText } from './shape-key.ts';
 import { MIN_SAMPLES } from './promote.ts';
 import { median } from './stats.ts';
 import { recordKey } from './store.ts';
@@ -61,6 +62,8 @@ export interface SweepSummary {
   failed: number;
   /** records whose parity failed */
   parityFailed: number;
+  /** shapes left out: no candidate of their op in this build (a GPU build has no moe kernels yet) */
+  noCandidates: string[];
 }
 
 /** Candidates whose name matches one of the globs (* and ?); every glob must match one. */
@@ -107,7 +110,7 @@ interface Group {
 }
 
 function label(g: Pick<Group, 'dtype' | 'linear' | 'rows'>): string {
-  const shape = `${g.linear.n}x${g.linear.k}`;
+  const shape = shapeText(g.linear);
   const name = g.linear.name === shape ? '' : `${g.linear.name} `;
   return `${g.dtype} ${name}${g.linear.op} ${shape} m=${g.rows}`;
 }
@@ -137,10 +140,13 @@ export interface Contender {
   dtype: Dtype;
   n: number;
   k: number;
+  /** op moe only */
+  experts?: number;
+  topk?: number;
   rows: Bucket;
   candidate: string;
 }
-export const contenderKey = (c: Contender): string => `${c.op} ${c.dtype} ${c.n}x${c.k} m=${c.rows} ${c.candidate}`;
+export const contenderKey = (c: Contender): string => `${c.op} ${c.dtype} ${shapeText(c)} m=${c.rows} ${c.candidate}`;
 
 /** The candidates the store's records timed to the end (ok, not stopped early), keyed per problem and rows: the ones promote may pick there. */
 export function timedThrough(records: readonly StoreRecord[]): Set<string> {
@@ -177,15 +183,21 @@ function failure(err: unknown, during: string): string {
 /** Runs the plan; records go to events.record in the order measured. */
 export function runSweep(kpick: Kpick, plan: SweepPlan, events: SweepEvents): SweepSummary {
   const key = (g: Pick<Group, 'dtype' | 'linear' | 'rows'>, candidate: string) =>
-    recordKey({ identity: plan.identity, op: g.linear.op, dtype: g.dtype, n: g.linear.n, k: g.linear.k, rows: g.rows, candidate });
+    recordKey({ identity: plan.identity, op: g.linear.op, dtype: g.dtype, n: g.linear.n, k: g.linear.k, ...moeFields(g.linear), rows: g.rows, candidate });
 
   // the shard's part comes from the full plan, before the store is consulted
   const mine = plan.shard === undefined ? null : shardKeys(planUnits(plan), plan.shard);
   const groups: Group[] = [];
+  const noCandidates: string[] = [];
   let skipped = 0;
   for (const dtype of plan.dtypes) {
     for (const linear of plan.linears) {
       const ofOp = plan.candidates.filter((c) => c.op === linear.op);
+      // no problem of an op this build has no candidate of can be made (kpick_problem_create_moe refuses)
+      if (!plan.space.some((c) => c.op === linear.op && c.available)) {
+        noCandidates.push(`${dtype} ${linear.name} ${linear.op} ${shapeText(linear)}`);
+        continue;
+      }
       for (const rows of plan.rows) {
         if (mine !== null && !mine.has(unitKey(dtype, linear, rows))) continue;
         const g = { dtype, linear, rows };
@@ -198,7 +210,7 @@ export function runSweep(kpick: Kpick, plan: SweepPlan, events: SweepEvents): Sw
   }
 
   const total = groups.reduce((sum, g) => sum + g.todo.length + (g.floor ? 1 : 0), 0);
-  const summary: SweepSummary = { written: 0, skipped, failed: 0, parityFailed: 0 };
+  const summary: SweepSummary = { written: 0, skipped, failed: 0, parityFailed: 0, noCandidates };
   const emit = (record: StoreRecord) => {
     events.record(record);
     summary.written++;
@@ -211,7 +223,7 @@ export function runSweep(kpick: Kpick, plan: SweepPlan, events: SweepEvents): Sw
   let problemOf = '';
   try {
     for (const g of groups) {
-      const which = `${g.dtype}:${g.linear.op}:${g.linear.n}x${g.linear.k}`;
+      const which = `${g.dtype}:${shapeId(g.linear)}`;
       if (which !== problemOf) {
         problem?.free();
         problem = null;
@@ -221,6 +233,8 @@ export function runSweep(kpick: Kpick, plan: SweepPlan, events: SweepEvents): Sw
           dtype: g.dtype,
           n: g.linear.n,
           k: g.linear.k,
+          // a moe problem's routing: uniform, as a trained router spreads rows (parity also checks the skewed one)
+          ...(g.linear.op === 'moe' ? { experts: g.linear.experts, topk: g.linear.topk, routing: 'uniform' as const } : {}),
           mMax,
           copies: plan.copies,
           seed: plan.seed ?? randomInt(0, 2 ** 47),
@@ -259,7 +273,7 @@ function measureGroup(
     try {
       if (!problem.supports(cand.id)) {
         m.status = 'unsupported';
-        m.reason = `cannot run ${g.linear.op} ${g.linear.n}x${g.linear.k} at m=${g.rows}`;
+        m.reason = `cannot run ${g.linear.op} ${shapeText(g.linear)} at m=${g.rows}`;
       }
     } catch (err) {
       m.status = 'failed';
@@ -331,6 +345,7 @@ function measureGroup(
     dtype: g.dtype,
     n: g.linear.n,
     k: g.linear.k,
+    ...moeFields(g.linear),
     rows: g.rows,
     copies: problem.copies,
     seed: Number(problem.seed),

@@ -8,6 +8,7 @@ import { identityDifference, identityKey } from './identity.ts';
 import { compareEntries, DEFAULT_PDL_ROWS, promote } from './promote.ts';
 import { issuesLine, Table, TABLE_FORMAT, type Identity, type StoreRecord, type TableEntry } from './schema.ts';
 import { errorLine, writablePath, writeFileAtomic, type WriteHooks } from './write-file.ts';
+import { shapeId } from './shape-key.ts';
 
 export { writeFileAtomic, type WriteHooks };
 
@@ -51,7 +52,7 @@ export function buildTable(
   return { table, warnings: promoted.warnings };
 }
 
-const entryKey = (e: Pick<TableEntry, 'op' | 'dtype' | 'n' | 'k' | 'bucket'>) => `${e.op}/${e.dtype}/${e.n}/${e.k}/${e.bucket}`;
+const entryKey = (e: Pick<TableEntry, 'op' | 'dtype' | 'n' | 'k' | 'experts' | 'topk' | 'bucket'>) => `${e.dtype}/${shapeId(e)}/${e.bucket}`;
 
 /** What merging a fresh table into the one on disk did. */
 export interface Merge {

@@ -8,6 +8,7 @@ import { NativeRoute } from './ffi.ts';
 import { guardTable, type Build, type Env, type Verdict } from './guard.ts';
 import { guardCompactRoute, jsonPathFor, Route, routeOnlyCommand, routePathFor } from './route.ts';
 import { BUCKETS, type Dtype, type Op } from './schema.ts';
+import { moeFields, shapeId, shapeText, type ShapeKey } from './shape-key.ts';
 
 /** What the C route made of the .route: its verdict line and counts. */
 export interface NativeVerdict {
@@ -32,6 +33,9 @@ export function tableFiles(file: string): { json: string; route: string } {
   return file.endsWith('.route') ? { json: jsonPathFor(file), route: file } : { json: file, route: routePathFor(file) };
 }
 
+/** One shape both readers are asked about. */
+type Probe = ShapeKey & { dtype: Dtype };
+
 const rowsOf = (bucket: number) => (bucket === 1 ? [1] : [bucket / 2 + 1, bucket]);
 
 /**
@@ -44,8 +48,8 @@ export function readBoth(kpick: Kpick, build: Build, file: string, env: Env = pr
   const tsVerdict = guardTable(files.json, build, env);
   const native = new NativeRoute(kpick);
   const names = kpick.candidates().map((x) => x.name);
-  const cLookup = (op: Op, dtype: Dtype, n: number, k: number, m: number) => {
-    const id = native.lookup(op, dtype, n, k, m);
+  const cLookup = (s: Probe, m: number) => {
+    const id = s.op === 'moe' ? native.lookupMoe(s.dtype, s.experts!, s.topk!, s.n, s.k, m) : native.lookup(s.op, s.dtype, s.n, s.k, m);
     return names[id] ?? `id ${id}`;
   };
   try {
@@ -64,7 +68,7 @@ function compare(
   files: { json: string; route: string },
   build: Build,
   env: Env,
-  cLookup: (op: Op, dtype: Dtype, n: number, k: number, m: number) => string,
+  cLookup: (s: Probe, m: number) => string,
 ): string | null {
   const fix = `run \`${routeOnlyCommand(files.json)}\``;
   if (!ts.used) return c.used ? `kpick: the readers disagree: the JSON is not used, ${files.route} is (${c.kept} entries): ${fix}` : null;
@@ -76,15 +80,15 @@ function compare(
     return `kpick: the C route keeps ${c.kept} entries and drops ${c.dropped} of ${files.route}, the JSON ${ts.kept.length} and ${ts.dropped.length}: ${fix}`;
   }
   const route = new Route(ts, build, env);
-  const shapes = new Map<string, { op: Op; dtype: Dtype; n: number; k: number }>();
-  for (const e of [...ts.kept, ...ts.dropped]) shapes.set(`${e.op}/${e.dtype}/${e.n}/${e.k}`, { op: e.op, dtype: e.dtype, n: e.n, k: e.k });
+  const shapes = new Map<string, Probe>();
+  for (const e of [...ts.kept, ...ts.dropped]) shapes.set(`${e.dtype}/${shapeId(e)}`, { op: e.op, dtype: e.dtype, n: e.n, k: e.k, ...moeFields(e) });
   for (const s of shapes.values()) {
     for (const bucket of BUCKETS) {
       for (const m of rowsOf(bucket)) {
-        const want = route.lookup(s.op, s.dtype, s.n, s.k, m);
-        const got = cLookup(s.op, s.dtype, s.n, s.k, m);
+        const want = route.lookup(s.op, s.dtype, s.n, s.k, m, s.experts, s.topk);
+        const got = cLookup(s, m);
         if (want !== got) {
-          return `kpick: the C route and the JSON disagree at ${s.op} ${s.dtype} ${s.n}x${s.k} bucket ${bucket} (m=${m}): the JSON routes to ${want}, ${files.route} to ${got}: ${fix}`;
+          return `kpick: the C route and the JSON disagree at ${s.op} ${s.dtype} ${shapeText(s)} bucket ${bucket} (m=${m}): the JSON routes to ${want}, ${files.route} to ${got}: ${fix}`;
         }
       }
     }

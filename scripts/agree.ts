@@ -9,6 +9,7 @@ import { compareChoices, tablesAgree } from '../lib/agree.ts';
 import { DEFAULT_GATE } from '../lib/promote.ts';
 import type { Table } from '../lib/schema.ts';
 import { readTable } from '../lib/table.ts';
+import { shapeText } from '../lib/shape-key.ts';
 
 export const OPTIONS = {
   table: { flag: '--table <file>', help: 'a table; give exactly two' },
@@ -41,7 +42,7 @@ export function main(argv: readonly string[]): number {
     if (o.json === true) printJsonLine({ kind: 'agreement', ...r });
     if (r.agreement !== 'same' && o.quiet !== true) {
       const ratios = r.a_ratio === null || r.b_ratio === null ? '' : ` (other pick x${r.a_ratio.toFixed(3)} in a, x${r.b_ratio.toFixed(3)} in b)`;
-      say(`${r.agreement.padEnd(11)} ${r.dtype} ${r.op} ${r.n}x${r.k} m=${r.bucket}: a ${r.a ?? '-'}, b ${r.b ?? '-'}${ratios}`);
+      say(`${r.agreement.padEnd(11)} ${r.dtype} ${r.op} ${shapeText(r)} m=${r.bucket}: a ${r.a ?? '-'}, b ${r.b ?? '-'}${ratios}`);
     }
   }
   const agree = tablesAgree(rows);

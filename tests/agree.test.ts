@@ -50,4 +50,10 @@ test('an entry in one table only is named and breaks agreement', () => {
   assert.not.ok(tablesAgree(rows));
 });
 
+test('moe entries pair by E and top-k too: another top-k is another entry', () => {
+  const moe = (topk: number, choice: string): TableEntry => ({ ...entry(1, choice, { [choice]: 10 }), op: 'moe', experts: 8, topk });
+  const rows = compareChoices(table([moe(2, 'x')]), table([moe(2, 'x'), moe(1, 'y')]), 0.02);
+  assert.equal(rows.map((r) => [r.topk, r.agreement]), [[2, 'same'], [1, 'only-b']]);
+});
+
 test.run();

@@ -38,6 +38,36 @@ test('npm start (scripts/check.ts): the main job sweeps, checks parity, promotes
   assert.match(r.stderr, /table .*decode_gemm\.json: loaded 10 entries/);
 });
 
+test('npm start -- --model tiny-moe: sweep, parity (both routings), promote and refuse-check take the moe layer, keyed by E and top-k', () => {
+  const store = join(scratch, 'moe-store');
+  const tables = join(scratch, 'moe-tables');
+  const r = tsx('scripts/check.ts', ['--model', 'tiny-moe', '--rows', '1,2', '--store', store, '--tables-dir', tables, '--samples', '2', '--rounds', '3', '--copies', '2', '--backend', 'cpu']);
+  assert.is(r.code, 0, r.stderr);
+  assert.match(r.stderr, /parity: \d+ checks of \d+ candidates; \d+ pass, 0 fail/);
+  const [file] = readdirSync(tables, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('decode_gemm.json')).map((f) => join(tables, f));
+  const read = readTable(file!);
+  assert.ok('table' in read, 'error' in read ? read.error : '');
+  // tiny-moe: qkv, o, router, lm_head and the experts x 2 buckets
+  assert.is(read.table.entries.length, 10);
+  const moe = read.table.entries.filter((e) => e.op === 'moe');
+  assert.equal(moe.map((e) => [e.experts, e.topk, e.n, e.k, e.bucket, e.default]), [[8, 2, 128, 256, 1, 'moe.loop'], [8, 2, 128, 256, 2, 'moe.loop']]);
+  assert.match(readFileSync(file!.replace(/\.json$/, '.route'), 'utf8'), /^moe bf16 8 2 128 256 1 /m);
+  assert.match(r.stderr, /table .*decode_gemm\.route: loaded 10 entries, dropped 0/);
+  // and serve-bench on the table just made: the moe block in the step, both arms, the fp64 step check, greedy identity
+  const bench = tsx('scripts/serve-bench.ts', ['--model', 'tiny-moe', '--tables-dir', tables, '--backend', 'cpu', '--c', '1,2', '--context', '16', '--steps', '3', '--runs', '1', '--identity-steps', '6', '--check-step', '--json']);
+  assert.is(bench.code, 0, bench.stderr);
+  const lines = bench.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  assert.equal(lines.find((l) => l.kind === 'step-check')?.checks.map((c: { arm: string; pass: boolean }) => [c.arm, c.pass]), [['default', true], ['table', true]]);
+  const rows = lines.filter((l) => l.kind === 'row');
+  assert.equal(rows.map((x) => x.c), [1, 2]);
+  for (const row of rows) {
+    assert.equal(Object.keys(row.default.route), ['qkv', 'o', 'lm_head', 'router', 'experts']);
+    assert.is(row.default.route.experts, 'moe.loop');
+    assert.is(row.table.route.experts, moe.find((e) => e.bucket === row.c)!.choice);
+    assert.ok(['identical', 'explained'].includes(row.identity.status), row.identity.why);
+  }
+});
+
 test('sweep --json | ...: every stored record comes out whole on a pipe, and promote makes a table of the store', () => {
   const store = join(scratch, 'pipe-store');
   const sweep = tsx('scripts/sweep.ts', ['--model', 'tiny', '--rows', '1', '--copies', '2', '--samples', '2', '--rounds', '1', '--store', store, '--json', '--quiet'], { env: { KPICK_BACKEND: 'cpu' } });

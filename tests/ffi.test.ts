@@ -5,8 +5,9 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import koffi from 'koffi';
 import { ABI_FACTS, ABI_VERSION, KpickCandidate, KpickInfo, KpickModelDims } from '../lib/ffi-types.ts';
-import { DEFAULT_BUILD_DIR, KpickError, KpickLoadError, loadKpick, openKpick, type Problem } from '../lib/ffi.ts';
-import { BUCKETS, MAX_POSITIONS, MAX_ROWS } from '../lib/schema.ts';
+import { DEFAULT_BUILD_DIR, KpickError, KpickLoadError, loadKpick, NativeRoute, openKpick, type Problem, type ProblemSpec, type Routing } from '../lib/ffi.ts';
+import { ParityChecker, computeReference } from '../lib/parity.ts';
+import { BUCKETS, MAX_EXPERTS, MAX_POSITIONS, MAX_ROWS, MAX_TOPK } from '../lib/schema.ts';
 import { identityFromInfo } from '../lib/identity.ts';
 import { UsageError } from '../lib/cli.ts';
 
@@ -50,7 +51,7 @@ test('the library reports the struct sizes and limits the binding mirrors (check
     const status = abi(name, out);
     return status === 0 ? Number(out[0]) : `status ${status}`;
   };
-  assert.equal(Object.keys(ABI_FACTS), ['version', 'kpick_info', 'kpick_candidate', 'kpick_model_dims', 'KPICK_MAX_ROWS', 'KPICK_MAX_POSITIONS']);
+  assert.equal(Object.keys(ABI_FACTS), ['version', 'kpick_info', 'kpick_candidate', 'kpick_model_dims', 'KPICK_MAX_ROWS', 'KPICK_MAX_POSITIONS', 'KPICK_MAX_EXPERTS', 'KPICK_MAX_TOPK']);
   assert.is(fact('version'), ABI_VERSION);
   assert.is(fact('kpick_info'), koffi.sizeof(KpickInfo));
   assert.is(fact('kpick_candidate'), koffi.sizeof(KpickCandidate));
@@ -59,6 +60,8 @@ test('the library reports the struct sizes and limits the binding mirrors (check
   assert.is(fact('KPICK_MAX_ROWS'), MAX_ROWS);
   assert.is(MAX_ROWS, BUCKETS[BUCKETS.length - 1]);
   assert.is(fact('KPICK_MAX_POSITIONS'), MAX_POSITIONS);
+  assert.is(fact('KPICK_MAX_EXPERTS'), MAX_EXPERTS);
+  assert.is(fact('KPICK_MAX_TOPK'), MAX_TOPK);
   assert.is(fact('kpick_problem'), 'status 1', 'an unknown name is refused');
   assert.is(abi('version', null), 1, 'a null pointer is refused, not dereferenced');
   assert.is(abi(null, [0]), 1, 'a null name is refused, not dereferenced');
@@ -129,7 +132,7 @@ test('every row of space.def is available here: the CPU backend has every family
 
 test('parameter names come from the family lines of space.def', () => {
   const names = new Map(kpick.candidates().map((c) => [c.family, Object.keys(c.params).join(',')]));
-  assert.equal(Object.fromEntries(names), { plain: '', rowblk: 'R', threads: 'R,T', splitk: 'S' });
+  assert.equal(Object.fromEntries(names), { plain: '', rowblk: 'R', threads: 'R,T', splitk: 'S', moe_loop: '', moe_grouped: 'R', moe_threads: 'R,T' });
 });
 
 test('a problem holds random inputs that are never zero, and reports its copies', () => {
@@ -336,7 +339,7 @@ test('null output pointers given straight to the library are refused, not writte
   try {
     rejects(() => kpick.call('kpick_time', (p as unknown as { handle: unknown }).handle, 0, 2, null), /us_out is null/);
     rejects(() => kpick.call('kpick_download', (p as unknown as { handle: unknown }).handle, 0, null, 320), /dst is null/);
-    rejects(() => kpick.call('kpick_download', (p as unknown as { handle: unknown }).handle, 7, new Uint16Array(4), 8), /which must be 0 \(y\), 1 \(x\) or 2 \(w\), got 7/);
+    rejects(() => kpick.call('kpick_download', (p as unknown as { handle: unknown }).handle, 7, new Uint16Array(4), 8), /which must be 0 \(y\), 1 \(x\), 2 \(w\), 3 \(expert ids\) or 4 \(expert weights\), got 7/);
   } finally {
     p.free();
   }
@@ -420,3 +423,170 @@ test('KPICK_LIB wins over KPICK_BACKEND; a bad backend name is refused', () => {
 });
 
 test.run();
+
+// ---- the moe op (kpick.h, KPICK_OP_MOE): tiny shapes, every path once ----
+
+const MOE = { op: 'moe', dtype: 'bf16', experts: 8, topk: 2, n: 48, k: 64, mMax: 16, copies: 2, seed: 21 } satisfies ProblemSpec as Required<ProblemSpec> & { experts: number; topk: number };
+
+function moeProblem(routing: Routing, spec: Partial<ProblemSpec> = {}): Problem {
+  return kpick.createProblem({ ...MOE, ...spec, routing });
+}
+
+/** The distinct experts of a routing. */
+const usedExperts = (ids: Int32Array) => new Set(ids).size;
+
+test('a moe problem: y is [m, K], its routing per row distinct experts in 0..E-1 with weights summing to 1', () => {
+  for (const routing of ['uniform', 'skewed'] as const) {
+    const p = moeProblem(routing);
+    try {
+      assert.is(p.outCols, MOE.k);
+      assert.is(p.downloadY().length, MOE.mMax * MOE.k);
+      assert.is(p.downloadW().length, MOE.experts * 3 * MOE.n * MOE.k, 'W_gate_up and W_down of every expert');
+      const ids = p.downloadExpertIds();
+      const w = p.downloadExpertWeights();
+      assert.is(ids.length, MOE.mMax * MOE.topk);
+      for (let t = 0; t < MOE.mMax; t++) {
+        const row = [...ids.subarray(t * MOE.topk, (t + 1) * MOE.topk)];
+        assert.ok(row.every((e) => e >= 0 && e < MOE.experts), `${routing} row ${t}: ${row}`);
+        assert.is(new Set(row).size, MOE.topk, `${routing} row ${t} repeats an expert: ${row}`);
+        const ws = [...w.subarray(t * MOE.topk, (t + 1) * MOE.topk)];
+        assert.ok(ws.every((x) => x > 0), `${routing} row ${t}: ${ws}`);
+        assert.ok(Math.abs(ws.reduce((a, b) => a + b, 0) - 1) < 1e-6, `${routing} row ${t}: ${ws}`);
+      }
+      p.setRows(3);
+      assert.is(p.downloadExpertIds().length, 3 * MOE.topk, 'the routing follows the active rows');
+    } finally {
+      p.free();
+    }
+  }
+});
+
+test('the skewed routing makes rows share a hot set of 2 topk experts; the uniform one spreads over E', () => {
+  const spec = { experts: 64, topk: 4, mMax: 32 };
+  const skewed = moeProblem('skewed', spec);
+  const uniform = moeProblem('uniform', spec);
+  try {
+    assert.ok(usedExperts(skewed.downloadExpertIds()) <= 2 * spec.topk, `${usedExperts(skewed.downloadExpertIds())}`);
+    assert.ok(usedExperts(uniform.downloadExpertIds()) > 4 * spec.topk, `${usedExperts(uniform.downloadExpertIds())}`);
+  } finally {
+    skewed.free();
+    uniform.free();
+  }
+});
+
+test('every moe candidate passes the fp64 reference and matches moe.loop byte for byte, on both routings', () => {
+  const moe = kpick.candidates().filter((c) => c.op === 'moe');
+  assert.equal(moe.map((c) => [c.name, c.isDefault, c.bitwiseWith]), [
+    ['moe.loop', true, 'moe.loop'],
+    ['moe.grouped.r4', false, 'moe.loop'],
+    ['moe.threads.t2', false, 'moe.loop'],
+  ]);
+  for (const routing of ['uniform', 'skewed'] as const) {
+    for (const dtype of ['bf16', 'fp16'] as const) {
+      const p = moeProblem(routing, { dtype });
+      try {
+        for (const m of [1, 3, 16]) {
+          p.setRows(m);
+          const checker = new ParityChecker(p, computeReference(p, null), kpick.candidates());
+          for (const c of moe) {
+            const r = checker.check(c);
+            assert.is(r.status, 'pass', `${routing} ${dtype} m=${m} ${c.name}: ${r.reason}`);
+            assert.is(r.bitwise, c.isDefault ? null : true, `${c.name} bitwise`);
+          }
+        }
+      } finally {
+        p.free();
+      }
+    }
+  }
+});
+
+test('moe parity fails against the reference of another routing of the same weights: the routing counts', () => {
+  const p = moeProblem('uniform', { mMax: 4 });
+  const other = moeProblem('skewed', { mMax: 4 });
+  try {
+    assert.equal(p.downloadW(), other.downloadW(), 'one seed, one weight fill');
+    assert.not.equal(p.downloadExpertIds(), other.downloadExpertIds());
+    const checker = new ParityChecker(p, computeReference(other, null), kpick.candidates());
+    const r = checker.check(kpick.candidate('moe.loop'));
+    assert.is(r.status, 'fail');
+    assert.match(r.reason, /rel_err .* > 1e-2/);
+  } finally {
+    p.free();
+    other.free();
+  }
+});
+
+test('moe node counts: moe.loop makes 3 passes an active expert and its combine; the grouped ones one', () => {
+  const p = moeProblem('uniform');
+  try {
+    for (const m of [1, 16]) {
+      p.setRows(m);
+      const active = usedExperts(p.downloadExpertIds());
+      assert.is(p.countNodes(kpick.candidate('moe.loop').id), 3 * active + 1, `m=${m}`);
+      assert.is(p.countNodes(kpick.candidate('moe.grouped.r4').id), 1);
+      assert.is(p.countNodes(kpick.candidate('moe.threads.t2').id), 1);
+    }
+    const floor = p.timeFloor(3);
+    assert.ok(floor.every((t) => Number.isFinite(t) && t > 0), `${floor}`);
+  } finally {
+    p.free();
+  }
+});
+
+test('bad moe problems are refused with the library message; a dense op never takes moe candidates', () => {
+  const base = { ...MOE, routing: 'uniform' } as const;
+  rejects(() => kpick.createProblem({ ...base, experts: 0 }), /experts must be in 1\.\.1024, got 0/);
+  rejects(() => kpick.createProblem({ ...base, experts: MAX_EXPERTS + 1 }), /experts must be in 1\.\.1024/);
+  rejects(() => kpick.createProblem({ ...base, topk: 9 }), /topk must be in 1\.\.32 and at most experts \(8\), got 9/);
+  rejects(() => kpick.createProblem({ ...base, topk: 0 }), /topk must be/);
+  rejects(() => kpick.createProblem({ ...base, routing: 'hot' as never }), /routing must be 0 \(uniform\) or 1 \(skewed\)/);
+  rejects(() => kpick.call('kpick_problem_create', 2, 0, 8, 8, 1, 1, 1n, [null]), /op 2 \(moe\) takes kpick_problem_create_moe/);
+  const dense = small();
+  try {
+    assert.not.ok(dense.supports(kpick.candidate('moe.loop').id));
+    assert.throws(() => dense.run(kpick.candidate('moe.loop').id), /cannot run op 0/);
+    rejects(() => dense.downloadExpertIds(new Int32Array(4)), /buffer 3 is a moe problem's routing/);
+  } finally {
+    dense.free();
+  }
+});
+
+test("kpick_moe through the route: moe.loop without a table, byte for byte the problem's run; bad routing refused", () => {
+  const route = new NativeRoute(kpick);
+  route.load(null);
+  const p = moeProblem('uniform', { mMax: 5 });
+  try {
+    const w = p.downloadW();
+    const half = MOE.experts * 2 * MOE.n * MOE.k;
+    const mem = { x: p.downloadX(), wGateUp: w.subarray(0, half), wDown: w.subarray(half), ids: p.downloadExpertIds(), weights: p.downloadExpertWeights(), y: new Uint16Array(5 * MOE.k) };
+    const shape = { m: 5, experts: MOE.experts, topk: MOE.topk, n: MOE.n, k: MOE.k };
+    assert.is(kpick.candidates()[route.lookupMoe('bf16', MOE.experts, MOE.topk, MOE.n, MOE.k, 5)]!.name, 'moe.loop');
+    route.moe('bf16', mem, shape);
+    p.run(kpick.candidate('moe.loop').id);
+    assert.equal(mem.y, p.downloadY());
+    // through buffers of the library, as a binding without a runtime calls it
+    const bufs = { x: route.allocFrom(mem.x), wGateUp: route.allocFrom(mem.wGateUp), wDown: route.allocFrom(mem.wDown), ids: route.alloc(mem.ids.byteLength), weights: route.alloc(mem.weights.byteLength), y: route.alloc(mem.y.byteLength) };
+    try {
+      kpick.call('kpick_buffer_upload', bufs.ids.ptr, 0, mem.ids, mem.ids.byteLength);
+      kpick.call('kpick_buffer_upload', bufs.weights.ptr, 0, mem.weights, mem.weights.byteLength);
+      route.moe('bf16', bufs, shape);
+      assert.equal(route.download(bufs.y, new Uint16Array(5 * MOE.k)), mem.y);
+    } finally {
+      for (const b of Object.values(bufs)) route.free(b);
+    }
+    const bad = Int32Array.from(mem.ids);
+    bad[3] = MOE.experts;
+    rejects(() => route.moe('bf16', { ...mem, ids: bad }, shape), /ids\[1\]\[1\] = 8 is outside 0\.\.7/);
+    bad[3] = bad[2]!;
+    rejects(() => route.moe('bf16', { ...mem, ids: bad }, shape), /row 1 routes to expert \d+ twice/);
+    assert.throws(() => route.moe('bf16', { ...mem, ids: mem.ids.subarray(1) }, shape), /ids holds 36 bytes, the moe call needs 40/);
+    assert.throws(() => route.moe('bf16', { ...mem, weights: new Int32Array(10) as never }, shape), /weights must be a Float32Array or a DeviceBuffer/);
+    assert.throws(() => route.moe('bf16', mem, { ...shape, topk: 9 }), /topk must be an integer in 1\.\.8/);
+    rejects(() => kpick.call('kpick_moe', 0, mem.x, mem.wGateUp, mem.wDown, mem.ids, mem.weights, mem.x, 5, 8, 2, 48, 64, null), /y must not overlap an input/);
+    rejects(() => kpick.call('kpick_moe', 0, null, mem.wGateUp, mem.wDown, mem.ids, mem.weights, mem.y, 5, 8, 2, 48, 64, null), /must not be null/);
+    rejects(() => kpick.call('kpick_route_lookup', 2, 0, 8, 8, 1, [0]), /op 2 \(moe\) is routed by kpick_route_lookup_moe/);
+  } finally {
+    p.free();
+  }
+});

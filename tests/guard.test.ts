@@ -10,7 +10,11 @@ import { DISPATCH_KNOBS, duplicateKey, guardTable, judge, MAX_TABLE_BYTES, type 
 import { compileRoute, guardCompactRoute, jsonPathFor, MAX_ROUTE_BYTES, writeRouteOf } from '../lib/route.ts';
 import type { Table } from '../lib/schema.ts';
 import { tableText } from '../lib/table.ts';
-import { build, candidateResult, entryOf, kpick, native, nativeVerdict, realTable, routeTextOf, tempDir, withEnv } from './helpers/route-tables.ts';
+import { build, candidateResult, entryOf, kpick, MOE_SHAPES, native, nativeVerdict, realTable, routeTextOf, tempDir, withEnv } from './helpers/route-tables.ts';
+import { sealRoute } from '../lib/route.ts';
+
+/** A compact text edited by hand, sealed again so the edit reaches the parser. */
+const sealLines = (text: string) => sealRoute(text.slice(0, text.lastIndexOf('end ')));
 
 const NO_KNOBS = { KPICK_FORCE: undefined, KPICK_NO_BLASLT: undefined };
 
@@ -250,6 +254,52 @@ test('duplicate entries for one op/dtype/n/k/bucket are refused by every reader'
   assert.ok(json.line.includes(`refused: invalid: entries[${last}] repeats entries[5] (${key}); run promote again`), json.line);
   // line 12 is entries[0]
   assert.ok(route.includes(`refused: invalid: line ${12 + last} repeats line ${12 + 5} (${key}); run promote again`), route);
+});
+
+test('a moe entry is keyed by its experts and top-k: a repeat of the key is refused, another E or top-k is another entry', () => {
+  if (MOE_SHAPES.length === 0) return; // a GPU build: no moe candidate yet
+  const table = realTable();
+  const at = table.entries.findIndex((e) => e.op === 'moe');
+  const moe = table.entries[at]!;
+  assert.ok(moe.experts === MOE_SHAPES[0]!.experts && moe.topk === MOE_SHAPES[0]!.topk, JSON.stringify(moe));
+  // the same n, k and bucket with another top-k is a key of its own: used by both readers
+  const other = structuredClone(table);
+  other.entries.push({ ...structuredClone(moe), topk: 1 });
+  const used = bothForms(other);
+  assert.is(used.json.kind, 'used', used.json.line);
+  assert.match(used.route, /loaded \d+ entries, dropped 0/);
+  // the same key twice: refused, the key named with its E and top-k, in both forms
+  const twice = structuredClone(table);
+  twice.entries.push(structuredClone(moe));
+  const last = twice.entries.length - 1;
+  const key = `moe ${moe.dtype} ${moe.n}x${moe.k} E${moe.experts} top${moe.topk}, bucket ${moe.bucket}`;
+  const { json, route } = bothForms(twice);
+  assert.ok(json.line.includes(`refused: invalid: entries[${last}] repeats entries[${at}] (${key}); run promote again`), json.line);
+  assert.ok(route.includes(`refused: invalid: line ${12 + last} repeats line ${12 + at} (${key}); run promote again`), route);
+});
+
+test('experts and top-k belong to moe entries only, top-k within the experts: anything else is invalid', () => {
+  if (MOE_SHAPES.length === 0) return;
+  const table = realTable();
+  const cases: [string, (t: Table) => void][] = [
+    ['a dense entry with experts', (t) => Object.assign(t.entries.find((e) => e.op === 'linear')!, { experts: 8, topk: 2 })],
+    ['a moe entry without them', (t) => delete t.entries.find((e) => e.op === 'moe')!.experts],
+    ['top-k over the experts', (t) => Object.assign(t.entries.find((e) => e.op === 'moe')!, { topk: 9, experts: 8 })],
+  ];
+  for (const [what, edit] of cases) {
+    const t = structuredClone(table);
+    edit(t);
+    assert.match(jsonVerdict(tableText(t)).verdict.line, /refused: invalid: .*experts and topk are given on op moe \(topk <= experts\) and on no other op/, what);
+  }
+  // the compact form: a moe line of 9 fields, and top-k over the experts, in both readers' words
+  const text = routeTextOf(table);
+  const line = text.split('\n').find((l) => l.startsWith('moe '))!;
+  const lineNo = text.split('\n').indexOf(line) + 1;
+  const short = sealLines(text.replace(line, line.split(' ').filter((_, i) => i !== 2 && i !== 3).join(' ')));
+  assert.match(routeLine(short), new RegExp(`invalid: line ${lineNo}: expected 11 fields \\(moe dtype experts topk n k bucket choice status parity stack\\), got 9`));
+  const f = line.split(' ');
+  const over = sealLines(text.replace(line, [f[0], f[1], '4', '5', ...f.slice(4)].join(' ')));
+  assert.match(routeLine(over), new RegExp(`invalid: line ${lineNo}: topk must be an integer in 1\\.\\.32, at most experts`));
 });
 
 test('non-finite or negative times are refused', () => {

@@ -17,6 +17,7 @@ import {
   reportPathFor,
   shapeGroups,
   writeReport,
+  shapeKey,
 } from '../lib/html-report.ts';
 import type { Table } from '../lib/schema.ts';
 import { crowdedTable, fixtureTable } from './helpers/report-fixture.ts';
@@ -201,6 +202,18 @@ test('edge tables render: no entries, and an entry with nothing timed (its failu
     assert.is(count(html, /<path class="parity-fail"/), 1);
     assert.not.ok(/NaN|Infinity/.test(html), `${metric} page has NaN or Infinity`);
   }
+});
+
+test('a moe shape: its bytes are those of min(E, rows x top-k) experts, x and y [rows, K]; its key names E and top-k; no ceiling from its floor', () => {
+  const moe = { op: 'moe', dtype: 'bf16', n: 768, k: 2048, experts: 128, topk: 8 } as const;
+  const expert = 3 * 768 * 2048 * 2;
+  assert.is(bytesPerCall(moe, 1), 8 * expert + (2048 + 2048) * 2);
+  assert.is(bytesPerCall(moe, 64), 128 * expert + (64 * 2048 + 64 * 2048) * 2);
+  assert.is(shapeKey(moe), 'moe bf16 n=768 k=2048 E=128 top-k=8');
+  const t = fixtureTable();
+  const before = readCeiling(t);
+  t.entries.push({ ...structuredClone(t.entries[0]!), op: 'moe', n: 768, k: 2048, experts: 128, topk: 8, floor_us: 1e-3 });
+  assert.is(readCeiling(t)?.gbps, before?.gbps, 'a moe floor bounds no read ceiling');
 });
 
 test.run();

@@ -34,6 +34,29 @@ test('every preset keeps the numbers serve-bench needs', () => {
   assert.equal(findModel('Llama-3.1-8B').layers, 32);
 });
 
+test('a moe preset: attention as a dense model, its MLP the router (hidden -> E) and the routed experts keyed by E and top-k', () => {
+  assert.equal(shapes('Qwen3-30B-A3B'), [
+    'qkv linear 5120x2048',
+    'o linear 2048x4096',
+    'router linear 128x2048',
+    'experts moe 768x2048',
+    'lm_head linear 151936x2048',
+  ]);
+  const experts = decodeLinears(findModel('Qwen3-30B-A3B')).find((l) => l.op === 'moe')!;
+  assert.equal([experts.experts, experts.topk], [128, 8]);
+  const q30 = findModel('Qwen3-30B-A3B');
+  assert.equal([q30.hidden, q30.intermediate, q30.heads, q30.kvHeads, q30.headDim, q30.vocab, q30.layers, q30.rmsEps], [2048, 768, 32, 4, 128, 151936, 48, 1e-6]);
+  const mix = findModel('Mixtral-8x7B-v0.1');
+  assert.equal([mix.hidden, mix.intermediate, mix.heads, mix.kvHeads, mix.headDim, mix.vocab, mix.layers, mix.rmsEps, mix.moe], [4096, 14336, 32, 8, 128, 32000, 32, 1e-5, { experts: 8, topk: 2 }]);
+  assert.equal(shapes('Mixtral-8x7B-v0.1').slice(2, 4), ['router linear 8x4096', 'experts moe 14336x4096']);
+  // tiny-moe: every linear, and all its experts together, small enough for tests
+  const tiny = decodeLinears(findModel('tiny-moe'));
+  assert.ok(tiny.every((l) => l.n * l.k * (l.op === 'moe' ? 3 * l.experts! : 1) <= 4 * 2048 * 256), JSON.stringify(tiny));
+  // uniqueShapes keeps two moe shapes apart when only their E or top-k differ
+  const one = tiny.find((l) => l.op === 'moe')!;
+  assert.is(uniqueShapes([one, { ...one, topk: 1 }, { ...one }]).length, 2);
+});
+
 test('model names match case-insensitively; an unknown one lists the known ones', () => {
   assert.is(findModel('qwen3-0.6b').name, 'Qwen3-0.6B');
   assert.throws(() => findModel('gpt-5'), (e: Error) => e.message.includes("unknown model 'gpt-5'") && modelNames().every((n) => e.message.includes(n)));

@@ -411,4 +411,22 @@ test('chooseIdentity: the newest record\'s build by default, others skipped with
   assert.match(identityTag(gcc), /^[0-9a-f]{12}$/);
 });
 
+test('moe problems: one entry per E and top-k, keyed and ordered by them; the node rule does not hold a grouped kernel to the loop default', () => {
+  const moe = (topk: number, over: Partial<StoreRecord> = {}) =>
+    problem(
+      { candidate: 'moe.loop', op: 'moe', experts: 8, topk, nodes: 9, nodes_declared: 3 },
+      [{ candidate: 'moe.grouped.r4', op: 'moe', experts: 8, topk, nodes: 1, nodes_declared: 1, samples_us: evenSamples(60, 0.02) }],
+      over,
+    );
+  const { entries } = promoted([...moe(4), ...moe(2)]);
+  assert.equal(entries.map((e) => [e.op, e.experts, e.topk, e.choice]), [
+    ['moe', 8, 2, 'moe.grouped.r4'],
+    ['moe', 8, 4, 'moe.grouped.r4'],
+  ]);
+  assert.is(entries[0]!.reason, 'picked moe.grouped.r4: +66.7 % over moe.loop');
+  // and a linear candidate with more nodes than its default is still held to it
+  const lin = onlyEntry(problem({ nodes: 1 }, [{ candidate: 'rowblk.r2', nodes: 2, samples_us: evenSamples(60, 0.02) }]));
+  assert.is(lin.choice, 'plain');
+});
+
 test.run();

@@ -70,4 +70,16 @@ test('summary: colour codes only when the caller enables them', () => {
   assert.ok(hasAnsi(summaryLines(table, { path: 'x', colors: pc.createColors(true) })));
 });
 
+test('a moe entry is labelled and written with its experts and top-k', () => {
+  const built = buildTable(
+    problem({ candidate: 'moe.loop', samples_us: evenSamples(100, 0.02) }, [{ candidate: 'moe.grouped.r4', samples_us: evenSamples(50, 0.02) }], { op: 'moe', n: 768, k: 2048, experts: 128, topk: 8 }),
+    { gate: 0.02, created: new Date('2025-01-01T00:00:00Z') },
+  );
+  if ('error' in built) throw new Error(built.error);
+  const [e] = built.table.entries;
+  const json = entryJson(e!);
+  assert.equal([json.op, json.experts, json.topk, json.n, json.k, json.choice], ['moe', 128, 8, 768, 2048, 'moe.grouped.r4']);
+  assert.match(summaryLines(built.table, { path: 't.json', colors: plain })[1]!, /^  moe bf16 n=768 k=2048 E=128 top-k=8 M=1  moe\.grouped\.r4  picked moe\.grouped\.r4: \+100\.0 % over moe\.loop$/);
+});
+
 test.run();

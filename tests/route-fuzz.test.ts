@@ -18,7 +18,8 @@ import { guardTable, type Verdict } from '../lib/guard.ts';
 import { compactRouteText, guardCompactRoute, loadRoute, parseCompactRoute, sealRoute, sha256Hex, type Route } from '../lib/route.ts';
 import { BUCKETS, Table, TABLE_FORMAT } from '../lib/schema.ts';
 import { tableText } from '../lib/table.ts';
-import { build, headOf, kpick, linearThroughRoute, native, othersOf, realTable, SHAPES, tempDir, withEnv } from './helpers/route-tables.ts';
+import { build, headOf, kpick, linearThroughRoute, MOE_SHAPES, moeThroughRoute, native, nativeLookup, othersOf, realTable, SHAPES, tempDir, withEnv } from './helpers/route-tables.ts';
+import type { Linear } from '../lib/models.ts';
 
 const SEED = 0x6b70_1c4b;
 const CASES = 1200;
@@ -40,8 +41,8 @@ function rng(seed: number) {
 type Rng = ReturnType<typeof rng>;
 
 const NAMES = [...build.candidates.map((c) => c.name), 'gemv.rpb4.u4', 'blaslt.algo2', 'test.wrong', '', 'two words', 'x'.repeat(60)];
-const ODD_VALUES: unknown[] = [0, -1, 3, 129, 1.5, '8', null, 1 << 25, true, [], {}, 'linear', 'gated', 'bf16', 'fp16'];
-const KEY_FIELDS = ['op', 'dtype', 'n', 'k', 'bucket'] as const;
+const ODD_VALUES: unknown[] = [0, -1, 3, 129, 1.5, '8', null, 1 << 25, true, [], {}, 'linear', 'gated', 'moe', 'bf16', 'fp16'];
+const KEY_FIELDS = ['op', 'dtype', 'n', 'k', 'experts', 'topk', 'bucket'] as const;
 
 // ---- mutations ------------------------------------------------------------
 
@@ -50,14 +51,25 @@ type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-ex
 const STRUCT_MUTATIONS: ((t: Json, r: Rng) => void)[] = [
   (t, r) => (r.pick(t.entries as Json[]).choice = r.pick(NAMES)),
   (t, r) => {
+    // a candidate of another op (a moe entry routed to a linear, a linear to a moe kernel): dropped
+    const e = r.pick(t.entries as Json[]);
+    e.choice = r.pick(build.candidates.filter((c) => c.op !== e.op).map((c) => c.name));
+  },
+  (t, r) => {
     const e = r.pick(t.entries as Json[]);
     if (r.int(4) === 0) delete e.candidates[e.choice];
     else e.candidates[e.choice] = { ...(e.candidates[e.choice] ?? r.pick(Object.values(e.candidates))), parity: r.pick(['pass', 'fail', 'skipped']), status: r.pick(['ok', 'ok', 'failed', 'unsupported']), stack_bound: r.int(3) === 0 };
   },
   (t, r) => {
     const e = r.pick(t.entries as Json[]);
-    const f = r.pick(KEY_FIELDS);
-    e[f] = r.int(2) === 0 ? r.pick(ODD_VALUES) : f === 'bucket' ? r.pick(BUCKETS) : f === 'n' || f === 'k' ? r.pick([24, 32, 48, 64, 80]) : r.pick(['linear', 'gated', 'bf16', 'fp16']);
+    // experts and topk on a moe entry (or given to a dense one now and then: invalid)
+    const f = r.pick(e.op === 'moe' || r.int(8) === 0 ? KEY_FIELDS : KEY_FIELDS.filter((x) => x !== 'experts' && x !== 'topk'));
+    e[f] = r.int(2) === 0
+      ? r.pick(ODD_VALUES)
+      : f === 'bucket' ? r.pick(BUCKETS)
+      : f === 'n' || f === 'k' ? r.pick([16, 24, 32, 48, 64, 80])
+      : f === 'experts' || f === 'topk' ? r.pick([1, 2, 4, 8])
+      : r.pick(['linear', 'gated', 'moe', 'bf16', 'fp16']);
   },
   (t, r) => (t.identity[r.pick(['backend', 'arch', 'device', 'runtime', 'blas', 'compiler', 'space'])] = r.pick(['other', '', 5, build.identity.device, build.identity.space])),
   (t, r) => (t.format = r.pick([0, 2, '1', null, 1.5, TABLE_FORMAT])),
@@ -71,13 +83,13 @@ const STRUCT_MUTATIONS: ((t: Json, r: Rng) => void)[] = [
   (t, r) => {
     const e = r.pick(t.entries as Json[]);
     if (r.int(2) === 0) e[r.pick(['extra', 'Choice'])] = 1;
-    else delete e[r.pick(['op', 'dtype', 'n', 'k', 'bucket', 'default', 'choice', 'reason', 'floor_us', 'candidates'])];
+    else delete e[r.pick(['op', 'dtype', 'n', 'k', 'experts', 'topk', 'bucket', 'default', 'choice', 'reason', 'floor_us', 'candidates'])];
   },
   (t, r) => {
     // two entries on one key: a duplicate by a bucket edit
     const a = r.pick(t.entries as Json[]);
     const b = r.pick(t.entries as Json[]);
-    Object.assign(b, { op: a.op, dtype: a.dtype, n: a.n, k: a.k, bucket: a.bucket });
+    Object.assign(b, { op: a.op, dtype: a.dtype, n: a.n, k: a.k, experts: a.experts, topk: a.topk, bucket: a.bucket });
   },
 ];
 
@@ -127,7 +139,8 @@ function mutateRouteLines(text: string, r: Rng): string {
       break;
     default: {
       const fields = lines[i]!.split(' ');
-      fields[r.int(fields.length)] = r.pick(['0', '8', '007', headOf('linear'), othersOf('linear')[1]!, headOf('gated'), 'fail', 'pass', 'ok', '1', '2', '', 'linear', 'fp16', '16777217', '4096']);
+      const moe = MOE_SHAPES.length > 0 ? [headOf('moe'), othersOf('moe')[0]!, 'moe', '4'] : [];
+      fields[r.int(fields.length)] = r.pick(['0', '8', '007', headOf('linear'), othersOf('linear')[1]!, headOf('gated'), 'fail', 'pass', 'ok', '1', '2', '', 'linear', 'fp16', '16777217', '4096', ...moe]);
       lines[i] = fields.join(' ');
     }
   }
@@ -169,7 +182,7 @@ function mustRefuseJson(text: string): string | null {
   const t = parsed.output;
   if (t.format !== TABLE_FORMAT) return 'format';
   for (const f of ['backend', 'arch', 'device', 'compiler', 'space'] as const) if (t.identity[f] !== build.identity[f]) return f;
-  const keys = new Set(t.entries.map((e) => JSON.stringify([e.op, e.dtype, e.n, e.k, e.bucket])));
+  const keys = new Set(t.entries.map((e) => JSON.stringify([e.op, e.dtype, e.n, e.k, e.experts ?? 0, e.topk ?? 0, e.bucket])));
   if (keys.size !== t.entries.length) return 'duplicate entries';
   return null;
 }
@@ -186,7 +199,8 @@ function entryMayRoute(e: { op: string; choice: string; status: string; parity: 
 function canonicalRoute(view: Extract<ReturnType<typeof parseCompactRoute>, { value: unknown }>['value']): string {
   const id = view.identity;
   const head = [`kpick-route 2`, `json ${view.jsonSha256}`, `format ${TABLE_FORMAT}`, ...(['backend', 'arch', 'device', 'runtime', 'blas', 'compiler', 'space'] as const).map((k) => `${k} ${id[k]}`), `entries ${view.entries.length}`];
-  const body = view.entries.map((e) => `${e.op} ${e.dtype} ${e.n} ${e.k} ${e.bucket} ${e.choice} ${e.status} ${e.parity} ${e.stack ? 1 : 0}`);
+  const experts = (e: { op: string; experts?: number; topk?: number }) => (e.op === 'moe' ? ` ${e.experts} ${e.topk}` : '');
+  const body = view.entries.map((e) => `${e.op} ${e.dtype}${experts(e)} ${e.n} ${e.k} ${e.bucket} ${e.choice} ${e.status} ${e.parity} ${e.stack ? 1 : 0}`);
   return sealRoute(`${[...head, ...body].join('\n')}\n`);
 }
 
@@ -200,11 +214,13 @@ interface Inputs {
 }
 const inputs = new Map<string, Inputs>();
 
-function inputsFor(op: 'linear' | 'gated', dtype: 'bf16' | 'fp16', n: number, k: number): Inputs {
-  const key = `${op}/${dtype}/${n}/${k}`;
+type Call = Pick<Linear, 'op' | 'n' | 'k' | 'experts' | 'topk'>;
+
+function inputsFor(s: Call, dtype: 'bf16' | 'fp16'): Inputs {
+  const key = `${JSON.stringify(s)}/${dtype}`;
   let got = inputs.get(key);
   if (!got) {
-    const problem = kpick.createProblem({ op, dtype, n, k, mMax: 128, copies: 1, seed: 5 });
+    const problem = kpick.createProblem({ ...s, dtype, mMax: 128, copies: 1, seed: 5 });
     got = { problem, x: problem.downloadX(), w: problem.downloadW(), y: new Map() };
     inputs.set(key, got);
   }
@@ -225,6 +241,9 @@ function runY(inp: Inputs, name: string, m: number): Uint16Array {
   return y;
 }
 
+/** Does an entry's key name this call's shape (E and top-k too on moe)? */
+const sameKey = (e: Call, c: Call) => e.op === c.op && e.n === c.n && e.k === c.k && (e.experts ?? 0) === (c.experts ?? 0) && (e.topk ?? 0) === (c.topk ?? 0);
+
 const sameBytes = (a: Uint16Array, b: Uint16Array) => a.length === b.length && Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
 
 /**
@@ -232,18 +251,26 @@ const sameBytes = (a: Uint16Array, b: Uint16Array) => a.length === b.length && B
  * kpick_linear must equal the routed candidate's, which must be the default or
  * `choiceOf` the key, and the TS route (when given) must name the same one.
  */
-function probe(r: Rng, choiceOf: (op: string, dtype: string, n: number, k: number, bucket: number) => string | null, ts: Route | null, label: string): void {
+function probe(r: Rng, choiceOf: (c: Call, dtype: string, bucket: number) => string | null, ts: Route | null, label: string): void {
   const shape = r.pick(SHAPES);
-  const op = r.int(8) === 0 ? (shape.op === 'linear' ? 'gated' : 'linear') : shape.op; // sometimes a miss
+  // sometimes a miss: the other dense op, or another top-k of a moe shape
+  const miss = r.int(8) === 0;
+  const call: Call = shape.op === 'moe' ? { ...shape, topk: miss ? 1 : shape.topk } : { ...shape, op: miss ? (shape.op === 'linear' ? 'gated' : 'linear') : shape.op };
+  const op = call.op;
   const dtype = r.pick(['bf16', 'fp16'] as const);
   const m = 1 + r.int(128);
   const bucket = BUCKETS.find((b) => b >= m)!;
-  const inp = inputsFor(op, dtype, shape.n, shape.k);
-  const chosen = kpick.candidates()[native.lookup(op, dtype, shape.n, shape.k, m)]!.name;
+  const inp = inputsFor(call, dtype);
+  const chosen = kpick.candidates()[nativeLookup(call, dtype, m)]!.name;
   const head = build.candidates.find((c) => c.op === op && c.isDefault)!.name;
-  const allowed = [head, choiceOf(op, dtype, shape.n, shape.k, bucket)];
-  assert.ok(allowed.includes(chosen), `${label}: routed ${op} ${dtype} ${shape.n}x${shape.k} m=${m} to ${chosen}, allowed ${allowed.join(' or ')}`);
-  if (ts) assert.is(ts.lookup(op, dtype, shape.n, shape.k, m), chosen, `${label}: TS and C routes differ`);
+  const allowed = [head, choiceOf(call, dtype, bucket)];
+  assert.ok(allowed.includes(chosen), `${label}: routed ${JSON.stringify(call)} ${dtype} m=${m} to ${chosen}, allowed ${allowed.join(' or ')}`);
+  if (ts) assert.is(ts.lookup(op, dtype, shape.n, shape.k, m, call.experts, call.topk), chosen, `${label}: TS and C routes differ`);
+  if (op === 'moe') {
+    inp.problem.setRows(m);
+    assert.ok(sameBytes(moeThroughRoute(inp.problem, dtype), runY(inp, chosen, m)), `${label}: y through kpick_moe is not ${chosen}'s`);
+    return;
+  }
   // on the memory the backend takes (device memory on a GPU); now and then
   // also as a decode step runs it, captured into a graph (after the eager
   // call: a GPU grows its scratch only outside capture)
@@ -278,7 +305,7 @@ function checkJsonCase(file: string, text: string, label: string): Verdict {
     assert.is(verdict.kept.length + verdict.dropped.length, t.entries.length);
     for (const [list, may] of [[verdict.kept, true], [verdict.dropped, false]] as const) {
       for (const k of list) {
-        const e = t.entries.find((x) => x.op === k.op && x.dtype === k.dtype && x.n === k.n && x.k === k.k && x.bucket === k.bucket)!;
+        const e = t.entries.find((x) => sameKey(x, k) && x.dtype === k.dtype && x.bucket === k.bucket)!;
         const c = Object.hasOwn(e.candidates, e.choice) ? e.candidates[e.choice] : undefined;
         const view = { op: e.op, choice: e.choice, status: c?.status ?? 'unmeasured', parity: c?.parity ?? 'none', stack: c?.stack_bound ?? false };
         assert.is(entryMayRoute(view, t.identity.blas), may, `${label}: ${may ? 'kept' : 'dropped'} ${JSON.stringify(view)}`);
@@ -348,7 +375,7 @@ test(`fuzz: ${CASES} mutated real tables (seed ${SEED}): no crash, nothing inval
         assert.is(status.used, verdict.used, `${label}: JSON and compact decisions differ`);
         if (verdict.kind === 'used') assert.equal([status.kept, status.dropped], [verdict.kept.length, verdict.dropped.length], label);
         const entries = parsed.output.entries;
-        const choiceOf = (op: string, dtype: string, n: number, k: number, b: number) => (verdict.used ? (entries.find((e) => e.op === op && e.dtype === dtype && e.n === n && e.k === k && e.bucket === b)?.choice ?? null) : null);
+        const choiceOf = (c: Call, dtype: string, b: number) => (verdict.used ? (entries.find((e) => sameKey(e, c) && e.dtype === dtype && e.bucket === b)?.choice ?? null) : null);
         for (let p = 0; p < 2; p++) probe(r, choiceOf, ts, label);
       } else {
         // the compact text: bytes or lines
@@ -359,7 +386,7 @@ test(`fuzz: ${CASES} mutated real tables (seed ${SEED}): no crash, nothing inval
         const { ts, view } = checkRouteCase(routeFile, text, label);
         seen[ts.verdict.used ? 'used' : 'refused']++;
         const entries = ts.verdict.used && 'value' in view ? view.value.entries : [];
-        const choiceOf = (op: string, dtype: string, n: number, k: number, b: number) => entries.find((e) => e.op === op && e.dtype === dtype && e.n === n && e.k === k && e.bucket === b)?.choice ?? null;
+        const choiceOf = (c: Call, dtype: string, b: number) => entries.find((e) => sameKey(e, c) && e.dtype === dtype && e.bucket === b)?.choice ?? null;
         for (let p = 0; p < 2; p++) probe(r, choiceOf, ts, label);
         if (ts.verdict.used) seen.routed++;
       }

@@ -10,18 +10,20 @@ import * as assert from 'uvu/assert';
 import { KpickError } from '../lib/ffi.ts';
 import type { Build } from '../lib/guard.ts';
 import { bucketOf, classDefault, compactRouteText, loadRoute, parseCompactRoute, Route, routeOnce, routePathFor, sha256Hex, writeRouteOf } from '../lib/route.ts';
-import type { Table } from '../lib/schema.ts';
+import type { Op, Table } from '../lib/schema.ts';
 import { readTable, tableText, writeTable } from '../lib/table.ts';
 import { readBoth } from '../lib/two-readers.ts';
-import { build, candidateResult, entryOf, headOf, kpick, linearThroughRoute, native, onDevice, othersOf, realTable, SHAPES, tempDir, withEnv } from './helpers/route-tables.ts';
+import { build, candidateResult, DENSE_SHAPES, entryOf, headOf, kpick, linearThroughRoute, MOE_SHAPES, moeThroughRoute, native, nativeLookup, onDevice, othersOf, realTable, SHAPES, tempDir, withEnv } from './helpers/route-tables.ts';
+import { moeFields } from '../lib/shape-key.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const NO_KNOBS = { KPICK_FORCE: undefined, KPICK_NO_BLASLT: undefined };
 const DTYPES = ['bf16', 'fp16'] as const;
 const nameOf = (id: number) => kpick.candidates()[id]!.name;
 // Names from the loaded build's space, so the suite runs on any backend.
-const HEAD = { linear: headOf('linear'), gated: headOf('gated') };
-const OTHER = { linear: othersOf('linear'), gated: othersOf('gated') };
+const ops = (['linear', 'gated', 'moe'] as const).filter((op) => op !== 'moe' || MOE_SHAPES.length > 0);
+const HEAD = Object.fromEntries(ops.map((op) => [op, headOf(op)])) as Record<Op, string>;
+const OTHER = Object.fromEntries(ops.map((op) => [op, othersOf(op)])) as Record<Op, string[]>;
 
 /** Writes the table as JSON and compact form into a fresh folder. */
 function writeBoth(table: Table): { json: string; route: string } {
@@ -33,12 +35,19 @@ function writeBoth(table: Table): { json: string; route: string } {
   return { json, route };
 }
 
-/** Every (op, dtype, n, k) to probe: the table's shapes, and misses (a shape and a dtype it lacks). */
-function probes(table: Table): { op: 'linear' | 'gated'; dtype: 'bf16' | 'fp16'; n: number; k: number }[] {
-  const seen = new Map<string, { op: 'linear' | 'gated'; dtype: 'bf16' | 'fp16'; n: number; k: number }>();
-  for (const e of table.entries) seen.set(`${e.op}/${e.dtype}/${e.n}/${e.k}`, { op: e.op, dtype: e.dtype, n: e.n, k: e.k });
-  for (const op of ['linear', 'gated'] as const) for (const dtype of DTYPES) seen.set(`${op}/${dtype}/miss`, { op, dtype, n: 4096, k: 4096 });
-  for (const e of table.entries) seen.set(`${e.op}/${e.dtype}/${e.k}/${e.n}`, { op: e.op, dtype: e.dtype, n: e.k, k: e.n }); // transposed: a miss
+type Probe = { op: Op; dtype: 'bf16' | 'fp16'; n: number; k: number; experts?: number; topk?: number };
+
+/** Every (op, dtype, n, k, E and top-k on moe) to probe: the table's shapes, and misses (a shape, a dtype, an E or top-k it lacks). */
+function probes(table: Table): Probe[] {
+  const seen = new Map<string, Probe>();
+  const add = (p: Probe) => seen.set(JSON.stringify(p), p);
+  for (const e of table.entries) add({ op: e.op, dtype: e.dtype, n: e.n, k: e.k, ...moeFields(e) });
+  for (const op of ['linear', 'gated'] as const) for (const dtype of DTYPES) add({ op, dtype, n: 4096, k: 4096 });
+  for (const e of table.entries) add({ op: e.op, dtype: e.dtype, n: e.k, k: e.n, ...moeFields(e) }); // transposed: a miss
+  for (const e of table.entries.filter((x) => x.op === 'moe')) {
+    add({ op: e.op, dtype: e.dtype, n: e.n, k: e.k, experts: e.experts! + 1, topk: e.topk }); // other experts: a miss
+    add({ op: e.op, dtype: e.dtype, n: e.n, k: e.k, experts: e.experts, topk: e.topk! - 1 || 2 }); // other top-k: a miss
+  }
   return [...seen.values()];
 }
 
@@ -58,10 +67,10 @@ function assertAgree(table: Table, env: Record<string, string | undefined> = {})
     let routed = 0;
     for (const p of probes(table)) {
       for (let m = 1; m <= 128; m++) {
-        const ts = fromJson.lookup(p.op, p.dtype, p.n, p.k, m);
-        assert.is(fromRoute.lookup(p.op, p.dtype, p.n, p.k, m), ts, `compact vs JSON at ${p.op} ${p.dtype} ${p.n}x${p.k} m=${m}`);
-        assert.is(nameOf(native.lookup(p.op, p.dtype, p.n, p.k, m)), ts, `C vs TS at ${p.op} ${p.dtype} ${p.n}x${p.k} m=${m}`);
-        if (ts !== defaults.lookup(p.op, p.dtype, p.n, p.k, m)) routed++;
+        const ts = fromJson.lookup(p.op, p.dtype, p.n, p.k, m, p.experts, p.topk);
+        assert.is(fromRoute.lookup(p.op, p.dtype, p.n, p.k, m, p.experts, p.topk), ts, `compact vs JSON at ${JSON.stringify(p)} m=${m}`);
+        assert.is(nameOf(nativeLookup(p, p.dtype, m)), ts, `C vs TS at ${JSON.stringify(p)} m=${m}`);
+        if (ts !== defaults.lookup(p.op, p.dtype, p.n, p.k, m, p.experts, p.topk)) routed++;
       }
     }
     return routed;
@@ -357,7 +366,7 @@ test('kpick_linear computes y through the route: byte for byte what the routed c
   const ts = withEnv(NO_KNOBS, () => (native.load(files.route), loadRoute(files.route, build)));
   assert.match(native.verdict(), /dropped 0$/);
   let differed = 0;
-  for (const shape of SHAPES) {
+  for (const shape of DENSE_SHAPES) {
     for (const dtype of DTYPES) {
       const problem = kpick.createProblem({ op: shape.op, dtype, n: shape.n, k: shape.k, mMax: 128, copies: 1, seed: 11 });
       try {
@@ -383,6 +392,39 @@ test('kpick_linear computes y through the route: byte for byte what the routed c
     }
   }
   assert.ok(differed > 0, 'split-K output differs from the default somewhere, so the comparison can see a wrong dispatch');
+  native.load(null);
+});
+
+test("kpick_moe computes y through the route: the table's moe choice, keyed by E and top-k, byte for byte its own run", () => {
+  if (MOE_SHAPES.length === 0) return; // a GPU build: no moe candidate yet
+  const shape = MOE_SHAPES[0]!;
+  const table = realTable();
+  for (const e of table.entries.filter((x) => x.op === 'moe' && x.dtype === 'bf16')) {
+    e.choice = OTHER.moe[0]!;
+    e.candidates[e.choice] = candidateResult();
+  }
+  const files = writeBoth(table);
+  const ts = withEnv(NO_KNOBS, () => (native.load(files.route), loadRoute(files.route, build)));
+  assert.match(native.verdict(), /dropped 0$/);
+  for (const dtype of DTYPES) {
+    const problem = kpick.createProblem({ op: 'moe', dtype, n: shape.n, k: shape.k, experts: shape.experts, topk: shape.topk, mMax: 128, copies: 1, seed: 11 });
+    try {
+      for (const m of [1, 3, 8, 33, 128]) {
+        problem.setRows(m);
+        const chosen = nameOf(nativeLookup(shape, dtype, m));
+        assert.is(chosen, ts.lookup('moe', dtype, shape.n, shape.k, m, shape.experts, shape.topk));
+        // bf16: the edited choice; fp16: what this build's sweep picked
+        const entry = table.entries.find((e) => e.op === 'moe' && e.dtype === dtype && e.bucket === bucketOf(m))!;
+        assert.is(chosen, dtype === 'bf16' ? OTHER.moe[0] : entry.choice, `${dtype} m=${m}`);
+        // another E or top-k is another key: the default
+        assert.is(nameOf(native.lookupMoe(dtype, shape.experts! * 2, shape.topk!, shape.n, shape.k, m)), HEAD.moe);
+        assert.is(nameOf(native.lookupMoe(dtype, shape.experts!, 1, shape.n, shape.k, m)), HEAD.moe);
+        assert.equal(moeThroughRoute(problem, dtype), runBytes(problem, chosen, m), `${dtype} m=${m}`);
+      }
+    } finally {
+      problem.free();
+    }
+  }
   native.load(null);
 });
 

@@ -80,7 +80,7 @@ test('a sampled reference is said so in the summary', async () => {
 test('bad usage exits 2 with one line', async () => {
   for (const [argv, message] of [
     [['--model', 'tiny', '--rows', '3'], /^parity: --rows '3' is not a bucket/],
-    [['--model', 'nope'], /^parity: unknown model 'nope'; known: .*tiny\n$/],
+    [['--model', 'nope'], /^parity: unknown model 'nope'; known: .*tiny, tiny-moe\n$/],
     [['--model', 'tiny', '--candidates', 'gemv.*'], /^parity: no candidate matches 'gemv\.\*'/],
     [['--model', 'tiny', '--oops'], /^parity: Unknown option `--oops`/],
   ] as [string[], RegExp][]) {

@@ -110,7 +110,7 @@ test('--candidates restricts the sweep; the floor is still measured', async () =
 test('bad usage exits 2 with one line, before anything is measured', async () => {
   const store = tmp();
   const cases: [string[], RegExp][] = [
-    [['--model', 'nope', '--store', store], /^sweep: unknown model 'nope'; known: Llama-3\.1-8B, .*tiny\n$/],
+    [['--model', 'nope', '--store', store], /^sweep: unknown model 'nope'; known: Llama-3\.1-8B, .*tiny, tiny-moe\n$/],
     [['--model', 'tiny', '--rows', '1,5', '--store', store], /^sweep: --rows '5' is not a bucket; buckets are 1, 2, 4, 8, 16, 32, 64, 128\n$/],
     [['--model', 'tiny', '--store', store, '--candidates', 'gemv.*'], /^sweep: no candidate matches 'gemv\.\*'/],
     [['--model', 'tiny', '--store', store, '--backend', 'metal'], /^sweep: --backend must be one of cpu, cuda, hip/],

@@ -203,12 +203,12 @@ test('the step refuses wrong candidates, batches and a full cache; a freed model
   const gatedAtQkv = Int32Array.from(PLAIN);
   gatedAtQkv[0] = id('gated.plain');
   rejects(() => m.step(gatedAtQkv, 1), 1, /cands\[0\] \(qkv\): gated\.plain is a candidate of op 1, the qkv linear is op 0/);
-  rejects(() => m.step(Int32Array.from([0, 0, 0, 0, 99999]), 1), 1, /cands\[\d\] .*unknown candidate id|op 0, the gate_up/);
-  // checked before the native call: the library reads five ids whatever the array holds
+  rejects(() => m.step(Int32Array.from([0, 0, 0, 0, 99999, 0, 0]), 1), 1, /cands\[\d\] .*unknown candidate id|op 0, the gate_up/);
+  // checked before the native call: the library reads seven ids whatever the array holds
   const range = (re: RegExp) => (e: unknown) => e instanceof RangeError && re.test(e.message);
-  assert.throws(() => m.step(PLAIN.subarray(0, 3), 1), range(/^cands must be an Int32Array of 5 candidate ids \(qkv, o, gate_up, down, lm_head\), got 3$/));
+  assert.throws(() => m.step(PLAIN.subarray(0, 3), 1), range(/^cands must be an Int32Array of 7 candidate ids \(qkv, o, gate_up, down, lm_head, router, experts\), got 3$/));
   assert.throws(() => m.step(new Int32Array(0), 1), range(/got 0$/));
-  assert.throws(() => m.check(PLAIN.subarray(1), 1), range(/cands must be an Int32Array of 5/));
+  assert.throws(() => m.check(PLAIN.subarray(1), 1), range(/cands must be an Int32Array of 7/));
   assert.throws(() => m.time(Array.from(PLAIN) as unknown as Int32Array, 1, 1), range(/cands must be an Int32Array/));
   assert.throws(() => m.step(PLAIN, 5), range(/^batch must be an integer in 1\.\.4 \(the model's maxBatch\), got 5$/));
   assert.throws(() => m.step(PLAIN, 1.5), range(/batch must be an integer/));
@@ -252,7 +252,8 @@ test('judgeIdentity: identical, explained only by tolerance-class differences, f
 
 test('differences() classes each candidate against the default from the space', () => {
   const arm = (linear: string, gated: string): ArmRoute => {
-    const names = Object.fromEntries(LINEAR_KINDS.map((k) => [k, k === 'gate_up' ? gated : linear])) as ArmRoute['names'];
+    // a dense model's kinds: no router or experts
+    const names = Object.fromEntries(LINEAR_KINDS.filter((k) => k !== 'router' && k !== 'experts').map((k) => [k, k === 'gate_up' ? gated : linear])) as ArmRoute['names'];
     return { names, ids: cands(linear, gated) };
   };
   const ds = differences(arm('plain', 'gated.plain'), arm('rowblk.r4', 'gated.splitk.s4'), space);
@@ -291,8 +292,48 @@ test('routeArm without a table gives the class default of every linear at every 
   for (const c of [1, 4, 64]) {
     const arm = routeArm(route, kpick, tiny, 'bf16', c);
     assert.equal(arm.names, { qkv: 'plain', o: 'plain', gate_up: 'gated.plain', down: 'plain', lm_head: 'plain' });
-    assert.equal(Array.from(arm.ids), Array.from(PLAIN));
+    // a dense model has no router or experts: -1 there, which the library ignores
+    assert.equal(Array.from(arm.ids), [...Array.from(PLAIN).slice(0, 5), -1, -1]);
   }
+});
+
+// ---- a mixture-of-experts model: router, top-k, the moe op in place of the MLP ----
+
+const tinyMoe = findModel('tiny-moe');
+const MOE_DIMS: ModelDims = dimsOf(tinyMoe, { layers: 2, maxBatch: 4, context: 24, maxNew: 6, dtype: 'bf16' });
+
+/** ids of a moe model's step: qkv, o, lm_head and router plain, experts as named; gate_up and down ignored (-1) */
+function moeCands(experts: string): Int32Array {
+  return Int32Array.from(LINEAR_KINDS.map((k) => (k === 'experts' ? id(experts) : k === 'gate_up' || k === 'down' ? -1 : id('plain'))));
+}
+
+test('a moe step matches its fp64 forward (routing included) for every moe candidate, and the bitwise class decodes the same tokens', () => {
+  assert.equal([MOE_DIMS.experts, MOE_DIMS.topk], [8, 2]);
+  withModel(MOE_DIMS, (m) => {
+    const tokens: number[][][] = [];
+    for (const experts of space.filter((c) => c.op === 'moe').map((c) => c.name)) {
+      m.reset(3);
+      const r = m.check(moeCands(experts), 3);
+      assert.ok(r.pass && r.relErr > 0, `${experts}: rel err ${r.relErr} > ${r.tol}`);
+      m.reset(5);
+      tokens.push(decode(m, moeCands(experts), 4, 4));
+    }
+    assert.equal(tokens[1], tokens[0], 'moe.grouped.r4 decodes what moe.loop decodes');
+    assert.equal(tokens[2], tokens[0], 'moe.threads.t2 decodes what moe.loop decodes');
+  });
+});
+
+test('a moe model refuses a linear candidate for its experts and topk without experts; routeArm routes its router and experts', () => {
+  withModel(MOE_DIMS, (m) => {
+    const wrong = moeCands('moe.loop');
+    wrong[LINEAR_KINDS.indexOf('experts')] = id('plain');
+    rejects(() => m.step(wrong, 1), 1, /cands\[6\] \(experts\): plain is a candidate of op 0, the experts linear is op 2/);
+  });
+  rejects(() => native.create({ ...DIMS, topk: 2 }, 1), 1, /topk must be 0 in a dense model \(experts 0\), got 2/);
+  rejects(() => native.create({ ...MOE_DIMS, topk: 9 }, 1), 1, /topk must be in 1\.\.8, got 9/);
+  const arm = routeArm(loadRoute(null, buildOf(kpick), {}), kpick, tinyMoe, 'bf16', 4);
+  assert.equal(arm.names, { qkv: 'plain', o: 'plain', lm_head: 'plain', router: 'plain', experts: 'moe.loop' });
+  assert.equal(Array.from(arm.ids), Array.from(moeCands('moe.loop')));
 });
 
 test.run();

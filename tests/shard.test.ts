@@ -128,4 +128,12 @@ test('more shards than units leaves the extra shards empty, and a plan listing a
   assert.throws(() => partition(units, 0), /positive integer/);
 });
 
+test('a moe unit is keyed by E and top-k and costs the experts its rows can read', () => {
+  const moe = { op: 'moe', n: 128, k: 256, experts: 8, topk: 2 } as const;
+  assert.is(unitKey('bf16', moe, 4), 'bf16:moe:128x256:E8:top2:4');
+  assert.not.equal(unitKey('bf16', moe, 4), unitKey('bf16', { ...moe, topk: 1 }, 4));
+  assert.is(weightBytes(moe, 1), 2 * 3 * 128 * 256 * 2);
+  assert.is(weightBytes(moe, 128), 8 * 3 * 128 * 256 * 2);
+});
+
 test.run();

@@ -91,7 +91,7 @@ test('a sweep writes one valid record per candidate of the op and one floor per 
   const gatedCount = space.filter((c) => c.op === 'gated').length;
   const expected = 2 * (linearCount + 1 + gatedCount + 1);
   assert.is(records.length, expected);
-  assert.equal(summary, { written: expected, skipped: 0, failed: 0, parityFailed: 0 });
+  assert.equal(summary, { written: expected, skipped: 0, failed: 0, parityFailed: 0, noCandidates: [] });
   for (const r of records) {
     assert.ok(v.safeParse(StoreRecord, r).success, JSON.stringify(r));
     assert.is(r.status, 'ok', `${r.candidate}: ${r.reason}`);
@@ -149,6 +149,34 @@ test('a native failure of one candidate is recorded as failed with the library m
   }
   assert.ok(records.filter((r) => r.candidate === 'plain').every((r) => r.status === 'ok' && r.samples_us.length === 4));
   assert.is(summary.failed, 2);
+});
+
+test('a moe shape: its records carry experts and top-k, its candidates pass parity on the uniform routing, its floor is timed', () => {
+  const moe: Linear = { name: 'experts', op: 'moe', n: 32, k: 64, experts: 8, topk: 2 };
+  const { records, summary } = sweep(plan({ linears: [moe], rows: [1, 4] }));
+  assert.is(summary.failed, 0);
+  assert.is(summary.parityFailed, 0);
+  assert.equal(summary.noCandidates, []);
+  const names = space.filter((c) => c.op === 'moe').map((c) => c.name);
+  assert.is(records.length, 2 * (names.length + 1), 'each moe candidate and the floor, per rows bucket');
+  for (const r of records) {
+    assert.equal([r.op, r.experts, r.topk, r.n, r.k], ['moe', 8, 2, 32, 64], JSON.stringify(r));
+    assert.ok(v.is(StoreRecord, r));
+    assert.ok(r.samples_us.length > 0 && r.samples_us.every((t) => t > 0), r.candidate);
+  }
+  assert.ok(records.filter((r) => r.kind === 'candidate').every((r) => r.parity.status === 'pass'));
+  // its keys differ from those of the same n, k with another top-k: one store holds both
+  const other = recordKey({ ...records[0]!, topk: 1 });
+  assert.not.equal(recordKey(records[0]!), other);
+  assert.ok(measuredKeys(records, identity).has(recordKey(records[0]!)));
+});
+
+test('a build with no candidate of an op leaves its shapes out and names them, instead of failing', () => {
+  const dense = space.filter((c) => c.op !== 'moe');
+  const moe: Linear = { name: 'experts', op: 'moe', n: 32, k: 64, experts: 8, topk: 2 };
+  const { records, summary } = sweep(plan({ linears: [linears[0]!, moe], rows: [1], candidates: dense, space: dense }));
+  assert.equal(summary.noCandidates, ['bf16 experts moe 32x64 E8 top2']);
+  assert.ok(records.length > 0 && records.every((r) => r.op === 'linear'));
 });
 
 test.run();

@@ -2,6 +2,7 @@
  *
  * A decode linear is y[M,N] = x[M,K] . W[N,K]^T (op LINEAR). The gated op reads
  * W[2N,K] (rows 0..N-1 gate, N..2N-1 up) and writes y[M,N] = silu(x.Wg^T) * (x.Wu^T).
+ * The moe op is one layer's routed experts for M token rows (op MOE below).
  * Data is bf16 or fp16, accumulation fp32, all row-major.
  *
  * Every entry returns a kpick_status; on failure kpick_last_error() says what
@@ -21,7 +22,7 @@
 extern "C" {
 #endif
 
-#define KPICK_ABI_VERSION 2 /* 2: kpick_abi_value replaces kpick_abi */
+#define KPICK_ABI_VERSION 3 /* 2: kpick_abi_value replaces kpick_abi; 3: the moe op, kpick_model_dims.experts/topk */
 
 /* The limits a caller must know, named once (lib/schema.ts mirrors them and
  * checks them through kpick_abi_value at load). */
@@ -37,10 +38,35 @@ enum kpick_status {
   KPICK_E_STATE = 5        /* library could not initialise */
 };
 
-enum kpick_op { KPICK_OP_LINEAR = 0, KPICK_OP_GATED = 1 };
+/* KPICK_OP_MOE: the routed experts of one layer for M rows, each routed to
+ * topk of E experts. Expert e has W_gate_up[e] = [2N, K] (the gated op's W:
+ * gate rows, then up rows) and W_down[e] = [K, N] (a linear's W: y = h.Wd^T),
+ * stored [E, 2N, K] and [E, K, N]; N is the expert's intermediate size, K the
+ * hidden size. Routing inputs per row: ids[M, topk] (int32 in 0..E-1, distinct
+ * within a row) and weights[M, topk] (fp32). Output y[M, K]:
+ *   y[t] = sum over j of weights[t,j] * down_e(silu(gate_e(x[t])) * up_e(x[t])), e = ids[t,j]
+ * Numerics of every CPU candidate (its bitwise class): h = silu*up and each
+ * expert's down output rounded to the dtype (as a gated op and a linear store
+ * them), then summed per row in fp32 in ascending expert id, rounded once. */
+enum kpick_op { KPICK_OP_LINEAR = 0, KPICK_OP_GATED = 1, KPICK_OP_MOE = 2 };
 enum kpick_dtype { KPICK_BF16 = 0, KPICK_FP16 = 1 };
-/* what kpick_download copies out */
-enum kpick_buffer { KPICK_BUF_Y = 0, KPICK_BUF_X = 1, KPICK_BUF_W = 2 };
+/* what kpick_download copies out; the expert ids (int32) and weights (fp32)
+ * of a moe problem at the active rows, [m, topk] */
+enum kpick_buffer {
+  KPICK_BUF_Y = 0,
+  KPICK_BUF_X = 1,
+  KPICK_BUF_W = 2,
+  KPICK_BUF_EXPERT_IDS = 3,
+  KPICK_BUF_EXPERT_WEIGHTS = 4
+};
+/* How a moe problem's routing is drawn from its seed. UNIFORM: each row's
+ * topk experts uniformly among all E (distinct within the row), as a trained
+ * router spreads tokens; SKEWED: each row's topk among one hot set of
+ * min(E, 2 topk) experts, so rows share experts (a hot-expert batch).
+ * Weights: positive, summing to 1 per row (a renormalised top-k softmax). */
+enum kpick_routing { KPICK_ROUTING_UNIFORM = 0, KPICK_ROUTING_SKEWED = 1 };
+#define KPICK_MAX_EXPERTS 1024 /* E of a moe problem or call: 1..this */
+#define KPICK_MAX_TOPK 32      /* topk: 1..min(E, this) */
 
 typedef struct kpick_info {
   char backend[16];   /* "cpu" | "cuda" | "hip" */
@@ -90,7 +116,8 @@ int kpick_init(void);                     /* idempotent */
  * or limits it does not mirror before it passes a struct in: "version"
  * (KPICK_ABI_VERSION), the size of every struct in this header ("kpick_info",
  * "kpick_candidate", "kpick_model_dims") and every limit ("KPICK_MAX_ROWS",
- * "KPICK_MAX_POSITIONS"). KPICK_E_ARG for a name it does not know. */
+ * "KPICK_MAX_POSITIONS", "KPICK_MAX_EXPERTS", "KPICK_MAX_TOPK"). KPICK_E_ARG
+ * for a name it does not know. */
 int kpick_abi_value(const char *name, int64_t *out);
 const char *kpick_last_error(void);       /* "" when the last call succeeded */
 int kpick_get_info(kpick_info *out);
@@ -106,6 +133,15 @@ int kpick_candidate_find(const char *name, int32_t *out_id);
 int kpick_problem_create(int32_t op, int32_t dtype, int64_t n, int64_t k,
                          int32_t m_max, int32_t copies, uint64_t seed,
                          kpick_problem **out);
+/* A moe problem (KPICK_OP_MOE; kpick_problem_create refuses that op): random
+ * x[m_max, K], W_gate_up and W_down of all E experts, and the routing of m_max
+ * rows drawn from seed as `routing` says. Copies <= 0 sizes the rotation by
+ * the bytes one row's topk experts read (what a call reads at least).
+ * KPICK_E_UNSUPPORTED where the build has no moe candidate (the GPU backends
+ * for now). Everything below takes it: y is [m, K], kpick_reference's columns
+ * are K's, and the read floor streams the distinct experts of the active rows. */
+int kpick_problem_create_moe(int32_t dtype, int32_t experts, int32_t topk, int64_t n, int64_t k, int32_t m_max,
+                             int32_t routing, int32_t copies, uint64_t seed, kpick_problem **out);
 int kpick_problem_free(kpick_problem *p);
 int kpick_problem_copies(const kpick_problem *p, int32_t *out);
 /* active rows m, 1..m_max: x is its first m rows, y is [m, N] */
@@ -130,8 +166,9 @@ int kpick_time_floor(kpick_problem *p, int32_t nsamples, double *us_out);
  * of its last run at the active rows, or of one run made now) */
 int kpick_count_nodes(kpick_problem *p, int32_t cand, int32_t *out);
 
-/* Copy a buffer out (W means copy 0; X and Y use the active rows m).
- * bytes must equal the buffer's size. */
+/* Copy a buffer out (W means copy 0: for moe W_gate_up of every expert, then
+ * W_down; X, Y and the routing use the active rows m). bytes must equal the
+ * buffer's size. */
 int kpick_download(const kpick_problem *p, int32_t which, void *dst, int64_t bytes);
 /* fp64 reference of y for copy 0 at the active rows: y_out[m][j] for the
  * output columns cols[0..ncols-1], or all N columns when cols is NULL
@@ -166,11 +203,22 @@ int kpick_route_status(int32_t *used, int32_t *kept, int32_t *dropped);
 /* The candidate id the route picks for one call (m in 1..KPICK_MAX_ROWS). */
 int kpick_route_lookup(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_t m,
                        int32_t *cand_out);
+/* The same for the moe op, whose table entries are keyed by E and topk too. */
+int kpick_route_lookup_moe(int32_t dtype, int32_t experts, int32_t topk, int64_t n, int64_t k, int32_t m,
+                           int32_t *cand_out);
 /* y[m,N] = x[m,K] . W^T (or the gated op on W[2N,K]) through the route, on
  * caller-owned device pointers, enqueued on stream (NULL: the default stream;
  * the CPU ignores it and returns when y is complete). y must not overlap x or W. */
 int kpick_linear(int32_t op, int32_t dtype, const void *x, const void *w, void *y,
                  int32_t m, int64_t n, int64_t k, void *stream);
+/* The moe op through the route (layout above): x[m,K], w_gate_up[E,2N,K],
+ * w_down[E,K,N], ids and weights [m,topk], y[m,K], on caller-owned memory as
+ * kpick_linear takes it. y must not overlap an input. The CPU refuses an id
+ * outside 0..E-1 (KPICK_E_ARG); a GPU build has no moe candidate yet
+ * (KPICK_E_UNSUPPORTED). */
+int kpick_moe(int32_t dtype, const void *x, const void *w_gate_up, const void *w_down, const int32_t *ids,
+              const float *weights, void *y, int32_t m, int32_t experts, int32_t topk, int64_t n, int64_t k,
+              void *stream);
 /* kpick_linear as an engine runs it in a decode step: the routed call captured
  * into a graph on a stream of its own, the graph launched `replays` times
  * (1..1000), then the stream synchronised. The route must have run this call
@@ -204,14 +252,20 @@ int kpick_buffer_download(const void *buf, int64_t offset, void *dst, int64_t by
  * The library owns the model (free with kpick_model_free). */
 typedef struct kpick_model kpick_model;
 
-/* the linears of a step, in the order of the cands[] arrays below */
+/* the linears of a step, in the order of the cands[] arrays below. A dense
+ * model (experts 0) runs gate_up and down and ignores the router and experts
+ * entries; a mixture-of-experts model runs the router and experts in their
+ * place (its MLP: router logits, softmax top-k renormalised as Qwen3 and
+ * Mixtral do, then the moe op) and ignores the gate_up and down entries. */
 enum kpick_linear_kind {
   KPICK_LIN_QKV = 0,     /* linear, N = (heads + 2 kv_heads) head_dim, K = hidden */
   KPICK_LIN_O = 1,       /* linear, N = hidden, K = heads head_dim */
   KPICK_LIN_GATE_UP = 2, /* gated, N = intermediate, K = hidden */
   KPICK_LIN_DOWN = 3,    /* linear, N = hidden, K = intermediate */
   KPICK_LIN_LM_HEAD = 4, /* linear, N = vocab, K = hidden */
-  KPICK_LIN_COUNT = 5
+  KPICK_LIN_ROUTER = 5,  /* moe models: linear, N = experts, K = hidden */
+  KPICK_LIN_EXPERTS = 6, /* moe models: moe, E = experts, topk, N = intermediate, K = hidden */
+  KPICK_LIN_COUNT = 7
 };
 
 typedef struct kpick_model_dims {
@@ -226,6 +280,8 @@ typedef struct kpick_model_dims {
   int32_t max_new;      /* steps a reset leaves room for, >= 1; context + max_new <= KPICK_MAX_POSITIONS */
   float rms_eps;        /* > 0 */
   float rope_theta;     /* > 1 */
+  int32_t experts;      /* 0: a dense MLP; else routed experts of `intermediate` each (moe) */
+  int32_t topk;         /* experts per row: 0 with experts 0, else 1..min(experts, KPICK_MAX_TOPK) */
 } kpick_model_dims;
 
 /* Bytes of (device) memory kpick_model_create would allocate for d: weights,

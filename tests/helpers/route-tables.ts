@@ -5,7 +5,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { DEFAULT_BUILD_DIR, loadKpick, NativeRoute } from '../../lib/ffi.ts';
+import { DEFAULT_BUILD_DIR, loadKpick, NativeRoute, type Problem } from '../../lib/ffi.ts';
 import type { Build } from '../../lib/guard.ts';
 import type { Linear } from '../../lib/models.ts';
 import { buildOf, compactRouteText, sha256Hex } from '../../lib/route.ts';
@@ -79,11 +79,32 @@ export function linearThroughRoute(
 }
 
 /** Small enough that running every candidate on them costs microseconds. */
-export const SHAPES: readonly Linear[] = [
+export const DENSE_SHAPES: readonly Linear[] = [
   { name: '32x64', op: 'linear', n: 32, k: 64 },
   { name: '48x80', op: 'linear', n: 48, k: 80 },
   { name: '24x64', op: 'gated', n: 24, k: 64 },
 ];
+/** A moe shape, where this build has moe candidates (a GPU build has none yet). */
+export const MOE_SHAPES: readonly Linear[] = build.candidates.some((c) => c.op === 'moe' && c.isDefault && c.available)
+  ? [{ name: 'experts', op: 'moe', n: 16, k: 32, experts: 4, topk: 2 }]
+  : [];
+export const SHAPES: readonly Linear[] = [...DENSE_SHAPES, ...MOE_SHAPES];
+
+/** The candidate id the C route picks for a call of a shape (kpick_route_lookup, or _moe). */
+export function nativeLookup(s: Pick<Linear, 'op' | 'n' | 'k' | 'experts' | 'topk'>, dtype: Dtype, m: number): number {
+  return s.op === 'moe' ? native.lookupMoe(dtype, s.experts!, s.topk!, s.n, s.k, m) : native.lookup(s.op, dtype, s.n, s.k, m);
+}
+
+/** y of kpick_moe through the C route on a moe problem's own inputs at its active rows (host arrays: the CPU). */
+export function moeThroughRoute(problem: Problem, dtype: Dtype): Uint16Array {
+  const m = problem.rows;
+  const w = problem.downloadW();
+  const half = problem.experts * 2 * problem.n * problem.k;
+  const y = new Uint16Array(m * problem.k).fill(0xffff);
+  const mem = { x: problem.downloadX(), wGateUp: w.subarray(0, half), wDown: w.subarray(half), ids: problem.downloadExpertIds(), weights: problem.downloadExpertWeights(), y };
+  native.moe(dtype, mem, { m, experts: problem.experts, topk: problem.topk, n: problem.n, k: problem.k });
+  return y;
+}
 
 let real: Table | null = null;
 
@@ -136,6 +157,7 @@ export function candidateResult(over: Partial<CandidateResult> = {}): CandidateR
 /** The entry of `table` for a key; throws when it has none. */
 export function entryOf(table: Table, op: TableEntry['op'], dtype: TableEntry['dtype'], n: number, k: number, bucket: number): TableEntry {
   const e = table.entries.find((x) => x.op === op && x.dtype === dtype && x.n === n && x.k === k && x.bucket === bucket);
+  // (a moe entry is found by op and n, k alone: the tables here hold one moe shape)
   if (!e) throw new Error(`no entry ${op} ${dtype} ${n}x${k} bucket ${bucket}`);
   return e;
 }

@@ -9,6 +9,7 @@
 #include "data.h"
 #include "error.h"
 #include "handles.h"
+#include "moe.h"
 #include "space.h"
 
 #ifndef KPICK_SPACE_TOKEN
@@ -65,6 +66,8 @@ int kpick_abi_value(const char *name, int64_t *out) {
       {"kpick_model_dims", sizeof(kpick_model_dims)},
       {"KPICK_MAX_ROWS", KPICK_MAX_ROWS},
       {"KPICK_MAX_POSITIONS", KPICK_MAX_POSITIONS},
+      {"KPICK_MAX_EXPERTS", KPICK_MAX_EXPERTS},
+      {"KPICK_MAX_TOPK", KPICK_MAX_TOPK},
   };
   for (size_t i = 0; i < sizeof facts / sizeof facts[0]; i++) {
     if (strcmp(facts[i].name, name) == 0) {
@@ -127,62 +130,47 @@ int kpick_candidate_find(const char *name, int32_t *out_id) {
   return kp_fail(KPICK_E_ARG, __func__, "no candidate named '%.60s' in this space", name);
 }
 
-int kpick_problem_create(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_t m,
-                         int32_t copies, uint64_t seed, kpick_problem **out) {
-  KP_READY();
-  KP_REQUIRE(out != NULL, "out is null");
-  *out = NULL;
-  KP_REQUIRE(op == KPICK_OP_LINEAR || op == KPICK_OP_GATED, "op must be 0 (linear) or 1 (gated), got %d", (int)op);
-  KP_REQUIRE(dtype == KPICK_BF16 || dtype == KPICK_FP16, "dtype must be 0 (bf16) or 1 (fp16), got %d", (int)dtype);
-  KP_REQUIRE(n > 0 && n <= KP_MAX_DIM, "n must be in 1..%lld, got %lld", KP_MAX_DIM, (long long)n);
-  KP_REQUIRE(k > 0 && k <= KP_MAX_DIM, "k must be in 1..%lld, got %lld", KP_MAX_DIM, (long long)k);
-  KP_REQUIRE(m > 0 && m <= KPICK_MAX_ROWS, "m must be in 1..%d, got %d", KPICK_MAX_ROWS, (int)m);
-  KP_REQUIRE(copies <= KP_MAX_COPIES, "copies must be at most %d, got %d", KP_MAX_COPIES, (int)copies);
-
-  int64_t w_rows = op == KPICK_OP_GATED ? 2 * n : n;
-  KP_REQUIRE(w_rows <= KP_MAX_DIM && w_rows * k <= (1LL << 34), "weight of %lld x %lld elements is too large",
-             (long long)w_rows, (long long)k);
-  size_t w_bytes = (size_t)(w_rows * k * 2);
-
+/* The rotation and the problem itself, once the shape is checked: shape
+ * holds op, dtype, n, k, w_rows, y_cols, w_bytes and the moe fields; read_bytes
+ * is what one call reads at least (the rotation outruns the cache by it). */
+static int problem_new(const struct kpick_problem *shape, size_t read_bytes, int32_t m, int32_t copies,
+                       uint64_t seed, kpick_problem **out) {
+  const size_t w_bytes = shape->w_bytes;
   kpick_info info;
   KP_TRY(kpick_get_info(&info));
   int64_t free_b = info.mem_free;
   /* Keep a quarter of free memory for everything else. */
-  int64_t budget = free_b - free_b / 4 - (int64_t)(m * k * 2 + m * n * 4) - (64LL << 20);
+  int64_t budget = free_b - free_b / 4 - (int64_t)(m * shape->k * 2 + m * shape->y_cols * 4) - (64LL << 20);
   int64_t fit = budget > 0 ? budget / (int64_t)w_bytes : 0;
   if (fit < 1)
-    return kp_fail(KPICK_E_NOMEM, __func__,
-                   "a %lld x %lld weight (%.1f MiB) does not fit: %.1f MiB free", (long long)w_rows,
-                   (long long)k, w_bytes / 1048576.0, free_b / 1048576.0);
+    return kp_fail(KPICK_E_NOMEM, "kpick_problem_create",
+                   "a %lld x %lld weight (%.1f MiB) does not fit: %.1f MiB free", (long long)shape->w_rows,
+                   (long long)shape->k, w_bytes / 1048576.0, free_b / 1048576.0);
   if (copies <= 0) {
-    int64_t want = (int64_t)(8 * (double)info.llc_bytes / (double)w_bytes) + 1;
+    int64_t want = (int64_t)(8 * (double)info.llc_bytes / (double)read_bytes) + 1;
     /* at least two: a call must not start on weights the previous call left
      * in the cache (a weight past 8x the cache would otherwise get one copy) */
     if (want < 2) want = 2;
     if (want > KP_MAX_COPIES) want = KP_MAX_COPIES;
     copies = (int32_t)(want < fit ? want : fit);
   } else if (copies > fit) {
-    return kp_fail(KPICK_E_NOMEM, __func__, "%d copies of %.1f MiB do not fit; at most %lld would",
+    return kp_fail(KPICK_E_NOMEM, "kpick_problem_create", "%d copies of %.1f MiB do not fit; at most %lld would",
                    (int)copies, w_bytes / 1048576.0, (long long)fit);
   }
 
   struct kpick_problem *p = calloc(1, sizeof *p);
-  if (!p) return kp_fail(KPICK_E_NOMEM, __func__, "host allocation failed");
-  p->op = op;
-  p->dtype = dtype;
-  p->n = n;
-  p->k = k;
+  if (!p) return kp_fail(KPICK_E_NOMEM, "kpick_problem_create", "host allocation failed");
+  *p = *shape;
   p->m = m;
   p->m_max = m;
   p->copies = copies;
   p->seed = seed;
-  p->w_rows = w_rows;
-  p->w_bytes = w_bytes;
-  p->x_bytes = (size_t)(m * k * 2);
-  p->y_bytes = (size_t)(m * n * 2);
+  p->x_bytes = (size_t)(m * p->k * 2);
+  p->y_bytes = (size_t)(m * p->y_cols * 2);
   int st = kp_fill_inputs(p);
   if (st == KPICK_OK) st = be_problem_init(p);
-  if (st == KPICK_OK && !kp_handles_add(&live, p)) st = kp_fail(KPICK_E_NOMEM, __func__, "host allocation failed");
+  if (st == KPICK_OK && !kp_handles_add(&live, p))
+    st = kp_fail(KPICK_E_NOMEM, "kpick_problem_create", "host allocation failed");
   if (st != KPICK_OK) {
     be_problem_free(p);
     kp_free_inputs(p);
@@ -191,6 +179,62 @@ int kpick_problem_create(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_
   }
   *out = p;
   return KPICK_OK;
+}
+
+#define KP_SHAPE_ARGS(dtype, n, k, m, copies)                                                                    \
+  do {                                                                                                         \
+    KP_REQUIRE((dtype) == KPICK_BF16 || (dtype) == KPICK_FP16, "dtype must be 0 (bf16) or 1 (fp16), got %d",   \
+               (int)(dtype));                                                                                  \
+    KP_REQUIRE((n) > 0 && (n) <= KP_MAX_DIM, "n must be in 1..%lld, got %lld", KP_MAX_DIM, (long long)(n));    \
+    KP_REQUIRE((k) > 0 && (k) <= KP_MAX_DIM, "k must be in 1..%lld, got %lld", KP_MAX_DIM, (long long)(k));    \
+    KP_REQUIRE((m) > 0 && (m) <= KPICK_MAX_ROWS, "m must be in 1..%d, got %d", KPICK_MAX_ROWS, (int)(m));      \
+    KP_REQUIRE((copies) <= KP_MAX_COPIES, "copies must be at most %d, got %d", KP_MAX_COPIES, (int)(copies));  \
+  } while (0)
+
+int kpick_problem_create(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_t m,
+                         int32_t copies, uint64_t seed, kpick_problem **out) {
+  KP_READY();
+  KP_REQUIRE(out != NULL, "out is null");
+  *out = NULL;
+  KP_REQUIRE(op != KPICK_OP_MOE, "op 2 (moe) takes kpick_problem_create_moe (experts, topk, routing)");
+  KP_REQUIRE(op == KPICK_OP_LINEAR || op == KPICK_OP_GATED, "op must be 0 (linear) or 1 (gated), got %d", (int)op);
+  KP_SHAPE_ARGS(dtype, n, k, m, copies);
+  int64_t w_rows = op == KPICK_OP_GATED ? 2 * n : n;
+  KP_REQUIRE(w_rows <= KP_MAX_DIM && w_rows * k <= (1LL << 34), "weight of %lld x %lld elements is too large",
+             (long long)w_rows, (long long)k);
+  struct kpick_problem shape = {.op = op, .dtype = dtype, .n = n, .k = k, .w_rows = w_rows, .y_cols = n,
+                                .w_bytes = (size_t)(w_rows * k * 2)};
+  return problem_new(&shape, shape.w_bytes, m, copies, seed, out);
+}
+
+/* 1 when this build has a moe candidate it can run */
+static int has_moe(void) {
+  for (int32_t i = 0; i < KP_NCAND; i++)
+    if (kp_space[i].op == KPICK_OP_MOE && be_available(i)) return 1;
+  return 0;
+}
+
+int kpick_problem_create_moe(int32_t dtype, int32_t experts, int32_t topk, int64_t n, int64_t k, int32_t m_max,
+                             int32_t routing, int32_t copies, uint64_t seed, kpick_problem **out) {
+  KP_READY();
+  KP_REQUIRE(out != NULL, "out is null");
+  *out = NULL;
+  KP_SHAPE_ARGS(dtype, n, k, m_max, copies);
+  KP_REQUIRE(experts > 0 && experts <= KPICK_MAX_EXPERTS, "experts must be in 1..%d, got %d", KPICK_MAX_EXPERTS,
+             (int)experts);
+  KP_REQUIRE(topk > 0 && topk <= KPICK_MAX_TOPK && topk <= experts, "topk must be in 1..%d and at most experts (%d), got %d",
+             KPICK_MAX_TOPK, (int)experts, (int)topk);
+  KP_REQUIRE(routing == KPICK_ROUTING_UNIFORM || routing == KPICK_ROUTING_SKEWED,
+             "routing must be 0 (uniform) or 1 (skewed), got %d", (int)routing);
+  KP_REQUIRE(n * k <= (1LL << 34) / 3 / experts, "%d experts of 3 x %lld x %lld elements are too large", (int)experts,
+             (long long)n, (long long)k);
+  if (!has_moe())
+    return kp_fail(KPICK_E_UNSUPPORTED, __func__, "this build has no moe candidate (its kernels are not written yet)");
+  struct kpick_problem shape = {.op = KPICK_OP_MOE, .dtype = dtype, .n = n, .k = k, .w_rows = 3 * n, .y_cols = k,
+                                .w_bytes = (size_t)(experts * kp_moe_expert_bytes(n, k)), .experts = experts,
+                                .topk = topk, .routing = routing};
+  /* one row reads its topk experts: the least any call reads */
+  return problem_new(&shape, (size_t)(topk * kp_moe_expert_bytes(n, k)), m_max, copies, seed, out);
 }
 
 int kpick_problem_free(kpick_problem *p) {
@@ -223,7 +267,7 @@ int kpick_set_rows(kpick_problem *p, int32_t m) {
   KP_REQUIRE(m > 0 && m <= p->m_max, "m must be in 1..%d (the problem's m_max), got %d", (int)p->m_max, (int)m);
   p->m = m;
   p->x_bytes = (size_t)(m * p->k * 2);
-  p->y_bytes = (size_t)(m * p->n * 2);
+  p->y_bytes = (size_t)(m * p->y_cols * 2);
   return KPICK_OK;
 }
 
@@ -285,14 +329,22 @@ int kpick_download(const kpick_problem *p, int32_t which, void *dst, int64_t byt
   kp_clear_error();
   KP_LIVE(p);
   KP_REQUIRE(dst != NULL, "dst is null");
+  const size_t routed = p->op == KPICK_OP_MOE ? (size_t)p->m * (size_t)p->topk * 4 : 0;
   size_t want = which == KPICK_BUF_Y ? p->y_bytes
                 : which == KPICK_BUF_X ? p->x_bytes
                 : which == KPICK_BUF_W ? p->w_bytes
+                : which == KPICK_BUF_EXPERT_IDS || which == KPICK_BUF_EXPERT_WEIGHTS ? routed
                                        : 0;
-  KP_REQUIRE(want != 0, "which must be 0 (y), 1 (x) or 2 (w), got %d", (int)which);
+  KP_REQUIRE(which >= KPICK_BUF_Y && which <= KPICK_BUF_EXPERT_WEIGHTS,
+             "which must be 0 (y), 1 (x), 2 (w), 3 (expert ids) or 4 (expert weights), got %d", (int)which);
+  KP_REQUIRE(want != 0, "buffer %d is a moe problem's routing; this problem is op %d", (int)which, (int)p->op);
   KP_REQUIRE(bytes == (int64_t)want, "buffer is %lld bytes, expected %zu", (long long)bytes, want);
   if (which == KPICK_BUF_Y) return be_download_y(p, dst);
-  memcpy(dst, which == KPICK_BUF_X ? p->x_host : p->w_host, want);
+  const void *src = which == KPICK_BUF_X ? p->x_host
+                    : which == KPICK_BUF_W ? p->w_host
+                    : which == KPICK_BUF_EXPERT_IDS ? (const void *)p->ids_host
+                                                    : (const void *)p->gates_host;
+  memcpy(dst, src, want);
   return KPICK_OK;
 }
 
@@ -301,13 +353,14 @@ int kpick_reference(const kpick_problem *p, const int64_t *cols, int32_t ncols, 
   kp_clear_error();
   KP_LIVE(p);
   KP_REQUIRE(y_out != NULL, "y_out is null");
+  const int64_t C = p->y_cols; /* N, or K for moe */
   if (cols == NULL) {
-    KP_REQUIRE(ncols == p->n, "ncols must be N = %lld when cols is null", (long long)p->n);
+    KP_REQUIRE(ncols == C, "ncols must be the %lld output columns when cols is null", (long long)C);
   } else {
-    KP_REQUIRE(ncols > 0 && ncols <= p->n, "ncols must be in 1..%lld", (long long)p->n);
+    KP_REQUIRE(ncols > 0 && ncols <= C, "ncols must be in 1..%lld", (long long)C);
     for (int32_t j = 0; j < ncols; j++)
-      KP_REQUIRE(cols[j] >= 0 && cols[j] < p->n, "cols[%d] = %lld is outside 0..%lld", (int)j,
-                 (long long)cols[j], (long long)p->n - 1);
+      KP_REQUIRE(cols[j] >= 0 && cols[j] < C, "cols[%d] = %lld is outside 0..%lld", (int)j,
+                 (long long)cols[j], (long long)C - 1);
   }
   KP_REQUIRE(count == (int64_t)p->m * ncols, "count is %lld, expected m*ncols = %lld", (long long)count,
              (long long)p->m * ncols);

@@ -34,6 +34,12 @@ int be_download_y(const struct kpick_problem *p, void *dst);
  * This is what kpick_linear dispatches to; be_run is this on p's buffers. */
 int be_launch(int32_t cand, int32_t op, int32_t dtype, const void *x, const void *w, void *y,
               int32_t m, int64_t n, int64_t k, void *stream);
+/* One call of a moe candidate (kpick.h, KPICK_OP_MOE) on caller memory, as
+ * kpick_moe dispatches it. A backend without moe candidates returns
+ * KPICK_E_UNSUPPORTED; the CPU refuses ids outside 0..experts-1 itself. */
+int be_launch_moe(int32_t cand, int32_t dtype, const void *x, const void *w_gate_up, const void *w_down,
+                  const int32_t *ids, const float *weights, void *y, int32_t m, int32_t experts, int32_t topk,
+                  int64_t n, int64_t k, void *stream);
 
 /* *is_device = 1 when the kernels may read and write memory at p (GPU:
  * device or managed memory, by the runtime's pointer attributes; CPU: any). */
@@ -76,6 +82,13 @@ int be_attention(int32_t dtype, const void *qkv, const int32_t *pos, void *kcach
                  void *scratch, void *stream);
 /* bytes of scratch be_attention uses at m rows; 0: it uses none */
 int64_t be_attention_scratch(int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap);
+/* The routing of m rows from their router logits [m, experts] (dtype): each
+ * row's topk largest (the lower id first on ties; NaN never picked) into ids
+ * [m, topk], largest first, and their softmax over those topk into weights
+ * [m, topk] (fp32): softmax over all experts, top-k, renormalised. A backend
+ * without moe candidates returns KPICK_E_UNSUPPORTED. */
+int be_moe_route(int32_t dtype, const void *logits, int32_t m, int32_t experts, int32_t topk, int32_t *ids,
+                 float *weights, void *stream);
 /* tokens[r] = argmax of logits row r (lowest index on ties; NaN never wins),
  * then pos[r] += 1. scratch as be_attention's, of be_argmax_scratch bytes. */
 int be_argmax_advance(int32_t dtype, const void *logits, int32_t m, int64_t vocab, int32_t *tokens, int32_t *pos,

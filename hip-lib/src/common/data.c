@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "error.h"
+#include "moe.h"
 #include "numeric.h"
 
 static uint64_t mix(uint64_t z) { /* splitmix64 finaliser */
@@ -35,13 +36,27 @@ int kp_fill_inputs(struct kpick_problem *p) {
   }
   fill(p->x_host, p->x_bytes / 2, p->dtype, mix(p->seed * 2 + 1));
   fill(p->w_host, p->w_bytes / 2, p->dtype, mix(p->seed * 2 + 2));
+  if (p->op == KPICK_OP_MOE) {
+    size_t slots = (size_t)p->m_max * (size_t)p->topk;
+    p->ids_host = malloc(sizeof(int32_t) * slots);
+    p->gates_host = malloc(sizeof(float) * slots);
+    if (!p->ids_host || !p->gates_host) {
+      kp_free_inputs(p);
+      return kp_fail(KPICK_E_NOMEM, "problem_create", "host allocation failed");
+    }
+    kp_moe_draw_routing(p->experts, p->topk, p->m_max, p->routing, mix(p->seed * 2 + 3), p->ids_host, p->gates_host);
+  }
   return KPICK_OK;
 }
 
 void kp_free_inputs(struct kpick_problem *p) {
   free(p->x_host);
   free(p->w_host);
+  free(p->ids_host);
+  free(p->gates_host);
   p->x_host = p->w_host = NULL;
+  p->ids_host = NULL;
+  p->gates_host = NULL;
 }
 
 static double dot_row(const struct kpick_problem *p, const double *xd, int64_t row) {
@@ -52,6 +67,7 @@ static double dot_row(const struct kpick_problem *p, const double *xd, int64_t r
 }
 
 int kp_reference(const struct kpick_problem *p, const int64_t *cols, int32_t ncols, double *y) {
+  if (p->op == KPICK_OP_MOE) return kp_moe_reference(p, cols, ncols, y);
   int64_t K = p->k, N = p->n;
   double *xd = malloc(sizeof(double) * (size_t)(p->m * K));
   if (!xd) return kp_fail(KPICK_E_NOMEM, "reference", "host allocation failed");

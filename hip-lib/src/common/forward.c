@@ -20,7 +20,12 @@
  * kernels' fp32 arithmetic separate the two. Compared: the k and v every layer
  * wrote to its cache, every buffer as the last layer left it (qkv unrotated, attention,
  * gate_up, down), the final norm, the residual and the logits; a wiring
- * mistake (a wrong buffer, size, cache slot, position or weight) shows there. */
+ * mistake (a wrong buffer, size, cache slot, position or weight) shows there.
+ * A moe layer: the reference takes each row's experts from the step's own
+ * routing (an fp64 top-k could differ from it on a near tie, which is no
+ * error) and checks that routing instead: no expert left out may have a
+ * router logit above a chosen one's by more than the tolerance, and the
+ * routing weights must be the softmax of the chosen logits. */
 
 static double rnd(int dt, double x) { return (double)kp_to_f32(dt, kp_from_f32(dt, (float)x)); }
 
@@ -69,6 +74,12 @@ typedef struct check_buf {
   uint16_t *layer, *kc, *vc, *table, *lm, *gamma_final;
   double *x, *pending, *h, *qkv, *rot, *attn, *act, *gu, *p, *logits;
   diff kv; /* the cache slots every layer wrote */
+  /* moe: the layer's routing as the step made it, the router logits [m, E]
+   * of the last layer, one expert's output row, and the routing's checks */
+  int32_t *ids;
+  float *gates;
+  double *rl, *o;
+  diff route, weights;
 } check_buf;
 
 static int check_alloc(bag *b, const struct kpick_model *md, int32_t m, check_buf *c) {
@@ -90,7 +101,61 @@ static int check_alloc(bag *b, const struct kpick_model *md, int32_t m, check_bu
   KP_HOST(b, c->gu, (size_t)2 * I * 8);
   KP_HOST(b, c->p, (size_t)md->cap * 8);
   KP_HOST(b, c->logits, (size_t)m * V * 8);
+  if (d->experts > 0) {
+    KP_HOST(b, c->ids, (size_t)m * d->topk * 4);
+    KP_HOST(b, c->gates, (size_t)m * d->topk * 4);
+    KP_HOST(b, c->rl, (size_t)m * d->experts * 8);
+    KP_HOST(b, c->o, (size_t)H * 8);
+  }
   return KPICK_OK;
+}
+
+/* A moe layer's MLP for row r from its normed input h into out: the router
+ * logits, the step's routing checked against them, then each chosen expert's
+ * output (h and its down output rounded to the dtype, as the step stores
+ * them) weighted by the softmax of the chosen logits, in ascending expert id. */
+static void moe_ref(const struct kpick_model *md, check_buf *c, int32_t r, const double *h, double *out) {
+  const kpick_model_dims *d = &md->d;
+  const layout *L = &md->L;
+  const int dt = d->dtype, E = d->experts, k = d->topk;
+  const int64_t H = d->hidden, I = d->intermediate;
+  const char *lw = (const char *)c->layer;
+  double *rl = c->rl + (int64_t)r * E;
+  linear_ref((const uint16_t *)(lw + L->wrouter), h, E, H, dt, rl);
+  const int32_t *ids = c->ids + r * k;
+  const float *gates = c->gates + r * k;
+  /* the routing: every expert left out at or below the lowest chosen logit */
+  double lowest = INFINITY, top = -INFINITY, left = -INFINITY, mag = 0;
+  for (int j = 0; j < k; j++) {
+    const int32_t e = ids[j] >= 0 && ids[j] < E ? ids[j] : 0;
+    lowest = fmin(lowest, rl[e]);
+    top = fmax(top, rl[e]);
+  }
+  for (int e = 0; e < E; e++) {
+    int chosen = 0;
+    for (int j = 0; j < k; j++) chosen |= ids[j] == e;
+    if (!chosen) left = fmax(left, rl[e]);
+    mag = fmax(mag, fabs(rl[e]));
+  }
+  diff_add(&c->route, fmax(left - lowest, 0.0), 0.0);
+  c->route.mag = fmax(c->route.mag, mag);
+  double w[KPICK_MAX_TOPK], sum = 0;
+  for (int j = 0; j < k; j++) sum += w[j] = exp(rl[ids[j] >= 0 && ids[j] < E ? ids[j] : 0] - top);
+  for (int j = 0; j < k; j++) diff_add(&c->weights, (double)gates[j], w[j] /= sum);
+  for (int64_t i = 0; i < H; i++) out[i] = 0;
+  for (int e = 0; e < E; e++) {
+    for (int j = 0; j < k; j++) {
+      if (ids[j] != e) continue;
+      const uint16_t *wgu = (const uint16_t *)(lw + L->wgu) + (size_t)e * 2 * I * H;
+      const uint16_t *wdn = (const uint16_t *)(lw + L->wdown) + (size_t)e * H * I;
+      for (int64_t q = 0; q < 2 * I; q++) c->gu[q] = dot_w(wgu + q * H, h, H, dt);
+      double *act = c->act + (int64_t)r * I; /* scratch here: the step keeps no act in a moe layer */
+      for (int64_t q = 0; q < I; q++) act[q] = rnd(dt, c->gu[q] / (1.0 + exp(-c->gu[q])) * c->gu[I + q]);
+      linear_ref(wdn, act, H, I, dt, c->o);
+      for (int64_t q = 0; q < H; q++) out[q] += w[j] * c->o[q];
+    }
+  }
+  for (int64_t q = 0; q < H; q++) out[q] = rnd(dt, out[q]);
 }
 
 /* one layer of the reference for row r at position p; kc and vc hold the
@@ -144,6 +209,10 @@ static void layer_ref(const struct kpick_model *md, check_buf *c, int32_t r, int
   }
   linear_ref((const uint16_t *)(lw + L->wo), attn, H, L->qdim, dt, pend);
   add_norm_ref(x, pend, (const uint16_t *)(lw + L->gamma_mlp), H, d->rms_eps, dt, h);
+  if (d->experts > 0) {
+    moe_ref(md, c, r, h, pend);
+    return;
+  }
   const uint16_t *wgu = (const uint16_t *)(lw + L->wgu);
   for (int64_t j = 0; j < 2 * I; j++) c->gu[j] = dot_w(wgu + j * H, h, H, dt);
   for (int64_t j = 0; j < I; j++) act[j] = rnd(dt, c->gu[j] / (1.0 + exp(-c->gu[j])) * c->gu[I + j]);
@@ -183,6 +252,11 @@ static int step_check(struct kpick_model *md, step_args *a, bag *b, double *err)
     KP_TRY(be_dev_download(c.layer, kp_layer_at(md, l, 0), L->layer_bytes));
     KP_TRY(be_dev_download(c.kc, kp_cache_at(md, l, 0), L->cache_bytes));
     KP_TRY(be_dev_download(c.vc, kp_cache_at(md, l, 1), L->cache_bytes));
+    if (d->experts > 0) { /* this layer's routing, as the step made it */
+      const size_t at = (size_t)l * d->max_batch * d->topk * 4, bytes = (size_t)m * d->topk * 4;
+      KP_TRY(be_dev_download(c.ids, (char *)kp_at(md, L->ids) + at, bytes));
+      KP_TRY(be_dev_download(c.gates, (char *)kp_at(md, L->gates) + at, bytes));
+    }
     for (int32_t r = 0; r < m; r++) layer_ref(md, &c, r, pos[r], l == 0);
   }
   KP_TRY(be_dev_download(c.gamma_final, kp_at(md, L->gamma_final), (size_t)H * 2));
@@ -196,12 +270,14 @@ static int step_check(struct kpick_model *md, step_args *a, bag *b, double *err)
     for (int64_t j = 0; j < V; j++) c.logits[r * V + j] = dot_w(lm + j * H, c.h + r * H, H, dt);
   }
 
-  /* each buffer relative to its own largest value */
+  /* each buffer relative to its own largest value; a moe layer keeps its
+   * router logits where a dense one keeps its gate_up output */
   diff f[7];
   memset(f, 0, sizeof f);
   KP_TRY(diff_buffer(md, b, L->qkv, c.qkv, (int64_t)m * L->nqkv, &f[0]));
   KP_TRY(diff_buffer(md, b, L->attn, c.attn, (int64_t)m * L->qdim, &f[1]));
-  KP_TRY(diff_buffer(md, b, L->act, c.act, (int64_t)m * d->intermediate, &f[2]));
+  if (d->experts > 0) KP_TRY(diff_buffer(md, b, L->rlogits, c.rl, (int64_t)m * d->experts, &f[2]));
+  else KP_TRY(diff_buffer(md, b, L->act, c.act, (int64_t)m * d->intermediate, &f[2]));
   KP_TRY(diff_buffer(md, b, L->ybuf, c.pending, (int64_t)m * H, &f[3]));
   KP_TRY(diff_buffer(md, b, L->hbuf, c.h, (int64_t)m * H, &f[4]));
   KP_TRY(diff_buffer(md, b, L->logits, c.logits, (int64_t)m * V, &f[5]));
@@ -211,6 +287,7 @@ static int step_check(struct kpick_model *md, step_args *a, bag *b, double *err)
   for (int64_t i = 0; i < (int64_t)m * H; i++) diff_add(&f[6], (double)resid[i], c.x[i]);
   *err = diff_rel(&c.kv);
   for (int i = 0; i < 7; i++) *err = kp_worst(*err, diff_rel(&f[i]));
+  if (d->experts > 0) *err = kp_worst(*err, kp_worst(diff_rel(&c.route), diff_rel(&c.weights)));
   return KPICK_OK;
 }
 

@@ -16,6 +16,7 @@
 #include "handles.h"
 #include "model.h"
 #include "random.h"
+#include "space.h"
 
 #define KP_ALIGN 256
 #define KP_MAX_LAYERS 4096
@@ -52,8 +53,10 @@ static void plan(const kpick_model_dims *d, layout *L) {
   L->gamma_mlp = take(&in_layer, H * e);
   L->wqkv = take(&in_layer, (size_t)L->nqkv * H * e);
   L->wo = take(&in_layer, H * (size_t)L->qdim * e);
-  L->wgu = take(&in_layer, 2 * I * H * e);
-  L->wdown = take(&in_layer, H * I * e);
+  const size_t E = d->experts > 0 ? (size_t)d->experts : 1; /* a dense MLP is one expert */
+  if (d->experts > 0) L->wrouter = take(&in_layer, E * H * e);
+  L->wgu = take(&in_layer, E * 2 * I * H * e);
+  L->wdown = take(&in_layer, E * H * I * e);
   L->layer_bytes = in_layer;
 
   size_t c = 0;
@@ -72,6 +75,12 @@ static void plan(const kpick_model_dims *d, layout *L) {
   L->logits = take(&c, B * V * e);
   L->tokens = take(&c, B * 4);
   L->pos = take(&c, B * 4);
+  if (d->experts > 0) {
+    const size_t routed = (size_t)d->layers * B * (size_t)d->topk * 4;
+    L->rlogits = take(&c, B * E * e);
+    L->ids = take(&c, routed);
+    L->gates = take(&c, routed);
+  }
   /* the ops' scratch: the most any batch up to max_batch takes */
   for (int32_t m = 1; m <= d->max_batch; m++) {
     const int64_t a = be_attention_scratch(m, d->heads, d->kv_heads, d->head_dim, (int32_t)cap);
@@ -89,7 +98,8 @@ static double arena_estimate(const kpick_model_dims *d) {
   const double H = d->hidden, I = d->intermediate, V = d->vocab, B = d->max_batch, D = d->head_dim;
   const double nqkv = (double)(d->heads + 2.0 * d->kv_heads) * D, qdim = (double)d->heads * D;
   const double cap = (double)d->context + d->max_new;
-  const double layer = 2 * H + nqkv * H + H * qdim + 3 * I * H;
+  const double E = d->experts > 0 ? d->experts : 1;
+  const double layer = 2 * H + nqkv * H + H * qdim + 3 * I * H * E + E * H + 2 * B * E * 4;
   const double per_layer = 2 * layer + 2 * 2 * B * d->kv_heads * cap * D + 20 * KP_ALIGN;
   /* scratch: at most 64 splits of (head_dim + 2) floats per head and row, 64 pairs per row, and counters */
   const double scratch = B * (d->heads * 64.0 * (D + 2) * 4 + 64.0 * 8) + KPICK_MAX_ROWS * (d->heads + 1) * 4.0;
@@ -119,6 +129,9 @@ static int check_dims(const kpick_model_dims *d) {
   KP_DIM(d->context, 0, KPICK_MAX_POSITIONS - d->max_new);
   KP_REQUIRE(isfinite(d->rms_eps) && d->rms_eps > 0 && d->rms_eps < 1, "rms_eps must be in (0, 1), got %g", (double)d->rms_eps);
   KP_REQUIRE(isfinite(d->rope_theta) && d->rope_theta > 1, "rope_theta must be finite and > 1, got %g", (double)d->rope_theta);
+  KP_DIM(d->experts, 0, KPICK_MAX_EXPERTS);
+  if (d->experts == 0) KP_REQUIRE(d->topk == 0, "topk must be 0 in a dense model (experts 0), got %d", (int)d->topk);
+  else KP_DIM(d->topk, 1, d->experts < KPICK_MAX_TOPK ? d->experts : KPICK_MAX_TOPK);
   KP_REQUIRE(arena_estimate(d) < 0x1p60, "the model would need %.3g bytes", arena_estimate(d));
   return KPICK_OK;
 }
@@ -179,7 +192,7 @@ static uint64_t stream_of(uint64_t seed, uint32_t what, uint32_t layer) {
 
 static const float kp_qkv_gain = 2.0f;
 
-enum { S_GAMMA_ATTN = 1, S_GAMMA_MLP, S_WQKV, S_WO, S_WGU, S_WDOWN, S_EMBED, S_LM_HEAD, S_GAMMA_FINAL, S_KV, S_TOKENS };
+enum { S_GAMMA_ATTN = 1, S_GAMMA_MLP, S_WQKV, S_WO, S_WGU, S_WDOWN, S_EMBED, S_LM_HEAD, S_GAMMA_FINAL, S_KV, S_TOKENS, S_WROUTER };
 
 static int fill(struct kpick_model *md, void *dst, int64_t count, uint64_t stream, float offset, float scale) {
   return be_fill_uniform(dst, count, md->d.dtype, stream, offset, scale, md->stream);
@@ -191,15 +204,18 @@ static int fill(struct kpick_model *md, void *dst, int64_t count, uint64_t strea
  * units and the softmax picks some positions over others, as in a real model. */
 static int fill_weights(struct kpick_model *md, uint64_t seed) {
   const kpick_model_dims *d = &md->d;
-  const int64_t H = d->hidden, I = d->intermediate, V = d->vocab;
+  const int64_t H = d->hidden, I = d->intermediate, V = d->vocab, E = d->experts > 0 ? d->experts : 1;
   const float gamma_spread = 0.25f;
   for (int32_t l = 0; l < d->layers; l++) {
     KP_TRY(fill(md, kp_layer_at(md, l, md->L.gamma_attn), H, stream_of(seed, S_GAMMA_ATTN, l), 1.0f, gamma_spread));
     KP_TRY(fill(md, kp_layer_at(md, l, md->L.gamma_mlp), H, stream_of(seed, S_GAMMA_MLP, l), 1.0f, gamma_spread));
     KP_TRY(fill(md, kp_layer_at(md, l, md->L.wqkv), md->L.nqkv * H, stream_of(seed, S_WQKV, l), 0.0f, kp_qkv_gain / sqrtf((float)H)));
     KP_TRY(fill(md, kp_layer_at(md, l, md->L.wo), H * md->L.qdim, stream_of(seed, S_WO, l), 0.0f, 1.0f / sqrtf((float)md->L.qdim)));
-    KP_TRY(fill(md, kp_layer_at(md, l, md->L.wgu), 2 * I * H, stream_of(seed, S_WGU, l), 0.0f, 1.0f / sqrtf((float)H)));
-    KP_TRY(fill(md, kp_layer_at(md, l, md->L.wdown), H * I, stream_of(seed, S_WDOWN, l), 0.0f, 1.0f / sqrtf((float)I)));
+    KP_TRY(fill(md, kp_layer_at(md, l, md->L.wgu), E * 2 * I * H, stream_of(seed, S_WGU, l), 0.0f, 1.0f / sqrtf((float)H)));
+    KP_TRY(fill(md, kp_layer_at(md, l, md->L.wdown), E * H * I, stream_of(seed, S_WDOWN, l), 0.0f, 1.0f / sqrtf((float)I)));
+    /* router logits spread over a few units, as a trained router's: the top-k stands apart */
+    if (d->experts > 0)
+      KP_TRY(fill(md, kp_layer_at(md, l, md->L.wrouter), E * H, stream_of(seed, S_WROUTER, l), 0.0f, 4.0f / sqrtf((float)H)));
   }
   /* a tied table serves as lm_head too, so it takes lm_head's scale */
   const float embed_scale = d->tied ? 1.0f / sqrtf((float)H) : 1.0f;
@@ -243,6 +259,11 @@ int kpick_model_create(const kpick_model_dims *d, uint64_t seed, kpick_model **o
   KP_REQUIRE(out != NULL, "out is null");
   *out = NULL;
   KP_TRY(check_dims(d));
+  if (d->experts > 0) {
+    int moe = 0;
+    for (int32_t i = 0; i < KP_NCAND && !moe; i++) moe = kp_space[i].op == KPICK_OP_MOE && be_available(i);
+    if (!moe) return kp_fail(KPICK_E_UNSUPPORTED, __func__, "this build has no moe candidate: a moe model cannot run here yet");
+  }
   const double need = needed_bytes(d);
   int64_t free_b = 0, total_b = 0;
   KP_TRY(be_mem(&free_b, &total_b));

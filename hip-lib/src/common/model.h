@@ -22,10 +22,12 @@
 typedef struct layout {
   int64_t nqkv, qdim;         /* qkv width, q width */
   size_t gamma_attn, gamma_mlp, wqkv, wo, wgu, wdown, layer_bytes; /* inside one layer */
+  size_t wrouter;             /* inside one layer, moe: [experts, hidden]; wgu and wdown then hold every expert's */
   size_t layers;              /* layer 0 */
   size_t kv, cache_bytes;     /* [layers][k, v] caches of cache_bytes each */
   size_t embed, lm_head, gamma_final;
   size_t resid, hbuf, qkv, attn, act, ybuf, logits, tokens, pos;
+  size_t rlogits, ids, gates; /* moe: router logits [batch, E]; each layer's routing [layers][batch, topk] (int32, fp32) */
   size_t attn_scratch, attn_scratch_bytes, argmax_scratch, argmax_scratch_bytes; /* zeroed once; 0 bytes: none */
   size_t total;
 } layout;

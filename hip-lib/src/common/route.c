@@ -62,7 +62,8 @@ static const char *const drop_text[DROP_COUNT] = {
 
 enum status_word { ST_OK, ST_UNSUPPORTED, ST_FAILED, ST_UNMEASURED };
 enum parity_word { PA_PASS, PA_FAIL, PA_SKIPPED, PA_NONE };
-static const char *const op_words[] = {"linear", "gated"};
+static const char *const op_words[] = {"linear", "gated", "moe"};
+#define OP_COUNT 3
 static const char *const dtype_words[] = {"bf16", "fp16"};
 static const char *const status_words[] = {"ok", "unsupported", "failed", "unmeasured"};
 static const char *const parity_words[] = {"pass", "fail", "skipped", "none"};
@@ -72,6 +73,7 @@ enum { H_BACKEND, H_ARCH, H_DEVICE, H_RUNTIME, H_BLAS, H_COMPILER, H_SPACE, H_CO
 /* One entry line as read. */
 typedef struct parsed_entry {
   int64_t n, k;
+  int32_t experts, topk; /* moe only; 0 for linear and gated */
   int32_t op, dtype, bucket, status, parity, stack, line;
   char choice[KP_ROUTE_MAX_NAME + 1];
 } parsed_entry;
@@ -86,6 +88,7 @@ typedef struct parsed {
 /* One kept entry: the key and the candidate it routes to. */
 typedef struct kept_entry {
   int64_t n, k;
+  int32_t experts, topk;
   int32_t op, dtype, bucket, cand;
 } kept_entry;
 
@@ -93,7 +96,7 @@ typedef struct route {
   kept_entry *e; /* sorted by key */
   size_t len;
   int32_t used, dropped;
-  int32_t defaults[2]; /* per op; -1: none */
+  int32_t defaults[OP_COUNT]; /* per op; -1: none */
   int32_t forced;      /* KPICK_FORCE's candidate; -1: unset or unknown */
   char verdict[KP_ROUTE_VERDICT_MAX];
 } route;
@@ -339,17 +342,25 @@ static int version_check(const char *what, int64_t got, int64_t want, char *why,
   return got < want ? P_OLDER : P_NEWER;
 }
 
-/* One entry line in cur: P_OK, or P_INVALID with the first bad field named. */
+/* One entry line in cur: P_OK, or P_INVALID with the first bad field named.
+ * A moe line has two more fields, experts and topk, after its dtype. */
+#define ENTRY_FIELDS 9
+#define MOE_FIELDS 11
 static int parse_entry(const cursor *c, parsed_entry *e, char *why, size_t cap) {
-  const char *f[9];
-  size_t fl[9];
+  const char *f[MOE_FIELDS];
+  size_t fl[MOE_FIELDS];
   int count = 1;
   for (size_t i = 0; i < c->cur_len; i++) count += c->cur[i] == ' ';
-  if (count != 9)
-    return invalid(why, cap, "line %d: expected 9 fields (op dtype n k bucket choice status parity stack), got %d",
-                   (int)c->line, count);
+  const int moe = c->cur_len > 4 && memcmp(c->cur, "moe ", 4) == 0;
+  const int want = moe ? MOE_FIELDS : ENTRY_FIELDS;
+  if (count != want)
+    return moe ? invalid(why, cap,
+                         "line %d: expected 11 fields (moe dtype experts topk n k bucket choice status parity stack), got %d",
+                         (int)c->line, count)
+               : invalid(why, cap, "line %d: expected 9 fields (op dtype n k bucket choice status parity stack), got %d",
+                         (int)c->line, count);
   const char *s = c->cur, *end = c->cur + c->cur_len;
-  for (int i = 0; i < 9; i++) {
+  for (int i = 0; i < want; i++) {
     const char *sp = memchr(s, ' ', (size_t)(end - s));
     if (!sp) sp = end;
     f[i] = s;
@@ -357,52 +368,69 @@ static int parse_entry(const cursor *c, parsed_entry *e, char *why, size_t cap) 
     s = sp + 1;
   }
   int L = (int)c->line;
-  int64_t n, k, bucket, stack;
+  int64_t n, k, bucket, stack, experts = 0, topk = 0;
   e->line = c->line;
-  if ((e->op = word_index(f[0], fl[0], op_words, 2)) < 0)
-    return invalid(why, cap, "line %d: op must be linear or gated", L);
+  if ((e->op = word_index(f[0], fl[0], op_words, OP_COUNT)) < 0)
+    return invalid(why, cap, "line %d: op must be linear, gated or moe", L);
   if ((e->dtype = word_index(f[1], fl[1], dtype_words, 2)) < 0)
     return invalid(why, cap, "line %d: dtype must be bf16 or fp16", L);
-  if (!parse_uint(f[2], fl[2], &n) || n < 1 || n > KP_ROUTE_MAX_DIM)
+  const int x = moe ? 2 : 0; /* the fields after dtype move by two on a moe line */
+  if (moe && (!parse_uint(f[2], fl[2], &experts) || experts < 1 || experts > KPICK_MAX_EXPERTS))
+    return invalid(why, cap, "line %d: experts must be an integer in 1..%d", L, KPICK_MAX_EXPERTS);
+  if (moe && (!parse_uint(f[3], fl[3], &topk) || topk < 1 || topk > KPICK_MAX_TOPK || topk > experts))
+    return invalid(why, cap, "line %d: topk must be an integer in 1..%d, at most experts", L, KPICK_MAX_TOPK);
+  if (!parse_uint(f[2 + x], fl[2 + x], &n) || n < 1 || n > KP_ROUTE_MAX_DIM)
     return invalid(why, cap, "line %d: n must be an integer in 1..%d", L, KP_ROUTE_MAX_DIM);
-  if (!parse_uint(f[3], fl[3], &k) || k < 1 || k > KP_ROUTE_MAX_DIM)
+  if (!parse_uint(f[3 + x], fl[3 + x], &k) || k < 1 || k > KP_ROUTE_MAX_DIM)
     return invalid(why, cap, "line %d: k must be an integer in 1..%d", L, KP_ROUTE_MAX_DIM);
-  if (!parse_uint(f[4], fl[4], &bucket) || bucket > KPICK_MAX_ROWS || kp_route_bucket((int32_t)bucket) != bucket) {
+  if (!parse_uint(f[4 + x], fl[4 + x], &bucket) || bucket > KPICK_MAX_ROWS || kp_route_bucket((int32_t)bucket) != bucket) {
     char list[64] = "1"; /* the buckets, as lib/route.ts lists them */
     for (int b = 2; b <= KPICK_MAX_ROWS; b *= 2) snprintf(list + strlen(list), sizeof list - strlen(list), ",%d", b);
     return invalid(why, cap, "line %d: bucket must be one of %s", L, list);
   }
-  if (!is_name(f[5], fl[5]))
+  if (!is_name(f[5 + x], fl[5 + x]))
     return invalid(why, cap, "line %d: choice must be a candidate name (1..%d of A-Z a-z 0-9 . _ -)", L,
                    KP_ROUTE_MAX_NAME);
-  if ((e->status = word_index(f[6], fl[6], status_words, 4)) < 0)
+  if ((e->status = word_index(f[6 + x], fl[6 + x], status_words, 4)) < 0)
     return invalid(why, cap, "line %d: status must be ok, unsupported, failed or unmeasured", L);
-  if ((e->parity = word_index(f[7], fl[7], parity_words, 4)) < 0)
+  if ((e->parity = word_index(f[7 + x], fl[7 + x], parity_words, 4)) < 0)
     return invalid(why, cap, "line %d: parity must be pass, fail, skipped or none", L);
-  if (!parse_uint(f[8], fl[8], &stack) || stack > 1)
+  if (!parse_uint(f[8 + x], fl[8 + x], &stack) || stack > 1)
     return invalid(why, cap, "line %d: stack must be 0 or 1", L);
   e->n = n;
   e->k = k;
+  e->experts = (int32_t)experts;
+  e->topk = (int32_t)topk;
   e->bucket = (int32_t)bucket;
   e->stack = (int32_t)stack;
-  memcpy(e->choice, f[5], fl[5]);
-  e->choice[fl[5]] = '\0';
+  memcpy(e->choice, f[5 + x], fl[5 + x]);
+  e->choice[fl[5 + x]] = '\0';
   return P_OK;
 }
 
-static int key_cmp(int32_t op_a, int32_t dt_a, int64_t n_a, int64_t k_a, int32_t b_a, int32_t op_b, int32_t dt_b,
-                   int64_t n_b, int64_t k_b, int32_t b_b) {
-  if (op_a != op_b) return op_a < op_b ? -1 : 1;
-  if (dt_a != dt_b) return dt_a < dt_b ? -1 : 1;
-  if (n_a != n_b) return n_a < n_b ? -1 : 1;
-  if (k_a != k_b) return k_a < k_b ? -1 : 1;
-  if (b_a != b_b) return b_a < b_b ? -1 : 1;
+/* An entry's key: op, dtype, experts, topk (0 but for moe), n, k, bucket. */
+typedef struct route_key {
+  int32_t op, dtype, experts, topk;
+  int64_t n, k;
+  int32_t bucket;
+} route_key;
+
+#define KEY_OF(e) ((route_key){(e)->op, (e)->dtype, (e)->experts, (e)->topk, (e)->n, (e)->k, (e)->bucket})
+
+static int key_cmp(route_key a, route_key b) {
+  if (a.op != b.op) return a.op < b.op ? -1 : 1;
+  if (a.dtype != b.dtype) return a.dtype < b.dtype ? -1 : 1;
+  if (a.experts != b.experts) return a.experts < b.experts ? -1 : 1;
+  if (a.topk != b.topk) return a.topk < b.topk ? -1 : 1;
+  if (a.n != b.n) return a.n < b.n ? -1 : 1;
+  if (a.k != b.k) return a.k < b.k ? -1 : 1;
+  if (a.bucket != b.bucket) return a.bucket < b.bucket ? -1 : 1;
   return 0;
 }
 
 static int parsed_cmp(const void *a, const void *b) {
   const parsed_entry *x = a, *y = b;
-  int c = key_cmp(x->op, x->dtype, x->n, x->k, x->bucket, y->op, y->dtype, y->n, y->k, y->bucket);
+  int c = key_cmp(KEY_OF(x), KEY_OF(y));
   return c ? c : (x->line > y->line) - (x->line < y->line);
 }
 
@@ -414,7 +442,7 @@ static int find_duplicate(parsed *p, char *why, size_t cap) {
   const parsed_entry *best = NULL, *best_first = NULL, *first = &p->e[0];
   for (size_t i = 1; i < p->len; i++) {
     const parsed_entry *a = &p->e[i - 1], *b = &p->e[i];
-    if (key_cmp(a->op, a->dtype, a->n, a->k, a->bucket, b->op, b->dtype, b->n, b->k, b->bucket) != 0) {
+    if (key_cmp(KEY_OF(a), KEY_OF(b)) != 0) {
       first = b;
       continue;
     }
@@ -424,9 +452,11 @@ static int find_duplicate(parsed *p, char *why, size_t cap) {
     }
   }
   if (!best) return 0;
-  snprintf(why, cap, "line %d repeats line %d (%s %s %lldx%lld, bucket %d)", (int)best->line,
+  char experts[48] = ""; /* " E128 top8" on a moe key, as lib/guard.ts writes it */
+  if (best->op == KPICK_OP_MOE) snprintf(experts, sizeof experts, " E%d top%d", (int)best->experts, (int)best->topk);
+  snprintf(why, cap, "line %d repeats line %d (%s %s %lldx%lld%s, bucket %d)", (int)best->line,
            (int)best_first->line, op_words[best->op], dtype_words[best->dtype], (long long)best->n,
-           (long long)best->k, (int)best->bucket);
+           (long long)best->k, experts, (int)best->bucket);
   return 1;
 }
 
@@ -553,7 +583,7 @@ static enum drop judge_entry(const parsed_entry *e, const char *table_blas, cons
 
 static int kept_cmp(const void *a, const void *b) {
   const kept_entry *x = a, *y = b;
-  return key_cmp(x->op, x->dtype, x->n, x->k, x->bucket, y->op, y->dtype, y->n, y->k, y->bucket);
+  return key_cmp(KEY_OF(x), KEY_OF(y));
 }
 
 /* ---- building a route ---- */
@@ -650,7 +680,7 @@ static int use_table(route *rt, const char *path, const parsed *p, const kpick_i
       rt->dropped++;
       continue;
     }
-    rt->e[rt->len++] = (kept_entry){e->n, e->k, e->op, e->dtype, e->bucket, cand};
+    rt->e[rt->len++] = (kept_entry){e->n, e->k, e->experts, e->topk, e->op, e->dtype, e->bucket, cand};
   }
   qsort(rt->e, rt->len, sizeof *rt->e, kept_cmp);
   rt->used = 1;
@@ -680,7 +710,7 @@ static int build_route(route *rt, const char *path) {
   const char *force = knob_value(KNOB_FORCE);
   rt->forced = force ? find_candidate(force) : -1;
   if (rt->forced >= 0 && !be_available(rt->forced)) rt->forced = -1;
-  for (int32_t op = 0; op < 2; op++) rt->defaults[op] = class_default(op, knob_value(KNOB_NO_BLASLT) != NULL);
+  for (int32_t op = 0; op < OP_COUNT; op++) rt->defaults[op] = class_default(op, knob_value(KNOB_NO_BLASLT) != NULL);
 
   int st = KPICK_OK;
   if (!path) {
@@ -733,14 +763,15 @@ static int ensure_current(void) {
 }
 
 /* Caller holds a lock on the route. */
-static int32_t route_pick(const route *rt, int32_t op, int32_t dtype, int64_t n, int64_t k, int32_t m) {
+static int32_t route_pick(const route *rt, route_key want, int32_t m) {
+  const int32_t op = want.op;
   if (rt->forced >= 0 && kp_space[rt->forced].op == op && rows_fit(rt->forced, m, m)) return rt->forced;
-  int32_t bucket = kp_route_bucket(m);
+  want.bucket = kp_route_bucket(m);
   size_t lo = 0, hi = rt->len;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
     const kept_entry *e = &rt->e[mid];
-    int c = key_cmp(e->op, e->dtype, e->n, e->k, e->bucket, op, dtype, n, k, bucket);
+    int c = key_cmp(KEY_OF(e), want);
     if (c == 0) return e->cand;
     if (c < 0) lo = mid + 1;
     else hi = mid;
@@ -748,15 +779,17 @@ static int32_t route_pick(const route *rt, int32_t op, int32_t dtype, int64_t n,
   return rt->defaults[op];
 }
 
-static int lookup(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_t m, int32_t *cand) {
+/* want: the key but its bucket, which m gives */
+static int lookup(route_key want, int32_t m, int32_t *cand) {
+  const int32_t op = want.op;
   pthread_rwlock_rdlock(&route_lock);
   int ready = current_ready;
-  if (ready) *cand = route_pick(&current, op, dtype, n, k, m);
+  if (ready) *cand = route_pick(&current, want, m);
   pthread_rwlock_unlock(&route_lock);
   if (!ready) {
     pthread_rwlock_wrlock(&route_lock);
     int st = ensure_current();
-    if (st == KPICK_OK) *cand = route_pick(&current, op, dtype, n, k, m);
+    if (st == KPICK_OK) *cand = route_pick(&current, want, m);
     pthread_rwlock_unlock(&route_lock);
     KP_TRY(st);
   }
@@ -766,10 +799,8 @@ static int lookup(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_t m, in
 
 /* ---- the ABI ---- */
 
-#define KP_ROUTE_ARGS(op, dtype, n, k, m)                                                                  \
+#define KP_ROUTE_DIMS(dtype, n, k, m)                                                                      \
   do {                                                                                                     \
-    KP_REQUIRE((op) == KPICK_OP_LINEAR || (op) == KPICK_OP_GATED, "op must be 0 (linear) or 1 (gated), got %d", \
-               (int)(op));                                                                                 \
     KP_REQUIRE((dtype) == KPICK_BF16 || (dtype) == KPICK_FP16, "dtype must be 0 (bf16) or 1 (fp16), got %d",   \
                (int)(dtype));                                                                              \
     KP_REQUIRE((n) > 0 && (n) <= KP_ROUTE_MAX_DIM, "n must be in 1..%d, got %lld", KP_ROUTE_MAX_DIM,        \
@@ -777,6 +808,14 @@ static int lookup(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_t m, in
     KP_REQUIRE((k) > 0 && (k) <= KP_ROUTE_MAX_DIM, "k must be in 1..%d, got %lld", KP_ROUTE_MAX_DIM,        \
                (long long)(k));                                                                            \
     KP_REQUIRE((m) > 0 && (m) <= KPICK_MAX_ROWS, "m must be in 1..%d, got %d", KPICK_MAX_ROWS, (int)(m));   \
+  } while (0)
+
+#define KP_ROUTE_ARGS(op, dtype, n, k, m)                                                                  \
+  do {                                                                                                     \
+    KP_REQUIRE((op) != KPICK_OP_MOE, "op 2 (moe) is routed by kpick_route_lookup_moe and run by kpick_moe"); \
+    KP_REQUIRE((op) == KPICK_OP_LINEAR || (op) == KPICK_OP_GATED, "op must be 0 (linear) or 1 (gated), got %d", \
+               (int)(op));                                                                                 \
+    KP_ROUTE_DIMS(dtype, n, k, m);                                                                         \
   } while (0)
 
 int kpick_route_load(const char *path, int32_t say) {
@@ -830,7 +869,24 @@ int kpick_route_lookup(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_t 
   KP_TRY(kpick_init());
   KP_REQUIRE(cand_out != NULL, "cand_out is null");
   KP_ROUTE_ARGS(op, dtype, n, k, m);
-  return lookup(op, dtype, n, k, m, cand_out);
+  return lookup((route_key){op, dtype, 0, 0, n, k, 0}, m, cand_out);
+}
+
+#define KP_MOE_ARGS(experts, topk)                                                                               \
+  do {                                                                                                           \
+    KP_REQUIRE((experts) > 0 && (experts) <= KPICK_MAX_EXPERTS, "experts must be in 1..%d, got %d",               \
+               KPICK_MAX_EXPERTS, (int)(experts));                                                               \
+    KP_REQUIRE((topk) > 0 && (topk) <= KPICK_MAX_TOPK && (topk) <= (experts),                                     \
+               "topk must be in 1..%d and at most experts (%d), got %d", KPICK_MAX_TOPK, (int)(experts), (int)(topk)); \
+  } while (0)
+
+int kpick_route_lookup_moe(int32_t dtype, int32_t experts, int32_t topk, int64_t n, int64_t k, int32_t m,
+                           int32_t *cand_out) {
+  KP_TRY(kpick_init());
+  KP_REQUIRE(cand_out != NULL, "cand_out is null");
+  KP_ROUTE_DIMS(dtype, n, k, m);
+  KP_MOE_ARGS(experts, topk);
+  return lookup((route_key){KPICK_OP_MOE, dtype, experts, topk, n, k, 0}, m, cand_out);
 }
 
 static int overlaps(const void *a, size_t a_bytes, const void *b, size_t b_bytes) {
@@ -851,7 +907,7 @@ static int linear_args(int32_t op, int32_t dtype, const void *x, const void *w, 
   KP_TRY(kp_check_memory("x", x, (int64_t)x_bytes));
   KP_TRY(kp_check_memory("w", w, (int64_t)w_bytes));
   KP_TRY(kp_check_memory("y", y, (int64_t)y_bytes));
-  return lookup(op, dtype, n, k, m, cand);
+  return lookup((route_key){op, dtype, 0, 0, n, k, 0}, m, cand);
 }
 
 int kpick_linear(int32_t op, int32_t dtype, const void *x, const void *w, void *y, int32_t m, int64_t n, int64_t k,
@@ -890,4 +946,40 @@ int kpick_linear_graph(int32_t op, int32_t dtype, const void *x, const void *w, 
   if (graph) be_graph_free(graph);
   be_stream_destroy(stream);
   return st;
+}
+
+/* kpick_moe's checks: arguments, y against every input, the memory of each;
+ * then the route's pick. */
+static int moe_args(int32_t dtype, const void *x, const void *w_gate_up, const void *w_down, const int32_t *ids,
+                    const float *weights, void *y, int32_t m, int32_t experts, int32_t topk, int64_t n, int64_t k,
+                    int32_t *cand) {
+  KP_ROUTE_DIMS(dtype, n, k, m);
+  KP_MOE_ARGS(experts, topk);
+  KP_REQUIRE(x != NULL && w_gate_up != NULL && w_down != NULL && ids != NULL && weights != NULL && y != NULL,
+             "x, w_gate_up, w_down, ids, weights and y must not be null");
+  KP_REQUIRE(n * k <= (1LL << 34) / 3 / experts, "%d experts of 3 x %lld x %lld elements are too large", (int)experts,
+             (long long)n, (long long)k);
+  const size_t x_bytes = (size_t)m * (size_t)k * 2, y_bytes = x_bytes;
+  const size_t gu_bytes = (size_t)experts * 2 * (size_t)n * (size_t)k * 2, dn_bytes = gu_bytes / 2;
+  const size_t route_bytes = (size_t)m * (size_t)topk * 4;
+  KP_REQUIRE(!overlaps(y, y_bytes, x, x_bytes) && !overlaps(y, y_bytes, w_gate_up, gu_bytes) &&
+                 !overlaps(y, y_bytes, w_down, dn_bytes) && !overlaps(y, y_bytes, ids, route_bytes) &&
+                 !overlaps(y, y_bytes, weights, route_bytes),
+             "y must not overlap an input");
+  KP_TRY(kp_check_memory("x", x, (int64_t)x_bytes));
+  KP_TRY(kp_check_memory("w_gate_up", w_gate_up, (int64_t)gu_bytes));
+  KP_TRY(kp_check_memory("w_down", w_down, (int64_t)dn_bytes));
+  KP_TRY(kp_check_memory("ids", ids, (int64_t)route_bytes));
+  KP_TRY(kp_check_memory("weights", weights, (int64_t)route_bytes));
+  KP_TRY(kp_check_memory("y", y, (int64_t)y_bytes));
+  return lookup((route_key){KPICK_OP_MOE, dtype, experts, topk, n, k, 0}, m, cand);
+}
+
+int kpick_moe(int32_t dtype, const void *x, const void *w_gate_up, const void *w_down, const int32_t *ids,
+              const float *weights, void *y, int32_t m, int32_t experts, int32_t topk, int64_t n, int64_t k,
+              void *stream) {
+  KP_TRY(kpick_init());
+  int32_t cand;
+  KP_TRY(moe_args(dtype, x, w_gate_up, w_down, ids, weights, y, m, experts, topk, n, k, &cand));
+  return be_launch_moe(cand, dtype, x, w_gate_up, w_down, ids, weights, y, m, experts, topk, n, k, stream);
 }

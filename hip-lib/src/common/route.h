@@ -14,6 +14,7 @@
  *   entries 2
  *   linear bf16 4096 4096 8 rowblk.r4 ok pass 0
  *   gated fp16 14336 4096 1 gated.plain ok pass 0
+ *   moe bf16 128 8 768 2048 1 moe.grouped.r4 ok pass 0
  *   end 9c04...(64 hex digits)       sha256 of every byte above this line
  *
  * One table, one truth: the route is the compiled form of one JSON table and
@@ -25,7 +26,11 @@
  *
  * An entry line is: op dtype n k bucket choice status parity stack, where
  * status and parity are those of candidates[choice] in the JSON table
- * ("unmeasured none" when it has none) and stack its stack_bound (0/1).
+ * ("unmeasured none" when it has none) and stack its stack_bound (0/1). A moe
+ * entry's key has its experts and topk too, after the dtype: moe dtype
+ * experts topk n k bucket choice status parity stack (11 fields). A table
+ * without moe entries reads as before; a reader older than the moe op refuses
+ * a moe line as invalid ("op must be linear or gated").
  */
 #ifndef KPICK_ROUTE_H
 #define KPICK_ROUTE_H

@@ -6,6 +6,7 @@
 
 #define LINEAR KPICK_OP_LINEAR
 #define GATED KPICK_OP_GATED
+#define MOE KPICK_OP_MOE
 
 const kp_family kp_families[KP_NFAM] = {
 #define CPU_FAMILY(...) KP_FAMILY_CPU(__VA_ARGS__)

@@ -11,12 +11,20 @@
 #include "space.h"
 
 static const int32_t kind_op[KPICK_LIN_COUNT] = {KPICK_OP_LINEAR, KPICK_OP_LINEAR, KPICK_OP_GATED, KPICK_OP_LINEAR,
-                                                 KPICK_OP_LINEAR};
-static const char *const kind_name[KPICK_LIN_COUNT] = {"qkv", "o", "gate_up", "down", "lm_head"};
+                                                 KPICK_OP_LINEAR, KPICK_OP_LINEAR, KPICK_OP_MOE};
+static const char *const kind_name[KPICK_LIN_COUNT] = {"qkv", "o", "gate_up", "down", "lm_head", "router", "experts"};
 
-static int check_cands(const int32_t *cands, int32_t m) {
+/* does a model with (experts > 0) or without routed experts run this kind? */
+static int kind_runs(int kind, int moe) {
+  if (kind == KPICK_LIN_GATE_UP || kind == KPICK_LIN_DOWN) return !moe;
+  if (kind == KPICK_LIN_ROUTER || kind == KPICK_LIN_EXPERTS) return moe;
+  return 1;
+}
+
+static int check_cands(const int32_t *cands, int32_t m, int moe) {
   KP_REQUIRE(cands != NULL, "cands is null");
   for (int i = 0; i < KPICK_LIN_COUNT; i++) {
+    if (!kind_runs(i, moe)) continue; /* ignored: the model has no such linear */
     const int32_t c = cands[i];
     KP_REQUIRE(c >= 0 && c < KP_NCAND, "cands[%d] (%s): unknown candidate id %d (space has %d)", i, kind_name[i], (int)c,
                (int)KP_NCAND);
@@ -58,8 +66,19 @@ static int enqueue_step(void *ctx) {
                         attn_scratch, s));
     KP_TRY(be_launch(a->cands[KPICK_LIN_O], KPICK_OP_LINEAR, dt, attn, kp_layer_at(md, l, L->wo), ybuf, m, H, L->qdim, s));
     KP_TRY(be_add_rmsnorm(dt, resid, ybuf, kp_layer_at(md, l, L->gamma_mlp), hbuf, m, H, d->rms_eps, s));
-    KP_TRY(be_launch(a->cands[KPICK_LIN_GATE_UP], KPICK_OP_GATED, dt, hbuf, kp_layer_at(md, l, L->wgu), act, m, I, H, s));
-    KP_TRY(be_launch(a->cands[KPICK_LIN_DOWN], KPICK_OP_LINEAR, dt, act, kp_layer_at(md, l, L->wdown), ybuf, m, H, I, s));
+    if (d->experts > 0) { /* router, its top-k, then the routed experts in one call */
+      const int32_t E = d->experts, k = d->topk;
+      int32_t *ids = (int32_t *)kp_at(md, L->ids) + (size_t)l * d->max_batch * k;
+      float *gates = (float *)kp_at(md, L->gates) + (size_t)l * d->max_batch * k;
+      void *rlogits = kp_at(md, L->rlogits);
+      KP_TRY(be_launch(a->cands[KPICK_LIN_ROUTER], KPICK_OP_LINEAR, dt, hbuf, kp_layer_at(md, l, L->wrouter), rlogits, m, E, H, s));
+      KP_TRY(be_moe_route(dt, rlogits, m, E, k, ids, gates, s));
+      KP_TRY(be_launch_moe(a->cands[KPICK_LIN_EXPERTS], dt, hbuf, kp_layer_at(md, l, L->wgu), kp_layer_at(md, l, L->wdown), ids,
+                           gates, ybuf, m, E, k, I, H, s));
+    } else {
+      KP_TRY(be_launch(a->cands[KPICK_LIN_GATE_UP], KPICK_OP_GATED, dt, hbuf, kp_layer_at(md, l, L->wgu), act, m, I, H, s));
+      KP_TRY(be_launch(a->cands[KPICK_LIN_DOWN], KPICK_OP_LINEAR, dt, act, kp_layer_at(md, l, L->wdown), ybuf, m, H, I, s));
+    }
     pending = ybuf;
   }
   KP_TRY(be_add_rmsnorm(dt, resid, pending, kp_at(md, L->gamma_final), hbuf, m, H, d->rms_eps, s));
@@ -128,7 +147,7 @@ int kp_step_run(step_args *a) {
 int kp_step_args(struct kpick_model *md, const int32_t *cands, int32_t batch, step_args *a) {
   KP_REQUIRE(batch >= 1 && batch <= md->d.max_batch, "batch must be in 1..%d (the model's max_batch), got %d",
              (int)md->d.max_batch, (int)batch);
-  KP_TRY(check_cands(cands, batch));
+  KP_TRY(check_cands(cands, batch, md->d.experts > 0));
   a->md = md;
   memcpy(a->cands, cands, sizeof a->cands);
   a->m = batch;

@@ -18,6 +18,7 @@
 
 #include "../common/backend.h"
 #include "../common/error.h"
+#include "../common/moe.h"
 #include "../common/space.h"
 #include "kernels.h"
 
@@ -196,7 +197,15 @@ int be_poison(struct kpick_problem *p) {
 
 int be_launch(int32_t cand, int32_t op, int32_t dtype, const void *x, const void *w, void *y, int32_t m,
               int64_t n, int64_t k, void *stream) {
-  cpu_call c = {op, dtype, x, w, y, m, n, k};
+  cpu_call c = {.op = op, .dtype = dtype, .x = x, .w = w, .y = y, .m = m, .n = n, .k = k};
+  return launchers[cand](&c, kp_space[cand].params);
+}
+
+int be_launch_moe(int32_t cand, int32_t dtype, const void *x, const void *w_gate_up, const void *w_down,
+                  const int32_t *ids, const float *weights, void *y, int32_t m, int32_t experts, int32_t topk,
+                  int64_t n, int64_t k, void *stream) {
+  KP_TRY(kp_moe_check_ids(ids, m, topk, experts));
+  cpu_call c = {KPICK_OP_MOE, dtype, x, w_gate_up, y, m, n, k, w_down, ids, weights, experts, topk};
   return launchers[cand](&c, kp_space[cand].params);
 }
 
@@ -209,7 +218,13 @@ static const uint16_t *weights(const struct kpick_problem *p, int32_t copy) {
 int be_run(struct kpick_problem *p, int32_t cand, int32_t copy) {
   cpu_state *s = p->be;
   cpu_stages_reset();
-  KP_TRY(be_launch(cand, p->op, p->dtype, p->x_host, weights(p, copy), s->y, p->m, p->n, p->k, NULL));
+  if (p->op == KPICK_OP_MOE) {
+    const uint16_t *w = weights(p, copy);
+    KP_TRY(be_launch_moe(cand, p->dtype, p->x_host, w, w + (size_t)p->experts * 2 * p->n * p->k, p->ids_host,
+                         p->gates_host, s->y, p->m, p->experts, p->topk, p->n, p->k, NULL));
+  } else {
+    KP_TRY(be_launch(cand, p->op, p->dtype, p->x_host, weights(p, copy), s->y, p->m, p->n, p->k, NULL));
+  }
   s->passes[cand] = cpu_stages();
   s->passes_rows[cand] = p->m;
   return KPICK_OK;
@@ -246,16 +261,35 @@ int be_time(struct kpick_problem *p, int32_t cand, int32_t nsamples, double *us)
 /* Below this many weight bytes, starting threads costs more than they save. */
 #define FLOOR_THREADED_BYTES (8u << 20)
 
+/* The weight regions one call reads from copy w: the whole weight, or for
+ * moe W_gate_up[e] and W_down[e] of each expert the active rows route to. */
+static int32_t read_regions(const struct kpick_problem *p, const uint16_t *w, cpu_region *out) {
+  if (p->op != KPICK_OP_MOE) {
+    out[0] = (cpu_region){w, (int64_t)(p->w_bytes / 2)};
+    return 1;
+  }
+  int32_t used[KPICK_MAX_EXPERTS];
+  const int32_t nused = kp_moe_experts_used(p->ids_host, (int64_t)p->m * p->topk, p->experts, used);
+  const int64_t gu = 2 * p->n * p->k, dn = p->k * p->n;
+  for (int32_t u = 0; u < nused; u++) {
+    out[2 * u] = (cpu_region){w + (size_t)used[u] * (size_t)gu, gu};
+    out[2 * u + 1] = (cpu_region){w + (size_t)p->experts * (size_t)gu + (size_t)used[u] * (size_t)dn, dn};
+  }
+  return 2 * nused;
+}
+
 int be_time_floor(struct kpick_problem *p, int32_t nsamples, double *us) {
   cpu_state *s = p->be;
-  int64_t count = (int64_t)(p->w_bytes / 2);
-  int t = p->w_bytes >= FLOOR_THREADED_BYTES ? threads() : 1;
-  s->sink ^= cpu_read_floor(weights(p, next_copy(p)), count, t); /* warm-up */
-  for (int32_t i = 0; i < nsamples; i++) {
-    const uint16_t *w = weights(p, next_copy(p));
+  cpu_region regions[2 * KPICK_MAX_EXPERTS];
+  int32_t count = read_regions(p, weights(p, 0), regions);
+  int64_t elements = 0;
+  for (int32_t r = 0; r < count; r++) elements += regions[r].count;
+  int t = elements * 2 >= FLOOR_THREADED_BYTES ? threads() : 1;
+  for (int32_t i = -1; i < nsamples; i++) { /* i = -1: the warm-up */
+    count = read_regions(p, weights(p, next_copy(p)), regions);
     double t0 = now_us();
-    s->sink ^= cpu_read_floor(w, count, t);
-    us[i] = now_us() - t0;
+    s->sink ^= cpu_read_floor(regions, count, t);
+    if (i >= 0) us[i] = now_us() - t0;
   }
   return KPICK_OK;
 }

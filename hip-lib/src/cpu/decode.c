@@ -8,6 +8,7 @@
  *                two-pass softmax
  *   argmax       lowest index of the largest value; then the position moves on
  *   embed        residual = the token's row of the table
+ *   moe_route    each row's top-k experts of its router logits, softmax over them
  *   graphs       the step's enqueue and arguments, called again per launch */
 #include <math.h>
 #include <stdlib.h>
@@ -150,6 +151,33 @@ int be_argmax_advance(int32_t dtype, const void *logits, int32_t m, int64_t voca
 }
 
 int64_t be_argmax_scratch(int32_t m, int64_t vocab) { return 0; }
+
+int be_moe_route(int32_t dtype, const void *logits, int32_t m, int32_t experts, int32_t topk, int32_t *ids,
+                 float *weights, void *stream) {
+  for (int32_t r = 0; r < m; r++) {
+    const uint16_t *row = (const uint16_t *)logits + (int64_t)r * experts;
+    int32_t *id = ids + r * topk;
+    float *w = weights + r * topk;
+    for (int32_t j = 0; j < topk; j++) { /* the j-th largest not taken yet, lower id first on ties */
+      int32_t best = -1;
+      float bv = 0.0f;
+      for (int32_t e = 0; e < experts; e++) {
+        const float x = kp_to_f32(dtype, row[e]);
+        int taken = x != x; /* NaN never picked */
+        for (int32_t i = 0; i < j && !taken; i++) taken = id[i] == e;
+        if (!taken && (best < 0 || x > bv)) best = e, bv = x;
+      }
+      id[j] = best < 0 ? j : best; /* an all-NaN row: the first experts, still distinct */
+      w[j] = bv;
+    }
+    /* softmax over the chosen: the renormalised top-k of a softmax over all */
+    const float top = w[0];
+    float sum = 0.0f;
+    for (int32_t j = 0; j < topk; j++) sum += w[j] = expf(w[j] - top);
+    for (int32_t j = 0; j < topk; j++) w[j] /= sum;
+  }
+  return KPICK_OK;
+}
 
 int be_embed(int32_t dtype, const void *table, const int32_t *tokens, float *residual, int32_t m, int64_t hidden,
              int64_t vocab, void *stream) {

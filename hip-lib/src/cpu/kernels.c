@@ -26,6 +26,7 @@
 static _Thread_local int32_t stages;
 void cpu_stages_reset(void) { stages = 0; }
 int32_t cpu_stages(void) { return stages; }
+void cpu_stages_set(int32_t n) { stages = n; }
 
 /* The 16 fp32 lanes as two halves of 8 (one ymm each with AVX2): a 64-byte
  * vector type on an AVX2 target is split by the compiler through the stack on
@@ -317,34 +318,51 @@ int cpu_launch_wrong(const cpu_call *c, const int32_t params[3]) {
   return KPICK_OK;
 }
 
+/* Words [w0, w1) of the regions laid end to end (a region's count / 4
+ * 64-bit words: the tail under 8 bytes is not read, as before regions). */
 typedef struct floor_part {
-  const uint64_t *p;
-  int64_t words;
+  const cpu_region *regions;
+  int32_t nregions;
+  int64_t w0, w1;
   uint64_t sum;
 } floor_part;
 
-static void *floor_main(void *arg) {
-  floor_part *f = arg;
+static uint64_t xor_words(const uint64_t *p, int64_t words) {
   uint64_t acc[8] = {0};
   int64_t i = 0;
-  for (; i + 8 <= f->words; i += 8)
-    for (int j = 0; j < 8; j++) acc[j] ^= f->p[i + j];
-  for (; i < f->words; i++) acc[0] ^= f->p[i];
+  for (; i + 8 <= words; i += 8)
+    for (int j = 0; j < 8; j++) acc[j] ^= p[i + j];
+  for (; i < words; i++) acc[0] ^= p[i];
   for (int j = 1; j < 8; j++) acc[0] ^= acc[j];
-  f->sum = acc[0];
+  return acc[0];
+}
+
+static void *floor_main(void *arg) {
+  floor_part *f = arg;
+  uint64_t sum = 0;
+  int64_t at = 0;
+  for (int32_t r = 0; r < f->nregions && at < f->w1; r++) {
+    const int64_t words = f->regions[r].count / 4;
+    const int64_t lo = f->w0 > at ? f->w0 : at, hi = f->w1 < at + words ? f->w1 : at + words;
+    if (lo < hi) sum ^= xor_words((const uint64_t *)f->regions[r].w + (lo - at), hi - lo);
+    at += words;
+  }
+  f->sum = sum;
   return NULL;
 }
 
-uint64_t cpu_read_floor(const uint16_t *w, int64_t count, int threads) {
+uint64_t cpu_read_floor(const cpu_region *regions, int32_t nregions, int threads) {
   if (threads < 1) threads = 1;
   if (threads > 64) threads = 64;
-  int64_t words = count / 4, per = (words + threads - 1) / threads;
+  int64_t words = 0;
+  for (int32_t r = 0; r < nregions; r++) words += regions[r].count / 4;
+  int64_t per = (words + threads - 1) / threads;
   floor_part parts[64];
   pthread_t tids[64];
   int ok[64] = {0};
   for (int t = 0; t < threads; t++) {
     int64_t w0 = t * per < words ? t * per : words, w1 = w0 + per < words ? w0 + per : words;
-    parts[t] = (floor_part){(const uint64_t *)w + w0, w1 - w0, 0};
+    parts[t] = (floor_part){regions, nregions, w0, w1, 0};
   }
   for (int t = 1; t < threads; t++) {
     ok[t] = pthread_create(&tids[t], NULL, floor_main, &parts[t]) == 0;

@@ -9,10 +9,15 @@
 typedef struct cpu_call {
   int32_t op, dtype;
   const uint16_t *x; /* [m, k] */
-  const uint16_t *w; /* [n or 2n, k] */
-  uint16_t *y;       /* [m, n] */
+  const uint16_t *w; /* [n or 2n, k]; moe: W_gate_up [experts, 2n, k] */
+  uint16_t *y;       /* [m, n]; moe: [m, k] */
   int32_t m;
   int64_t n, k;
+  /* moe only (kpick.h, KPICK_OP_MOE) */
+  const uint16_t *w_down; /* [experts, k, n] */
+  const int32_t *ids;     /* [m, topk], checked: in 0..experts-1, distinct per row */
+  const float *weights;   /* [m, topk] */
+  int32_t experts, topk;
 } cpu_call;
 
 /* Each returns a kpick_status; params are the row's p0..p2 from space.def. */
@@ -23,12 +28,22 @@ int cpu_launch_rowblk(const cpu_call *c, const int32_t params[3]);  /* p0 = R ro
 int cpu_launch_threads(const cpu_call *c, const int32_t params[3]); /* p0 = R, p1 = threads */
 int cpu_launch_splitk(const cpu_call *c, const int32_t params[3]);  /* p0 = S parts of K */
 int cpu_launch_wrong(const cpu_call *c, const int32_t params[3]);   /* test builds only */
+/* the moe op (cpu/moe.c) */
+int cpu_launch_moe_loop(const cpu_call *c, const int32_t params[3]);    /* per expert: gated.plain, plain */
+int cpu_launch_moe_grouped(const cpu_call *c, const int32_t params[3]); /* p0 = R, fused, one pass */
+int cpu_launch_moe_threads(const cpu_call *c, const int32_t params[3]); /* p0 = R, p1 = threads over experts */
 
 /* Passes over memory made since the last reset: the CPU's "graph nodes". */
 void cpu_stages_reset(void);
 int32_t cpu_stages(void);
+void cpu_stages_set(int32_t n); /* a candidate that counts its own passes */
 
-/* Stream the weight bytes once with every thread: the read floor. */
-uint64_t cpu_read_floor(const uint16_t *w, int64_t count, int threads);
+/* count 16-bit elements from w: one stretch of weights a call reads */
+typedef struct cpu_region {
+  const uint16_t *w;
+  int64_t count;
+} cpu_region;
+/* Stream the regions' bytes once, split evenly over threads: the read floor. */
+uint64_t cpu_read_floor(const cpu_region *regions, int32_t nregions, int threads);
 
 #endif

@@ -424,6 +424,19 @@ int be_launch(int32_t cand, int32_t op, int32_t dtype, const void *x, const void
   return families[r->family_id].launch(r, &c);
 }
 
+/* No moe kernel is written for the GPU yet: space.def has no GPU moe row, so
+ * the route has no moe default here and kpick_problem_create_moe refuses. */
+int be_launch_moe(int32_t cand, int32_t dtype, const void *x, const void *w_gate_up, const void *w_down,
+                  const int32_t *ids, const float *weights, void *y, int32_t m, int32_t experts, int32_t topk,
+                  int64_t n, int64_t k, void *stream) {
+  return kp_fail(KPICK_E_UNSUPPORTED, "launch", "the GPU backend has no moe kernels yet");
+}
+
+int be_moe_route(int32_t dtype, const void *logits, int32_t m, int32_t experts, int32_t topk, int32_t *ids,
+                 float *weights, void *stream) {
+  return kp_fail(KPICK_E_UNSUPPORTED, "moe", "the GPU backend has no moe kernels yet");
+}
+
 static int launch_copy(struct kpick_problem *p, int32_t cand, int32_t copy) {
   struct gpu_problem *gp = (struct gpu_problem *)p->be;
   return be_launch(cand, p->op, p->dtype, gp->x, gp->w[copy], gp->y, p->m, p->n, p->k, g.stream);
