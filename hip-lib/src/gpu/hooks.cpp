@@ -196,20 +196,11 @@ static int supports_splitk(const struct kpick_problem *p, const kp_row *r) {
 }
 
 static int launch_wgmma(const kp_row *r, const kp_call *c) {
-  kp_scratch ws = {};
-  size_t temp = 0, counters = 0;
-  kp_wgmma_scratch(r->params[0], r->params[2], c->op == KPICK_OP_GATED, c->m, c->n, c->k, &temp, &counters);
-  if (temp > kp_splitk_cap)
-    return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "%.0f MiB of partials is past the %.0f MiB cap", temp / 1048576.0,
-                   kp_splitk_cap / 1048576.0);
-  if (temp > 0) KP_TRY(scratch_get(temp, counters, c->stream, &ws));
-  return kp_wgmma_launch(c, r->params[0], r->params[1], r->params[2], &ws);
+  return kp_wgmma_launch(c, r->params[0], r->params[1], r->params[2]);
 }
 static int available_wgmma(int32_t cand) { return g.has_wgmma && kp_wgmma_built(cand); }
 static int supports_wgmma(const struct kpick_problem *p, const kp_row *r) {
-  size_t temp = 0, counters = 0;
-  kp_wgmma_scratch(r->params[0], r->params[2], p->op == KPICK_OP_GATED, p->m, p->n, p->k, &temp, &counters);
-  return kp_wgmma_fits(r->params[0], r->params[1], r->params[2], p->m) && temp <= kp_splitk_cap;
+  return kp_wgmma_fits(r->params[0], r->params[1], r->params[2], p->m);
 }
 
 struct kp_family_hooks {
@@ -337,17 +328,11 @@ static void scratch_need(const struct kpick_problem *p, size_t *temp, size_t *co
   if (p->op == KPICK_OP_GATED) *temp = (size_t)p->m_max * (size_t)p->n * 2 * 2;
   for (int32_t i = 0; i < KP_NCAND; i++) {
     const kp_row *r = &kp_space[i];
-    if (r->op != p->op || (r->family_id != KP_FAM_splitk && r->family_id != KP_FAM_wgmma)) continue;
+    if (r->op != p->op || r->family_id != KP_FAM_splitk) continue;
     const int32_t m = p->m_max < r->rows_max ? p->m_max : r->rows_max;
-    size_t bytes = 0, count = 0;
-    if (r->family_id == KP_FAM_splitk) {
-      bytes = kp_splitk_temp_bytes(r->params[0], m, p->n);
-      count = kp_splitk_counters(p->n);
-    } else { /* stream-K rows (the others need none) */
-      kp_wgmma_scratch(r->params[0], r->params[2], p->op == KPICK_OP_GATED, m, p->n, p->k, &bytes, &count);
-    }
+    const size_t bytes = kp_splitk_temp_bytes(r->params[0], m, p->n);
     if (bytes <= kp_splitk_cap && bytes > *temp) *temp = bytes;
-    if (count > *counters) *counters = count;
+    *counters = kp_splitk_counters(p->n);
   }
 }
 

@@ -51,12 +51,10 @@ int kp_gated_gemv_built(int32_t cand);
 int kp_gated_gemv_launch(const struct kp_call *c, int rows_per_block);
 int kp_gated_mma_built(int32_t cand);
 int kp_gated_mma_launch(const struct kp_call *c, int warps);
-/* wgmma.hip: the Hopper (sm_90a) swap-AB tile, TMA ring, split-K over a cluster of s blocks,
- * or (s < 0) stream-K over a persistent grid of -s blocks per SM, which needs scratch */
+/* wgmma.hip: the Hopper (sm_90a) swap-AB tile, TMA ring, split-K over a cluster of s blocks */
 int kp_wgmma_built(int32_t cand);
 int kp_wgmma_fits(int wg, int stages, int s, int32_t m);
-void kp_wgmma_scratch(int wg, int s, int gated, int32_t m, int64_t n, int64_t k, size_t *temp, size_t *counters);
-int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const struct kp_scratch *ws);
+int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s);
 /* util.hip: the read floor, the producer of in-step timing, the silu-mul node,
  * the warp probe. pdl: launch with programmatic dependent launch (CUDA sm_90). */
 int kp_floor_launch(const void *w, size_t bytes, float *sink, hipStream_t stream, int pdl);

@@ -17,18 +17,6 @@
  * (distributed shared memory) and stores y: no scratch, one node, and the bits
  * depend on S only (each block's K range and the fixed sum order), not on WG,
  * or T: one class head per S.
- * Stream-K (S = -B, rows .skB): a persistent grid of B blocks per SM. The
- * units of work, (tile, K box) in tile-major order, are split evenly over the
- * blocks, so every SM streams the same bytes whatever the tile count (with a
- * grid of S-blocked tiles, 96 tiles on 132 SMs leave some SMs two tiles' work
- * and others one: bench/results/h200-2026-12-01-wgmma-profile-*). The
- * producer streams a block's units back to back across tiles, so one tile's
- * epilogue overlaps the next tile's loads. A tile covered by one block is
- * stored from registers; a tile split between blocks leaves fp32 partials in
- * the scratch, and the last block to arrive (an atomic counter per tile) sums
- * them in block order and stores y. The bits depend on the split points, so
- * on WG and the grid (SMs x B), not on T: one class head per WG and B. T is
- * the most stages: a launch takes as many as fit its shared-memory share.
  *   gated: the tile is BM/2 gate rows over the matching BM/2 up rows (two TMA
  *          boxes per K box); silu(g) * u in fp32 in the epilogue.
  *   .pdl:  the first T stages' W boxes are issued before griddepcontrol.wait,
@@ -59,10 +47,6 @@ struct kp_wgmma_args {
   int64_t n;      /* output columns */
   int32_t nbox;   /* ceil(K / 64) */
   int32_t stages; /* T */
-  /* stream-K only */
-  int32_t tiles;      /* tiles of OUT outputs */
-  float *part;        /* [3 * gridDim.x][BM][BN] fp32: each block's first and last partial tile, and a full gated tile */
-  uint32_t *counters; /* [tiles] arrivals at a split tile, zero between launches */
 };
 
 #if defined(KP_WGMMA_DEVICE)
@@ -225,195 +209,11 @@ __global__ void __launch_bounds__(128 * WG + 32)
   }
   if (S > 1) kp_cluster_sync(); /* no block leaves while another still reads its tile */
 }
-
-/* the block of the stream-K grid whose units hold unit u: the largest b with
- * b * U / G <= u (no block is empty: G <= U) */
-__device__ __forceinline__ int64_t kp_sk_block(int64_t u, int64_t U, int64_t G) { return ((u + 1) * G + U - 1) / U - 1; }
-
-template <int DT, int BN, int WG, int MODE, bool PDL, int BPS>
-__global__ void __launch_bounds__(128 * WG + 32, BPS)
-    kp_wgmma_sk_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap,
-                       kp_wgmma_args p) {
-  constexpr int BM = 64 * WG, consumers = 128 * WG;
-  constexpr uint32_t wbox = BM * 128, xbox = BN * 128, stage_bytes = wbox + xbox;
-  constexpr int OUT = MODE == KP_WG_GATED ? BM / 2 : BM;
-  if (PDL) kp_pdl_trigger();
-
-  extern __shared__ uint8_t kp_wg_raw[];
-  __shared__ uint64_t full[kp_wg_max_stages], empty[kp_wg_max_stages];
-  __shared__ uint32_t last;
-  uint8_t *const ring = (uint8_t *)(((uintptr_t)kp_wg_raw + 1023) & ~(uintptr_t)1023);
-  const int T = p.stages;
-  const int tid = threadIdx.x;
-  if (tid == 0) {
-    for (int s = 0; s < T; ++s) {
-      kp_mbar_init(&full[s], 1);
-      kp_mbar_init(&empty[s], consumers / 32);
-    }
-    kp_mbar_init_fence();
-  }
-  __syncthreads();
-
-  const int nb = p.nbox;
-  const int64_t U = (int64_t)p.tiles * nb, G = gridDim.x, b = blockIdx.x;
-  const int64_t u0 = b * U / G, u1 = (b + 1) * U / G, N = p.n;
-  const int M = p.m;
-  const int role = __shfl_sync(0xffffffffu, tid / 128, 0);
-
-  if (role == WG) {
-    /* ---- producer: this block's units, back to back across tiles ---- */
-    if (tid == consumers) {
-      kp_prefetch_tensormap(&wmap);
-      kp_prefetch_tensormap(&xmap);
-      const uint64_t pol_w = kp_policy_evict_first(), pol_x = kp_policy_evict_last();
-      auto load_w = [&](int64_t u, int s) {
-        uint8_t *dst = ring + (size_t)s * stage_bytes;
-        const int32_t k = (int32_t)(u % nb) * kp_wg_kstep, n0 = (int32_t)((u / nb) * OUT);
-        if constexpr (MODE == KP_WG_GATED) {
-          kp_tma_load(dst, &wmap, k, n0, &full[s], pol_w);
-          kp_tma_load(dst + wbox / 2, &wmap, k, (int32_t)(N + n0), &full[s], pol_w);
-        } else {
-          kp_tma_load(dst, &wmap, k, n0, &full[s], pol_w);
-        }
-      };
-      const int64_t nu = u1 - u0;
-      const int pre = PDL ? (int)(T < nu ? T : nu) : 0;
-      for (int i = 0; i < pre; ++i) {
-        kp_mbar_expect_tx(&full[i], stage_bytes);
-        load_w(u0 + i, i);
-      }
-      if (PDL) asm volatile("griddepcontrol.wait;" ::: "memory");
-#pragma unroll 1
-      for (int64_t i = 0; i < nu; ++i) {
-        const int s = (int)(i % T);
-        if (i >= pre) {
-          if (i >= T) kp_mbar_wait(&empty[s], (uint32_t)((i / T) - 1) & 1u);
-          kp_mbar_expect_tx(&full[s], stage_bytes);
-          load_w(u0 + i, s);
-        }
-        kp_tma_load(ring + (size_t)s * stage_bytes + wbox, &xmap, (int32_t)((u0 + i) % nb) * kp_wg_kstep, 0, &full[s],
-                    pol_x);
-      }
-    }
-    return;
-  }
-
-  /* ---- consumers: one segment (the units of one tile) at a time ---- */
-  const int lane = tid % 32, warp = (tid % 128) / 32;
-  const uint32_t ring_addr = kp_smem_addr(ring);
-  const int64_t first_tile = u0 / nb;
-  float d[BN / 2];
-  int64_t i = 0; /* units consumed */
-#pragma unroll 1
-  for (int64_t u = u0; u < u1;) {
-    const int64_t tile = u / nb;
-    const int kb0 = (int)(u % nb), kb1 = (int)(nb < kb0 + (u1 - u) ? nb : kb0 + (u1 - u));
-    const int cnt = kb1 - kb0;
-#pragma unroll
-    for (int q = 0; q < BN / 2; ++q) d[q] = 0.0f;
-    kp_wg_fence_regs(d);
-#pragma unroll 1
-    for (int j = 0; j < cnt; ++j, ++i) {
-      const int s = (int)(i % T);
-      kp_mbar_wait(&full[s], (uint32_t)(i / T) & 1u);
-      const uint32_t a = ring_addr + (uint32_t)s * stage_bytes + (uint32_t)role * 64 * 128,
-                     bx = ring_addr + (uint32_t)s * stage_bytes + wbox;
-      kp_wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < kp_wg_kstep / 16; ++kk) kp_wgmma<DT, BN>(d, kp_wg_desc(a + kk * 32), kp_wg_desc(bx + kk * 32));
-      kp_wg_commit();
-      kp_wg_wait<1>();
-      if (j > 0 && lane == 0) kp_mbar_arrive(&empty[(int)((i - 1) % T)]);
-    }
-    kp_wg_wait<0>();
-    kp_wg_fence_regs(d);
-    if (lane == 0) kp_mbar_arrive(&empty[(int)((i - 1) % T)]);
-    u += cnt;
-    if (PDL) asm volatile("griddepcontrol.wait;" ::: "memory"); /* before any global write (returns at once after the first) */
-
-    const int64_t n0 = tile * OUT;
-    const bool whole = kb0 == 0 && kb1 == nb;
-    if constexpr (MODE == KP_WG_LINEAR) {
-      if (whole) { /* from registers: thread holds rows 16 warp + lane/4 (+8), columns 8j + 2(lane%4) (+1) */
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            const int m = 8 * j + 2 * (lane % 4) + (q % 2);
-            const int64_t n = n0 + role * 64 + warp * 16 + lane / 4 + 8 * (q / 2);
-            if (m < M && n < N) p.y[(int64_t)m * N + n] = kp_round<DT>(d[4 * j + q]);
-          }
-        continue;
-      }
-    }
-    /* the fp32 tile into this block's slot: [BM][BN] */
-    const int64_t slot = 3 * b + (whole ? 2 : tile == first_tile ? 0 : 1);
-    float *mine = p.part + slot * (BM * BN);
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = role * 64 + warp * 16 + lane / 4 + 8 * h, col = 8 * j + 2 * (lane % 4);
-        *reinterpret_cast<float2 *>(mine + row * BN + col) = make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
-      }
-    kp_consumers_sync(consumers);
-    int64_t blo = b, nseg = 1;
-    if (!whole) {
-      blo = kp_sk_block(tile * nb, U, G);
-      nseg = kp_sk_block((tile + 1) * nb - 1, U, G) - blo + 1;
-      if (tid == 0) {
-        __threadfence(); /* this block's partial before its arrival */
-        last = atomicAdd(&p.counters[tile], 1u) == (uint32_t)(nseg - 1);
-      }
-      kp_consumers_sync(consumers);
-      if (!last) continue;
-      __threadfence(); /* the other blocks' partials after their arrivals */
-    }
-    /* sum the segments in block order, 4 rows m at a time, and store y */
-    auto part = [&](int64_t q, int r, int m4) {
-      const int64_t qs = whole ? slot : 3 * q + (tile == (q * U / G) / nb ? 0 : 1);
-      return __ldcg(reinterpret_cast<const float4 *>(p.part + qs * (BM * BN) + r * BN + m4));
-    };
-    auto sum = [&](int r, int m4) {
-      float4 v = part(blo, r, m4);
-      for (int64_t q = blo + 1; q < blo + nseg; ++q) {
-        const float4 w = part(q, r, m4);
-        v.x += w.x;
-        v.y += w.y;
-        v.z += w.z;
-        v.w += w.w;
-      }
-      return v;
-    };
-    const int groups = OUT * ((M + 3) / 4);
-    for (int g = tid; g < groups; g += consumers) {
-      const int r = g % OUT, m4 = (g / OUT) * 4;
-      if (n0 + r >= N) continue;
-      float4 v = sum(r, m4);
-      if constexpr (MODE == KP_WG_GATED) {
-        const float4 w = sum(r + OUT, m4);
-        v = make_float4(kp_silu_mul(v.x, w.x), kp_silu_mul(v.y, w.y), kp_silu_mul(v.z, w.z), kp_silu_mul(v.w, w.w));
-      }
-      uint16_t *y = p.y + (int64_t)m4 * N + n0 + r;
-      y[0] = kp_round<DT>(v.x);
-      if (m4 + 1 < M) y[N] = kp_round<DT>(v.y);
-      if (m4 + 2 < M) y[2 * N] = kp_round<DT>(v.z);
-      if (m4 + 3 < M) y[3 * N] = kp_round<DT>(v.w);
-    }
-    if (!whole && tid == 0) p.counters[tile] = 0u; /* ready for the next launch */
-    kp_consumers_sync(consumers);                 /* the slot is read before it is written again */
-  }
-}
 #elif defined(KPICK_GPU_CUDA)
 /* no sm_90a pass in this build: the host never launches these */
 template <int DT, int BN, int WG, int MODE, bool PDL>
 __global__ void kp_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap,
                                 kp_wgmma_args p) {
-  __builtin_trap();
-}
-template <int DT, int BN, int WG, int MODE, bool PDL, int BPS>
-__global__ void kp_wgmma_sk_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap,
-                                   kp_wgmma_args p) {
   __builtin_trap();
 }
 #endif
@@ -423,8 +223,6 @@ __global__ void kp_wgmma_sk_kernel(const __grid_constant__ CUtensorMap wmap, con
 static constexpr int kp_wg_bn(int32_t m) { return m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : 128; }
 
 static constexpr size_t kp_wg_smem_cap = 227 * 1024; /* sm_90 opt-in limit per block */
-static constexpr size_t kp_wg_smem_sm = 228 * 1024;  /* sm_90 shared memory per SM */
-static constexpr int kp_wg_max_sk = 2;               /* stream-K: at most 2 blocks per SM */
 
 static size_t kp_wg_smem(int wg, int stages, int32_t m) {
   const size_t bn = (size_t)kp_wg_bn(m), bm = 64 * (size_t)wg;
@@ -434,41 +232,12 @@ static size_t kp_wg_smem(int wg, int stages, int32_t m) {
   return (ring > tile ? ring : tile) + 1024; /* + the 1024-byte alignment of the ring */
 }
 
-/* stream-K (s < 0: -s blocks per SM): the stages a launch takes, at most T,
- * as many as fit one block's share of the SM's shared memory (each block also
- * holds 1 KiB the system reserves and its barriers); 0 when fewer than 2 fit */
-static int kp_wg_sk_stages(int wg, int stages, int s, int32_t m) {
-  const size_t share = (s == -1 ? kp_wg_smem_cap : kp_wg_smem_sm / (size_t)-s) - 2048;
-  const size_t stage = (64 * (size_t)wg + (size_t)kp_wg_bn(m)) * 128, fit = (share - 1024) / stage;
-  const int t = fit < (size_t)stages ? (int)fit : stages;
-  return t >= 2 ? t : 0;
-}
-
 int kp_wgmma_fits(int wg, int stages, int s, int32_t m) {
-  if (s < 0) return stages >= 2 && stages <= kp_wg_max_stages && s >= -kp_wg_max_sk && kp_wg_sk_stages(wg, stages, s, m) > 0;
   return stages >= 2 && stages <= kp_wg_max_stages && s >= 1 && s <= kp_wg_max_split &&
          kp_wg_smem(wg, stages, m) <= kp_wg_smem_cap;
 }
 
 #if defined(KPICK_GPU_CUDA) && defined(KPICK_WGMMA_BUILT)
-/* the stream-K grid: -s blocks per SM, never more blocks than units */
-static int64_t kp_wg_sk_grid(int wg, int s, int gated, int64_t n, int64_t k) {
-  static int sms = 0;
-  if (!sms && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) sms = 0;
-  const int64_t out = gated ? 32 * wg : 64 * wg, tiles = (n + out - 1) / out, units = tiles * ((k + kp_wg_kstep - 1) / kp_wg_kstep);
-  const int64_t g = (int64_t)(sms > 0 ? sms : 1) * -s;
-  return g < units ? g : units;
-}
-
-void kp_wgmma_scratch(int wg, int s, int gated, int32_t m, int64_t n, int64_t k, size_t *temp, size_t *counters) {
-  *temp = 0;
-  *counters = 0;
-  if (s >= 0) return;
-  const int64_t out = gated ? 32 * wg : 64 * wg;
-  *temp = 3 * (size_t)kp_wg_sk_grid(wg, s, gated, n, k) * 64 * (size_t)wg * (size_t)kp_wg_bn(m) * sizeof(float);
-  *counters = (size_t)((n + out - 1) / out);
-}
-
 typedef void (*kp_wgmma_fn)(const CUtensorMap, const CUtensorMap, kp_wgmma_args);
 
 /* The kernels of one wgmma row of space.def (rows.h): k[dtype][log2(BN / 8)]
@@ -478,12 +247,10 @@ struct kp_wgmma_set {
   kp_wgmma_fn k[2][kp_wg_bn_slots];
 };
 
-/* BPS: 0 for the cluster kernel, else the stream-K blocks per SM */
-template <int DT, int WG, int MODE, bool PDL, int BPS, int BN>
+template <int DT, int WG, int MODE, bool PDL, int BN>
 static void kp_wgmma_fill(kp_wgmma_fn (&k)[kp_wg_bn_slots]) {
-  if constexpr (BPS > 0) k[kp_log2(BN / 8)] = kp_wgmma_sk_kernel<DT, BN, WG, MODE, PDL, BPS>;
-  else k[kp_log2(BN / 8)] = kp_wgmma_kernel<DT, BN, WG, MODE, PDL>;
-  if constexpr (BN > 8) kp_wgmma_fill<DT, WG, MODE, PDL, BPS, BN / 2>(k);
+  k[kp_log2(BN / 8)] = kp_wgmma_kernel<DT, BN, WG, MODE, PDL>;
+  if constexpr (BN > 8) kp_wgmma_fill<DT, WG, MODE, PDL, BN / 2>(k);
 }
 
 template <int ID>
@@ -493,13 +260,11 @@ static kp_wgmma_set kp_wgmma_row() {
   if constexpr (r.family == KP_FAM_wgmma) {
     static_assert(r.p0 == 1 || r.p0 == 2 || r.p0 == 4, "wgmma: WG is 1, 2 or 4 consumer warpgroups");
     static_assert(r.p1 >= 2 && r.p1 <= kp_wg_max_stages, "wgmma: T is 2..kp_wg_max_stages stages");
-    static_assert((r.p2 >= 1 && r.p2 <= kp_wg_max_split) || (r.p2 < 0 && r.p2 >= -kp_wg_max_sk),
-                  "wgmma: S is 1..8 blocks of a portable cluster, or -1/-2 (stream-K, blocks per SM)");
+    static_assert(r.p2 >= 1 && r.p2 <= kp_wg_max_split, "wgmma: S is 1..8 blocks of a portable cluster");
     static_assert(r.rows_max >= 1 && r.rows_max <= kp_rows_limit, "wgmma: rows stop at 128 (kp_wg_bn's widest N)");
     constexpr int mode = r.op == KPICK_OP_GATED ? KP_WG_GATED : KP_WG_LINEAR, bn = kp_wg_bn(r.rows_max);
-    constexpr int bps = r.p2 < 0 ? -r.p2 : 0;
-    kp_wgmma_fill<KP_DT_BF16, r.p0, mode, r.pdl(), bps, bn>(s.k[0]);
-    kp_wgmma_fill<KP_DT_FP16, r.p0, mode, r.pdl(), bps, bn>(s.k[1]);
+    kp_wgmma_fill<KP_DT_BF16, r.p0, mode, r.pdl(), bn>(s.k[0]);
+    kp_wgmma_fill<KP_DT_FP16, r.p0, mode, r.pdl(), bn>(s.k[1]);
   }
   return s;
 }
@@ -543,33 +308,19 @@ static int kp_wg_map(CUtensorMap *map, int32_t dtype, const void *base, int64_t 
 /* the row's kernels, and the driver's tensor-map encoder they need */
 int kp_wgmma_built(int32_t cand) { return kp_wgmma_sets[cand].k[0][0] != nullptr && kp_encode_fn() != nullptr; }
 
-int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const struct kp_scratch *ws) {
+int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s) {
   const int gated = c->op == KPICK_OP_GATED, bn = kp_wg_bn(c->m);
   const kp_wgmma_fn k = c->m >= 1 && c->m <= kp_rows_limit ? kp_wgmma_sets[c->cand].k[c->dtype == KP_DT_BF16 ? 0 : 1][kp_log2(bn / 8)] : nullptr;
   if (!k || wg != kp_defs[c->cand].p0 || !kp_wgmma_fits(wg, stages, s, c->m))
     return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "no kernel for m=%d, WG=%d, T=%d, S=%d, pdl=%d", (int)c->m, wg,
                    stages, s, c->pdl);
-  const int64_t rows = gated ? 32 * wg : 64 * wg, tiles = (c->n + rows - 1) / rows;
-  kp_wgmma_args a = {(uint16_t *)c->y, c->m, c->n, (int32_t)((c->k + kp_wg_kstep - 1) / kp_wg_kstep), stages,
-                     (int32_t)tiles, nullptr, nullptr};
-  size_t smem = kp_wg_smem(wg, stages, c->m);
-  dim3 grid((unsigned)tiles, (unsigned)s);
-  if (s < 0) { /* stream-K: the stages that fit, the grid of the device, the scratch */
-    size_t temp = 0, counters = 0;
-    kp_wgmma_scratch(wg, s, gated, c->m, c->n, c->k, &temp, &counters);
-    if (!ws || ws->temp_bytes < temp || ws->counters_len < counters)
-      return kp_fail(KPICK_E_STATE, "wgmma", "scratch too small for stream-K (WG=%d, m=%d, n=%lld)", wg, (int)c->m,
-                     (long long)c->n);
-    a.stages = kp_wg_sk_stages(wg, stages, s, c->m);
-    a.part = (float *)ws->temp;
-    a.counters = ws->counters;
-    smem = (size_t)a.stages * (64 * (size_t)wg + (size_t)bn) * 128 + 1024;
-    grid = dim3((unsigned)kp_wg_sk_grid(wg, s, gated, c->n, c->k));
-  }
+  const size_t smem = kp_wg_smem(wg, stages, c->m);
   /* built per launch: encoding is host work only (no device call) */
   CUtensorMap wmap, xmap;
   KP_TRY(kp_wg_map(&wmap, c->dtype, c->w, gated ? 2 * c->n : c->n, c->k, gated ? 32 * wg : 64 * wg));
   KP_TRY(kp_wg_map(&xmap, c->dtype, c->x, c->m, c->k, bn));
+  const int64_t rows = gated ? 32 * wg : 64 * wg, tiles = (c->n + rows - 1) / rows;
+  kp_wgmma_args a = {(uint16_t *)c->y, c->m, c->n, (int32_t)((c->k + kp_wg_kstep - 1) / kp_wg_kstep), stages};
   KP_GPU(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[2];
@@ -586,7 +337,7 @@ int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const st
     attr[na].val.programmaticStreamSerializationAllowed = 1;
     ++na;
   }
-  cfg.gridDim = grid;
+  cfg.gridDim = dim3((unsigned)tiles, (unsigned)s);
   cfg.blockDim = dim3(128 * wg + 32);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = c->stream;
@@ -599,12 +350,7 @@ int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const st
 /* HIP, or a CUDA build without an sm_90a pass: the family is absent */
 int kp_wgmma_built(int32_t cand) { return 0; }
 
-void kp_wgmma_scratch(int wg, int s, int gated, int32_t m, int64_t n, int64_t k, size_t *temp, size_t *counters) {
-  *temp = 0;
-  *counters = 0;
-}
-
-int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const struct kp_scratch *ws) {
+int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s) {
   return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "this build has no sm_90a kernels");
 }
 #endif

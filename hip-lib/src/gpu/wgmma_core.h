@@ -93,14 +93,6 @@ template <int N>
 __device__ __forceinline__ void kp_wg_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
-/* pins the accumulators at this point of the asm sequence: without it the
- * compiler may read them (a store, a cvt) before the wait that retires the
- * wgmmas writing them, and ptxas then serialises every wgmma (C7514) */
-template <int R>
-__device__ __forceinline__ void kp_wg_fence_regs(float (&d)[R]) {
-#pragma unroll
-  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
 /* ---- thread-block clusters: the split-K reduce through distributed shared memory ---- */
 __device__ __forceinline__ uint32_t kp_cluster_rank() {
   uint32_t r;
