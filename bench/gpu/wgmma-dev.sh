@@ -4,7 +4,7 @@
 # odd shapes, rows 1..128, bf16 and fp16), Nsight Compute over a plan
 # (profile-wgmma.sh), then sweeps (every candidate, in-step timing, parity
 # before timing) into stores/dev. Logs and stores come back in $OUT/dev.tar.xz.
-#   bash bench/gpu/wgmma-dev.sh            (env: PLAN file, SWEEPS "args;args", ROWS)
+#   PLAN=plan-file SWEEPS="sweep args;sweep args" bash bench/gpu/wgmma-dev.sh   (both optional; plan lines as in profile-wgmma.sh)
 set -uo pipefail
 out=${OUT:-build/gpu-dev}
 mkdir -p "$out" build logs
