@@ -96,7 +96,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       for (const m of rows) {
         problem.setRows(m);
         const pick = route.lookup(linear.op, dtype, linear.n, linear.k, m);
-        const def = route.defaultOf(linear.op);
+        const def = route.defaultOf(linear.op, dtype);
         if (pick === null || def === null) throw new Error(`no candidate for ${linear.op} ${linear.n}x${linear.k} m=${m}`);
         const timed = [...new Set([pick, def])].map((name) => ids.get(name)!);
         const t = timeRounds(problem, timed, samples, rounds);

@@ -27,11 +27,13 @@ export const STATUS_NAMES: Record<number, string> = {
 
 /** enum kpick_op, enum kpick_dtype, enum kpick_buffer */
 export const OP_CODES = { linear: 0, gated: 1 } as const;
-export const DTYPE_CODES = { bf16: 0, fp16: 1 } as const;
+export const DTYPE_CODES = { bf16: 0, fp16: 1, fp8: 2 } as const;
+/** enum kpick_numeric, in code order */
+export const NUMERIC_NAMES = ['w16a16', 'w8a16', 'w8a8'] as const;
 export const BUFFER_CODES = { y: 0, x: 1, w: 2 } as const;
 
 /** KPICK_ABI_VERSION this binding was written against */
-export const ABI_VERSION = 2;
+export const ABI_VERSION = 3;
 
 export const KpickInfo = koffi.struct('kpick_info', {
   backend: koffi.array('char', 16),
@@ -64,6 +66,7 @@ export const KpickCandidate = koffi.struct('kpick_candidate', {
   stack_bound: 'int32_t',
   pdl: 'int32_t',
   available: 'int32_t',
+  numeric: 'int32_t',
 });
 
 export const KpickModelDims = koffi.struct('kpick_model_dims', {
@@ -133,6 +136,7 @@ export interface RawCandidate {
   stack_bound: number;
   pdl: number;
   available: number;
+  numeric: number;
 }
 
 const out = (type: string | TypeObject) => koffi.out(koffi.pointer(type));
@@ -165,6 +169,10 @@ export const BINDINGS = {
   kpick_count_nodes: ['int', [ProblemHandle, i32, out(i32)]],
   kpick_download: ['int', [ProblemHandle, i32, 'void *', i64]],
   kpick_reference: ['int', [ProblemHandle, 'const int64_t *', i32, 'double *', i64]],
+  // fp8 conversions
+  kpick_e4m3_encode: ['int', ['const float *', 'uint8_t *', i64]],
+  kpick_e4m3_decode: ['int', ['const uint8_t *', 'float *', i64]],
+  kpick_fp8_pack: ['int', ['const uint16_t *', i64, i64, 'void *', i64]],
   // the route
   kpick_route_load: ['int', ['const char *', i32]],
   kpick_route_verdict: ['int', ['char *', i32]],

@@ -4,7 +4,7 @@
 // the library fails to run is a failed check with its reason, never a crash.
 import { randomInt } from 'node:crypto';
 import { asUsage, colorsFor, EXIT, printJsonLine, Progress, say, UsageError } from './cli.ts';
-import { KpickError, openKpick, type Candidate, type Kpick } from './ffi.ts';
+import { KpickError, openKpick, takesDtype, type Candidate, type Kpick } from './ffi.ts';
 import { describeIdentity, identityFromInfo } from './identity.ts';
 import type { Linear } from './models.ts';
 import { ParityChecker, computeReference, referenceColumns, type ColumnMode } from './parity.ts';
@@ -83,7 +83,7 @@ export function runParity(kpick: Kpick, plan: ParityPlan, events: ParityEvents):
   let done = 0;
   for (const dtype of plan.dtypes) {
     for (const linear of plan.linears) {
-      const ofOp = plan.candidates.filter((c) => c.op === linear.op);
+      const ofOp = plan.candidates.filter((c) => c.op === linear.op && takesDtype(c, dtype));
       for (let s = 0; s < plan.seeds; s++) {
         events.progress?.(done, total, `${dtype} ${linear.name} ${linear.op} ${linear.n}x${linear.k}`);
         const seed = randomInt(0, 2 ** 47);

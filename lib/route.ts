@@ -38,7 +38,7 @@ import {
 } from './guard.ts';
 import type { Kpick } from './ffi.ts';
 import { identityFromInfo } from './identity.ts';
-import { BUCKETS, DTYPES, MAX_ROWS, OPS, TABLE_FORMAT, type Bucket, type Dtype, type Identity, type Op, type Table } from './schema.ts';
+import { BUCKETS, DTYPES, MAX_ROWS, OPS, TABLE_FORMAT, takesDtype, type Bucket, type Dtype, type Identity, type Op, type Table } from './schema.ts';
 import { writeFileAtomic } from './write-file.ts';
 
 
@@ -175,7 +175,7 @@ function parseEntry(line: string, at: number): EntryView | Invalid {
   const bucket = uint(bucketText!);
   const stack = uint(stackText!);
   if (!(OPS as readonly string[]).includes(op!)) return invalid(`line ${at}: op must be linear or gated`);
-  if (!(DTYPES as readonly string[]).includes(dtype!)) return invalid(`line ${at}: dtype must be bf16 or fp16`);
+  if (!(DTYPES as readonly string[]).includes(dtype!)) return invalid(`line ${at}: dtype must be bf16, fp16 or fp8`);
   if (n === null || n < 1 || n > MAX_DIM) return invalid(`line ${at}: n must be an integer in 1..${MAX_DIM}`);
   if (k === null || k < 1 || k > MAX_DIM) return invalid(`line ${at}: k must be an integer in 1..${MAX_DIM}`);
   if (bucket === null || !(BUCKETS as readonly number[]).includes(bucket)) return invalid(`line ${at}: bucket must be one of ${BUCKETS.join(',')}`);
@@ -342,12 +342,13 @@ export function guardCompactRoute(file: string, build: Build, env: Env = process
 // ---- the route ------------------------------------------------------------------
 
 /**
- * The class default of op: what runs without a table. Under KPICK_NO_BLASLT a
- * vendor-BLAS default gives way to the first available candidate of the op, in
- * space order, that is neither BLAS nor stack-bound (route.c's class_default).
+ * The class default of op in dtype: what runs without a table (for fp8 the
+ * W8A8 row, space.def). Under KPICK_NO_BLASLT a vendor-BLAS default gives way
+ * to the first available candidate of the op and dtype, in space order, that
+ * is neither BLAS nor stack-bound (route.c's class_default).
  */
-export function classDefault(build: Build, op: Op, env: Env): BuildCandidate | null {
-  const ofOp = build.candidates.filter((c) => c.op === op && c.available);
+export function classDefault(build: Build, op: Op, env: Env, dtype: Dtype = 'bf16'): BuildCandidate | null {
+  const ofOp = build.candidates.filter((c) => c.op === op && takesDtype(c, dtype) && c.available);
   const head = ofOp.find((c) => c.isDefault) ?? null;
   const noBlaslt = (env.KPICK_NO_BLASLT ?? '') !== '';
   if (!head || !noBlaslt || head.family !== 'blaslt') return head;
@@ -360,7 +361,8 @@ const keyOf = (op: string, dtype: string, n: number, k: number, bucket: number) 
 export class Route {
   readonly verdict: Verdict;
   private readonly entries = new Map<string, string>();
-  private readonly defaults: Record<Op, string | null>;
+  /** per op and dtype: op/dtype -> name */
+  private readonly defaults = new Map<string, string | null>();
   private readonly forced: BuildCandidate | null;
 
   constructor(verdict: Verdict, build: Build, env: Env) {
@@ -368,24 +370,21 @@ export class Route {
     if (verdict.kind === 'used') {
       for (const e of verdict.kept) this.entries.set(keyOf(e.op, e.dtype, e.n, e.k, e.bucket), e.choice);
     }
-    this.defaults = {
-      linear: classDefault(build, 'linear', env)?.name ?? null,
-      gated: classDefault(build, 'gated', env)?.name ?? null,
-    };
+    for (const op of OPS) for (const dtype of DTYPES) this.defaults.set(`${op}/${dtype}`, classDefault(build, op, env, dtype)?.name ?? null);
     this.forced = forcedCandidate(build, env);
   }
 
-  /** The class default of op here: what a miss (or no table) runs. */
-  defaultOf(op: Op): string | null {
-    return this.defaults[op];
+  /** The class default of op in dtype here: what a miss (or no table) runs. */
+  defaultOf(op: Op, dtype: Dtype = 'bf16'): string | null {
+    return this.defaults.get(`${op}/${dtype}`) ?? null;
   }
 
   /** The candidate for one call; null only when the build has no default for op. */
   lookup(op: Op, dtype: Dtype, n: number, k: number, m: number): string | null {
     const bucket = bucketOf(m);
     const f = this.forced;
-    if (f && f.op === op && f.rowsMin <= m && f.rowsMax >= m) return f.name;
-    return this.entries.get(keyOf(op, dtype, n, k, bucket)) ?? this.defaults[op];
+    if (f && f.op === op && takesDtype(f, dtype) && f.rowsMin <= m && f.rowsMax >= m) return f.name;
+    return this.entries.get(keyOf(op, dtype, n, k, bucket)) ?? this.defaultOf(op, dtype);
   }
 }
 

@@ -11,7 +11,7 @@
 // scheduling bounds every shard's cost by total/n + the largest unit.
 import type { Candidate, Dtype } from './ffi.ts';
 import type { Linear } from './models.ts';
-import type { Bucket } from './schema.ts';
+import { takesDtype, type Bucket } from './schema.ts';
 
 export interface Shard {
   /** 0-based, < count */
@@ -96,14 +96,15 @@ export function unitKey(dtype: Dtype, linear: Pick<Linear, 'op' | 'n' | 'k'>, ro
 
 /** Every unit of the full plan, in plan order (dtype, linear, rows). */
 export function planUnits(
-  plan: { dtypes: readonly Dtype[]; linears: readonly Linear[]; rows: readonly Bucket[]; candidates: readonly Pick<Candidate, 'op'>[] },
+  plan: { dtypes: readonly Dtype[]; linears: readonly Linear[]; rows: readonly Bucket[]; candidates: readonly { op: Candidate['op']; numeric?: Candidate['numeric'] }[] },
 ): Unit[] {
   const units: Unit[] = [];
   for (const dtype of plan.dtypes) {
     for (const linear of plan.linears) {
-      const timings = plan.candidates.filter((c) => c.op === linear.op).length + 1;
+      const timings = plan.candidates.filter((c) => c.op === linear.op && takesDtype(c, dtype)).length + 1;
+      const bytes = dtype === 'fp8' ? weightBytes(linear) / 2 : weightBytes(linear); // fp8 reads a byte a weight
       for (const rows of plan.rows) {
-        units.push({ dtype, linear, rows, key: unitKey(dtype, linear, rows), cost: weightBytes(linear) * timings });
+        units.push({ dtype, linear, rows, key: unitKey(dtype, linear, rows), cost: bytes * timings });
       }
     }
   }

@@ -7,7 +7,7 @@
 // what kpick_time gives: on a GPU the call's served cost after a kernel that
 // writes its input, as a decode step runs it (README, "How a candidate is timed").
 import { randomInt } from 'node:crypto';
-import { KpickError, type Candidate, type Kpick, type Problem } from './ffi.ts';
+import { KpickError, takesDtype, type Candidate, type Kpick, type Problem } from './ffi.ts';
 import type { Linear } from './models.ts';
 import { ParityChecker, computeReference, referenceColumns } from './parity.ts';
 import { FLOOR, storeRecord, type RecordSite } from './record.ts';
@@ -185,7 +185,7 @@ export function runSweep(kpick: Kpick, plan: SweepPlan, events: SweepEvents): Sw
   let skipped = 0;
   for (const dtype of plan.dtypes) {
     for (const linear of plan.linears) {
-      const ofOp = plan.candidates.filter((c) => c.op === linear.op);
+      const ofOp = plan.candidates.filter((c) => c.op === linear.op && takesDtype(c, dtype));
       for (const rows of plan.rows) {
         if (mine !== null && !mine.has(unitKey(dtype, linear, rows))) continue;
         const g = { dtype, linear, rows };

@@ -10,7 +10,7 @@ import * as assert from 'uvu/assert';
 import { KpickError } from '../lib/ffi.ts';
 import type { Build } from '../lib/guard.ts';
 import { bucketOf, classDefault, compactRouteText, loadRoute, parseCompactRoute, Route, routeOnce, routePathFor, sha256Hex, writeRouteOf } from '../lib/route.ts';
-import type { Table } from '../lib/schema.ts';
+import type { Dtype, Table } from '../lib/schema.ts';
 import { readTable, tableText, writeTable } from '../lib/table.ts';
 import { readBoth } from '../lib/two-readers.ts';
 import { build, candidateResult, entryOf, headOf, kpick, linearThroughRoute, native, onDevice, othersOf, realTable, SHAPES, tempDir, withEnv } from './helpers/route-tables.ts';
@@ -34,8 +34,8 @@ function writeBoth(table: Table): { json: string; route: string } {
 }
 
 /** Every (op, dtype, n, k) to probe: the table's shapes, and misses (a shape and a dtype it lacks). */
-function probes(table: Table): { op: 'linear' | 'gated'; dtype: 'bf16' | 'fp16'; n: number; k: number }[] {
-  const seen = new Map<string, { op: 'linear' | 'gated'; dtype: 'bf16' | 'fp16'; n: number; k: number }>();
+function probes(table: Table): { op: 'linear' | 'gated'; dtype: Dtype; n: number; k: number }[] {
+  const seen = new Map<string, { op: 'linear' | 'gated'; dtype: Dtype; n: number; k: number }>();
   for (const e of table.entries) seen.set(`${e.op}/${e.dtype}/${e.n}/${e.k}`, { op: e.op, dtype: e.dtype, n: e.n, k: e.k });
   for (const op of ['linear', 'gated'] as const) for (const dtype of DTYPES) seen.set(`${op}/${dtype}/miss`, { op, dtype, n: 4096, k: 4096 });
   for (const e of table.entries) seen.set(`${e.op}/${e.dtype}/${e.k}/${e.n}`, { op: e.op, dtype: e.dtype, n: e.k, k: e.n }); // transposed: a miss

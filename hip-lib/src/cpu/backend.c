@@ -238,13 +238,14 @@ int be_time(struct kpick_problem *p, int32_t cand, int32_t nsamples, double *us)
 
 int be_time_floor(struct kpick_problem *p, int32_t nsamples, double *us) {
   cpu_state *s = p->be;
-  int64_t count = (int64_t)(p->w_bytes / 2);
+  /* the weight's bytes as a call reads them: fp8 codes and scales included */
+  int64_t bytes = (int64_t)p->w_bytes;
   int t = p->w_bytes >= FLOOR_THREADED_BYTES ? threads() : 1;
-  s->sink ^= cpu_read_floor(weights(p, next_copy(p)), count, t); /* warm-up */
+  s->sink ^= cpu_read_floor(weights(p, next_copy(p)), bytes, t); /* warm-up */
   for (int32_t i = 0; i < nsamples; i++) {
     const uint16_t *w = weights(p, next_copy(p));
     double t0 = now_us();
-    s->sink ^= cpu_read_floor(w, count, t);
+    s->sink ^= cpu_read_floor(w, bytes, t);
     us[i] = now_us() - t0;
   }
   return KPICK_OK;

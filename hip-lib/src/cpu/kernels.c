@@ -25,6 +25,7 @@
 static _Thread_local int32_t stages;
 void cpu_stages_reset(void) { stages = 0; }
 int32_t cpu_stages(void) { return stages; }
+void cpu_stage(void) { stages++; }
 
 /* 16 fp32 lanes as one vector (one zmm with AVX-512, two ymm with AVX2). */
 typedef float v16f __attribute__((vector_size(64)));
@@ -309,10 +310,10 @@ static void *floor_main(void *arg) {
   return NULL;
 }
 
-uint64_t cpu_read_floor(const uint16_t *w, int64_t count, int threads) {
+uint64_t cpu_read_floor(const void *w, int64_t bytes, int threads) {
   if (threads < 1) threads = 1;
   if (threads > 64) threads = 64;
-  int64_t words = count / 4, per = (words + threads - 1) / threads;
+  int64_t words = bytes / 8, per = (words + threads - 1) / threads;
   floor_part parts[64];
   pthread_t tids[64];
   int ok[64] = {0};

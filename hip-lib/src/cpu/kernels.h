@@ -23,12 +23,17 @@ int cpu_launch_rowblk(const cpu_call *c, const int32_t params[3]);  /* p0 = R ro
 int cpu_launch_threads(const cpu_call *c, const int32_t params[3]); /* p0 = R, p1 = threads */
 int cpu_launch_splitk(const cpu_call *c, const int32_t params[3]);  /* p0 = S parts of K */
 int cpu_launch_wrong(const cpu_call *c, const int32_t params[3]);   /* test builds only */
+/* fp8 weights (cpu/fp8.c): w points at the packed codes and scales */
+int cpu_launch_w8a16(const cpu_call *c, const int32_t params[3]);   /* p0 = R rows per block */
+int cpu_launch_w8a8(const cpu_call *c, const int32_t params[3]);    /* the fp8 class default */
 
 /* Passes over memory made since the last reset: the CPU's "graph nodes". */
 void cpu_stages_reset(void);
 int32_t cpu_stages(void);
+/* one more pass: what a launcher calls once per pass it made */
+void cpu_stage(void);
 
 /* Stream the weight bytes once with every thread: the read floor. */
-uint64_t cpu_read_floor(const uint16_t *w, int64_t count, int threads);
+uint64_t cpu_read_floor(const void *w, int64_t bytes, int threads);
 
 #endif
