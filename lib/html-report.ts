@@ -4,7 +4,8 @@
 // summary per bucket of the table route against the default and the floor.
 // No scripts, no network, no external assets: the file is the whole report.
 //
-// Units. bytes per call = N·K·e·(2 when gated) + M·K·e + M·N·e, e = 2 bytes;
+// Units. bytes per call = N·K·e·(2 when gated) + M·K·e + M·N·e, e = 2 bytes
+// (fp8: the weight is its e4m3 codes and fp32 row scales, N·K + 4·N, x and y bf16);
 // GB/s = bytes / us / 1e3. The floor of a shape is drawn on the same scale as
 // its candidates (problem bytes / floor time), so a point on the floor line
 // takes exactly the floor's time. The read ceiling is a bandwidth: the best
@@ -12,7 +13,7 @@
 // streams the weights only).
 import * as v from 'valibot';
 import { geomean } from './stats.ts';
-import { BUCKETS, Table as TableSchema, issuesLine, type Table, type TableEntry } from './schema.ts';
+import { BUCKETS, Table as TableSchema, issuesLine, weightBytes as packedBytes, type Table, type TableEntry } from './schema.ts';
 import { writeFileAtomic } from './write-file.ts';
 
 export const ELEMENT_BYTES = 2;
@@ -35,13 +36,12 @@ type Shape = Pick<TableEntry, 'op' | 'dtype' | 'n' | 'k'>;
 
 /** Bytes one call moves: the weights once, x and y once. */
 export function bytesPerCall(shape: Shape, rows: number): number {
-  const weightRows = shape.op === 'gated' ? 2 * shape.n : shape.n;
-  return (weightRows * shape.k + rows * shape.k + rows * shape.n) * ELEMENT_BYTES;
+  return weightBytes(shape) + (rows * shape.k + rows * shape.n) * ELEMENT_BYTES;
 }
 
-/** Bytes the read floor streams: the weights alone. */
+/** Bytes the read floor streams: the weights alone (fp8: codes and scales). */
 export function weightBytes(shape: Shape): number {
-  return (shape.op === 'gated' ? 2 : 1) * shape.n * shape.k * ELEMENT_BYTES;
+  return packedBytes(shape.dtype, shape.op === 'gated' ? 2 * shape.n : shape.n, shape.k);
 }
 
 export function gbps(bytes: number, us: number): number {
@@ -514,7 +514,7 @@ export function renderReport(table: Table, opts: ReportOptions = {}): string {
 <h1>${esc(title)}</h1>
 <table class="identity"><tbody>${identityRows.join('')}</tbody></table>
 <h2>Summary</h2>
-<p class="note">${ceilingNote} bytes per call = N·K·2 (twice for gated) + M·K·2 + M·N·2; GB/s = bytes / µs / 1e3. Ratios are geometric means over the entries of each bucket that have the numbers (count in brackets).</p>
+<p class="note">${ceilingNote} bytes per call = N·K·2 (twice for gated; fp8: N·K + 4·N, the codes and row scales) + M·K·2 + M·N·2; GB/s = bytes / µs / 1e3. Ratios are geometric means over the entries of each bucket that have the numbers (count in brackets).</p>
 ${summaryTable(table)}
 ${failures.length > 0 ? `<h2 class="fail">Parity failures: ${failures.length}</h2>${failuresList(failures, true)}` : '<p>No parity failures.</p>'}
 <h2>Shapes: ${groups.length}</h2>

@@ -13,12 +13,12 @@ import * as path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import * as v from 'valibot';
-import { KpickError, type Problem } from '../lib/ffi.ts';
+import { KpickError, takesDtype, type Dtype, type Problem } from '../lib/ffi.ts';
 import { guardTable, type Verdict } from '../lib/guard.ts';
 import { compactRouteText, guardCompactRoute, loadRoute, parseCompactRoute, sealRoute, sha256Hex, type Route } from '../lib/route.ts';
 import { BUCKETS, Table, TABLE_FORMAT } from '../lib/schema.ts';
 import { tableText } from '../lib/table.ts';
-import { build, headOf, kpick, linearThroughRoute, native, othersOf, realTable, SHAPES, tempDir, withEnv } from './helpers/route-tables.ts';
+import { build, headOf, kpick, linearThroughRoute, native, othersOf, realTable, SHAPES, TABLE_DTYPES, tempDir, withEnv } from './helpers/route-tables.ts';
 
 const SEED = 0x6b70_1c4b;
 const CASES = 1200;
@@ -40,7 +40,7 @@ function rng(seed: number) {
 type Rng = ReturnType<typeof rng>;
 
 const NAMES = [...build.candidates.map((c) => c.name), 'gemv.rpb4.u4', 'blaslt.algo2', 'test.wrong', '', 'two words', 'x'.repeat(60)];
-const ODD_VALUES: unknown[] = [0, -1, 3, 129, 1.5, '8', null, 1 << 25, true, [], {}, 'linear', 'gated', 'bf16', 'fp16'];
+const ODD_VALUES: unknown[] = [0, -1, 3, 129, 1.5, '8', null, 1 << 25, true, [], {}, 'linear', 'gated', 'bf16', 'fp16', 'fp8', 'fp4'];
 const KEY_FIELDS = ['op', 'dtype', 'n', 'k', 'bucket'] as const;
 
 // ---- mutations ------------------------------------------------------------
@@ -57,7 +57,7 @@ const STRUCT_MUTATIONS: ((t: Json, r: Rng) => void)[] = [
   (t, r) => {
     const e = r.pick(t.entries as Json[]);
     const f = r.pick(KEY_FIELDS);
-    e[f] = r.int(2) === 0 ? r.pick(ODD_VALUES) : f === 'bucket' ? r.pick(BUCKETS) : f === 'n' || f === 'k' ? r.pick([24, 32, 48, 64, 80]) : r.pick(['linear', 'gated', 'bf16', 'fp16']);
+    e[f] = r.int(2) === 0 ? r.pick(ODD_VALUES) : f === 'bucket' ? r.pick(BUCKETS) : f === 'n' || f === 'k' ? r.pick([24, 32, 48, 64, 80]) : r.pick(['linear', 'gated', 'bf16', 'fp16', 'fp8']);
   },
   (t, r) => (t.identity[r.pick(['backend', 'arch', 'device', 'runtime', 'blas', 'compiler', 'space'])] = r.pick(['other', '', 5, build.identity.device, build.identity.space])),
   (t, r) => (t.format = r.pick([0, 2, '1', null, 1.5, TABLE_FORMAT])),
@@ -127,7 +127,7 @@ function mutateRouteLines(text: string, r: Rng): string {
       break;
     default: {
       const fields = lines[i]!.split(' ');
-      fields[r.int(fields.length)] = r.pick(['0', '8', '007', headOf('linear'), othersOf('linear')[1]!, headOf('gated'), 'fail', 'pass', 'ok', '1', '2', '', 'linear', 'fp16', '16777217', '4096']);
+      fields[r.int(fields.length)] = r.pick(['0', '8', '007', headOf('linear'), othersOf('linear')[1]!, headOf('gated'), 'fail', 'pass', 'ok', '1', '2', '', 'linear', 'fp16', 'fp8', '16777217', '4096']);
       lines[i] = fields.join(' ');
     }
   }
@@ -175,9 +175,9 @@ function mustRefuseJson(text: string): string | null {
 }
 
 /** An entry may route to its choice: a runnable candidate of its op with evidence (or the default). */
-function entryMayRoute(e: { op: string; choice: string; status: string; parity: string; stack: boolean }, tableBlas: string): boolean {
+function entryMayRoute(e: { op: string; dtype: string; choice: string; status: string; parity: string; stack: boolean }, tableBlas: string): boolean {
   const c = build.candidates.find((x) => x.name === e.choice);
-  if (!c || !c.available || c.op !== e.op) return false;
+  if (!c || !c.available || c.op !== e.op || !takesDtype(c, e.dtype as Dtype)) return false;
   if (!c.isDefault && !(e.status === 'ok' && e.parity === 'pass')) return false;
   return !((c.stackBound || e.stack) && tableBlas !== build.identity.blas);
 }
@@ -195,17 +195,17 @@ function canonicalRoute(view: Extract<ReturnType<typeof parseCompactRoute>, { va
 interface Inputs {
   problem: Problem;
   x: Uint16Array; // [128, K]
-  w: Uint16Array;
+  w: Uint16Array | Uint8Array; // fp8: the packed codes and scales
   y: Map<string, Uint16Array>; // `${m}/${candidate}` -> kpick_run's y
 }
 const inputs = new Map<string, Inputs>();
 
-function inputsFor(op: 'linear' | 'gated', dtype: 'bf16' | 'fp16', n: number, k: number): Inputs {
+function inputsFor(op: 'linear' | 'gated', dtype: Dtype, n: number, k: number): Inputs {
   const key = `${op}/${dtype}/${n}/${k}`;
   let got = inputs.get(key);
   if (!got) {
     const problem = kpick.createProblem({ op, dtype, n, k, mMax: 128, copies: 1, seed: 5 });
-    got = { problem, x: problem.downloadX(), w: problem.downloadW(), y: new Map() };
+    got = { problem, x: problem.downloadX(), w: dtype === 'fp8' ? problem.downloadWeightBytes() : problem.downloadW(), y: new Map() };
     inputs.set(key, got);
   }
   return got;
@@ -235,12 +235,12 @@ const sameBytes = (a: Uint16Array, b: Uint16Array) => a.length === b.length && B
 function probe(r: Rng, choiceOf: (op: string, dtype: string, n: number, k: number, bucket: number) => string | null, ts: Route | null, label: string): void {
   const shape = r.pick(SHAPES);
   const op = r.int(8) === 0 ? (shape.op === 'linear' ? 'gated' : 'linear') : shape.op; // sometimes a miss
-  const dtype = r.pick(['bf16', 'fp16'] as const);
+  const dtype = r.pick(TABLE_DTYPES);
   const m = 1 + r.int(128);
   const bucket = BUCKETS.find((b) => b >= m)!;
   const inp = inputsFor(op, dtype, shape.n, shape.k);
   const chosen = kpick.candidates()[native.lookup(op, dtype, shape.n, shape.k, m)]!.name;
-  const head = build.candidates.find((c) => c.op === op && c.isDefault)!.name;
+  const head = headOf(op, dtype);
   const allowed = [head, choiceOf(op, dtype, shape.n, shape.k, bucket)];
   assert.ok(allowed.includes(chosen), `${label}: routed ${op} ${dtype} ${shape.n}x${shape.k} m=${m} to ${chosen}, allowed ${allowed.join(' or ')}`);
   if (ts) assert.is(ts.lookup(op, dtype, shape.n, shape.k, m), chosen, `${label}: TS and C routes differ`);
@@ -280,7 +280,7 @@ function checkJsonCase(file: string, text: string, label: string): Verdict {
       for (const k of list) {
         const e = t.entries.find((x) => x.op === k.op && x.dtype === k.dtype && x.n === k.n && x.k === k.k && x.bucket === k.bucket)!;
         const c = Object.hasOwn(e.candidates, e.choice) ? e.candidates[e.choice] : undefined;
-        const view = { op: e.op, choice: e.choice, status: c?.status ?? 'unmeasured', parity: c?.parity ?? 'none', stack: c?.stack_bound ?? false };
+        const view = { op: e.op, dtype: e.dtype, choice: e.choice, status: c?.status ?? 'unmeasured', parity: c?.parity ?? 'none', stack: c?.stack_bound ?? false };
         assert.is(entryMayRoute(view, t.identity.blas), may, `${label}: ${may ? 'kept' : 'dropped'} ${JSON.stringify(view)}`);
       }
     }
