@@ -18,6 +18,14 @@ import type { Dtype } from './schema.ts';
 export const LINEAR_KINDS = ['qkv', 'o', 'gate_up', 'down', 'lm_head'] as const;
 export type LinearKind = (typeof LINEAR_KINDS)[number];
 
+/**
+ * The dtype of one linear kind's weights in a model of dtype: an fp8 model's
+ * layer linears are fp8, its lm_head bf16 (model.h kp_kind_dtype).
+ */
+export function kindDtype(dtype: Dtype, kind: LinearKind): Dtype {
+  return dtype === 'fp8' && kind === 'lm_head' ? 'bf16' : dtype;
+}
+
 /** enum kpick_decode_op */
 export const DECODE_OPS = ['add_rmsnorm', 'rope_append', 'attention', 'argmax', 'embed'] as const;
 export type DecodeOp = (typeof DECODE_OPS)[number];

@@ -10,7 +10,7 @@
 // shard), in an order fixed by the cost and then the unit's key. Greedy list
 // scheduling bounds every shard's cost by total/n + the largest unit.
 import type { Candidate, Dtype } from './ffi.ts';
-import type { Linear } from './models.ts';
+import { linearsForDtype, type Linear } from './models.ts';
 import { takesDtype, type Bucket } from './schema.ts';
 
 export interface Shard {
@@ -100,7 +100,7 @@ export function planUnits(
 ): Unit[] {
   const units: Unit[] = [];
   for (const dtype of plan.dtypes) {
-    for (const linear of plan.linears) {
+    for (const linear of linearsForDtype(plan.linears, dtype)) {
       const timings = plan.candidates.filter((c) => c.op === linear.op && takesDtype(c, dtype)).length + 1;
       const bytes = dtype === 'fp8' ? weightBytes(linear) / 2 : weightBytes(linear); // fp8 reads a byte a weight
       for (const rows of plan.rows) {

@@ -8,7 +8,7 @@
 // writes its input, as a decode step runs it (README, "How a candidate is timed").
 import { randomInt } from 'node:crypto';
 import { KpickError, takesDtype, type Candidate, type Kpick, type Problem } from './ffi.ts';
-import type { Linear } from './models.ts';
+import { linearsForDtype, type Linear } from './models.ts';
 import { ParityChecker, computeReference, referenceColumns } from './parity.ts';
 import { FLOOR, storeRecord, type RecordSite } from './record.ts';
 import type { Bucket, Dtype, Identity, Parity, StoreRecord } from './schema.ts';
@@ -184,7 +184,7 @@ export function runSweep(kpick: Kpick, plan: SweepPlan, events: SweepEvents): Sw
   const groups: Group[] = [];
   let skipped = 0;
   for (const dtype of plan.dtypes) {
-    for (const linear of plan.linears) {
+    for (const linear of linearsForDtype(plan.linears, dtype)) {
       const ofOp = plan.candidates.filter((c) => c.op === linear.op && takesDtype(c, dtype));
       for (const rows of plan.rows) {
         if (mine !== null && !mine.has(unitKey(dtype, linear, rows))) continue;

@@ -207,7 +207,7 @@ test('e4m3 encode rounds to nearest even between neighbours, and saturates at +-
   assert.equal(Array.from(big), [0x7e, 0x7e, 0x7e, 0x7e, 0xfe, 0xfe, 0x7f]);
 });
 
-test('an fp8 problem holds W packed: codes, then at a 16-byte boundary one scale per row, each row reaching 448', () => {
+test('an fp8 problem holds W packed: codes, then at a 16-byte boundary one scale per row, each row reaching 448, scales differing by row', () => {
   const p = kpick.createProblem({ op: 'gated', dtype: 'fp8', n: 5, k: 19, mMax: 2, copies: 2, seed: 3 });
   try {
     const bytes = p.downloadWeightBytes();
@@ -220,8 +220,12 @@ test('an fp8 problem holds W packed: codes, then at a 16-byte boundary one scale
       const row = bytes.subarray(r * 19, (r + 1) * 19);
       assert.ok(row.some((c) => (c & 0x7f) === 0x7e), `row ${r}: its amax is 448 x its scale`);
       assert.ok(row.every((c) => (c & 0x7f) !== 0x7f), `row ${r}: no NaN code`);
-      assert.ok(scales[r]! > 0 && scales[r]! <= 1 / 448, `row ${r} scale ${scales[r]}`);
+      assert.ok(scales[r]! > 0 && scales[r]! <= 2 / 448, `row ${r} scale ${scales[r]}`);
     }
+    // rows carry gains 0.5, 0.71, 1, 1.41, 2 in turn (fp8.h kp_fp8_row_gain): each row's scale differs
+    const ratio = (a: number, b: number) => scales[a]! / scales[b]!;
+    // (the rows' own amax, of 19 uniform values, lies in 0.8..1 of the range)
+    assert.ok(ratio(4, 0) > 3 && ratio(4, 0) < 5.1 && ratio(2, 0) > 1.5 && ratio(2, 0) < 2.6, `scales ${Array.from(scales)}`);
     assert.is(p.downloadX().length, 2 * 19, 'x stays bf16');
     rejects(() => p.downloadW(), /buffer is 380 bytes, expected 232/);
   } finally {

@@ -249,7 +249,8 @@ enum kpick_linear_kind {
 };
 
 typedef struct kpick_model_dims {
-  int32_t dtype;        /* enum kpick_dtype */
+  int32_t dtype;        /* enum kpick_dtype; fp8: the qkv, o, gate_up and down weights in
+                         * fp8 (KPICK_FP8), lm_head, embedding, norms, KV and activations bf16 */
   int32_t hidden, intermediate;
   int32_t heads, kv_heads, head_dim; /* heads % kv_heads == 0; head_dim % 8 == 0 */
   int32_t vocab;

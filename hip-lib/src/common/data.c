@@ -47,6 +47,9 @@ int kp_fill_inputs(struct kpick_problem *p) {
     return kp_fail(KPICK_E_NOMEM, "problem_create", "host allocation of %.1f MiB failed", count * 2 / 1048576.0);
   }
   fill(w16, count, KPICK_BF16, mix(p->seed * 2 + 2));
+  for (int64_t r = 0; r < p->w_rows; r++)
+    for (int64_t i = 0; i < p->k; i++)
+      w16[r * p->k + i] = kp_f32_to_bf16(kp_fp8_row_gain(r) * kp_bf16_to_f32(w16[r * p->k + i]));
   kp_fp8_pack(w16, p->w_rows, p->k, p->w_host);
   free(w16);
   return KPICK_OK;

@@ -48,6 +48,15 @@ struct kpick_model {
   int32_t ngraphs, evict;
 };
 
+/* The dtype of everything but the linears' weights (activations, norms, caches,
+ * the embedding): the model's, or bf16 for an fp8 model. */
+static inline int32_t kp_act_dtype(int32_t dtype) { return dtype == KPICK_FP8 ? KPICK_BF16 : dtype; }
+/* The dtype of one linear kind's weight: an fp8 model keeps lm_head in bf16
+ * (as fp8 checkpoints do, and a tied one is the embedding table). */
+static inline int32_t kp_kind_dtype(int32_t dtype, int32_t kind) {
+  return dtype == KPICK_FP8 && kind != KPICK_LIN_LM_HEAD ? KPICK_FP8 : kp_act_dtype(dtype);
+}
+
 /* 1 when md is a live model: a freed or foreign handle is an error, not a crash */
 int kp_model_live(const kpick_model *md);
 #define KP_MODEL(md) KP_REQUIRE((md) != NULL && kp_model_live(md), "not a live model handle")

@@ -99,4 +99,15 @@ static inline uint8_t kp_f32_to_e4m3(float f) {
   return (uint8_t)(sign | (((r >> 20) - ((127u - 7u) << 3)) & 0x7fu));
 }
 
+/* W8A8's activation quant of one row, in place: x[i] becomes the value of its
+ * e4m3 code at scale amax / 448 (1 for a zero row), which it returns, so that
+ * x[i] * scale approximates the original. */
+static inline float kp_e4m3_quant_row(float *x, int64_t k) {
+  float amax = 0;
+  for (int64_t i = 0; i < k; i++) amax = fmaxf(amax, fabsf(x[i]));
+  const float s = amax > 0 ? amax / KP_E4M3_MAX : 1.0f;
+  for (int64_t i = 0; i < k; i++) x[i] = kp_e4m3_to_f32(kp_f32_to_e4m3(x[i] / s));
+  return s;
+}
+
 #endif

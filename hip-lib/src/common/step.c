@@ -14,7 +14,7 @@ static const int32_t kind_op[KPICK_LIN_COUNT] = {KPICK_OP_LINEAR, KPICK_OP_LINEA
                                                  KPICK_OP_LINEAR};
 static const char *const kind_name[KPICK_LIN_COUNT] = {"qkv", "o", "gate_up", "down", "lm_head"};
 
-static int check_cands(const int32_t *cands, int32_t m) {
+static int check_cands(const struct kpick_model *md, const int32_t *cands, int32_t m) {
   KP_REQUIRE(cands != NULL, "cands is null");
   for (int i = 0; i < KPICK_LIN_COUNT; i++) {
     const int32_t c = cands[i];
@@ -23,6 +23,9 @@ static int check_cands(const int32_t *cands, int32_t m) {
     const kp_row *r = &kp_space[c];
     KP_REQUIRE(r->op == kind_op[i], "cands[%d] (%s): %s is a candidate of op %d, the %s linear is op %d", i, kind_name[i],
                r->name, (int)r->op, kind_name[i], (int)kind_op[i]);
+    const int32_t dt = kp_kind_dtype(md->d.dtype, i);
+    KP_REQUIRE(kp_row_takes(r, dt), "cands[%d] (%s): %s does not compute dtype %d, the %s weights' dtype", i, kind_name[i],
+               r->name, (int)dt, kind_name[i]);
     if (!be_available(c)) return kp_fail(KPICK_E_UNSUPPORTED, "model", "%s (%s) is not available here", r->name, kind_name[i]);
     if (m < r->rows_min || m > r->rows_max)
       return kp_fail(KPICK_E_UNSUPPORTED, "model", "%s (%s) takes %d..%d rows, not %d", r->name, kind_name[i],
@@ -39,7 +42,8 @@ static int enqueue_step(void *ctx) {
   const struct kpick_model *md = a->md;
   const kpick_model_dims *d = &md->d;
   const layout *L = &md->L;
-  const int32_t m = a->m, dt = d->dtype;
+  /* dt: activations and the non-linear ops; wt: the layers' linear weights (fp8 in an fp8 model) */
+  const int32_t m = a->m, dt = kp_act_dtype(d->dtype), wt = kp_kind_dtype(d->dtype, KPICK_LIN_QKV);
   const int64_t H = d->hidden, I = d->intermediate;
   void *s = md->stream;
   float *resid = kp_at(md, L->resid);
@@ -53,17 +57,17 @@ static int enqueue_step(void *ctx) {
   for (int32_t l = 0; l < d->layers; l++) {
     void *kc = kp_cache_at(md, l, 0), *vc = kp_cache_at(md, l, 1);
     KP_TRY(be_add_rmsnorm(dt, resid, pending, kp_layer_at(md, l, L->gamma_attn), hbuf, m, H, d->rms_eps, s));
-    KP_TRY(be_launch(a->cands[KPICK_LIN_QKV], KPICK_OP_LINEAR, dt, hbuf, kp_layer_at(md, l, L->wqkv), qkv, m, L->nqkv, H, s));
+    KP_TRY(be_launch(a->cands[KPICK_LIN_QKV], KPICK_OP_LINEAR, wt, hbuf, kp_layer_at(md, l, L->wqkv), qkv, m, L->nqkv, H, s));
     KP_TRY(be_rope_append(dt, qkv, pos, kc, vc, m, d->heads, d->kv_heads, d->head_dim, md->cap, d->rope_theta, s));
     KP_TRY(be_attention(dt, qkv, kc, vc, pos, attn, m, d->heads, d->kv_heads, d->head_dim, md->cap, attn_scratch, s));
-    KP_TRY(be_launch(a->cands[KPICK_LIN_O], KPICK_OP_LINEAR, dt, attn, kp_layer_at(md, l, L->wo), ybuf, m, H, L->qdim, s));
+    KP_TRY(be_launch(a->cands[KPICK_LIN_O], KPICK_OP_LINEAR, wt, attn, kp_layer_at(md, l, L->wo), ybuf, m, H, L->qdim, s));
     KP_TRY(be_add_rmsnorm(dt, resid, ybuf, kp_layer_at(md, l, L->gamma_mlp), hbuf, m, H, d->rms_eps, s));
-    KP_TRY(be_launch(a->cands[KPICK_LIN_GATE_UP], KPICK_OP_GATED, dt, hbuf, kp_layer_at(md, l, L->wgu), act, m, I, H, s));
-    KP_TRY(be_launch(a->cands[KPICK_LIN_DOWN], KPICK_OP_LINEAR, dt, act, kp_layer_at(md, l, L->wdown), ybuf, m, H, I, s));
+    KP_TRY(be_launch(a->cands[KPICK_LIN_GATE_UP], KPICK_OP_GATED, wt, hbuf, kp_layer_at(md, l, L->wgu), act, m, I, H, s));
+    KP_TRY(be_launch(a->cands[KPICK_LIN_DOWN], KPICK_OP_LINEAR, wt, act, kp_layer_at(md, l, L->wdown), ybuf, m, H, I, s));
     pending = ybuf;
   }
   KP_TRY(be_add_rmsnorm(dt, resid, pending, kp_at(md, L->gamma_final), hbuf, m, H, d->rms_eps, s));
-  KP_TRY(be_launch(a->cands[KPICK_LIN_LM_HEAD], KPICK_OP_LINEAR, dt, hbuf, kp_at(md, L->lm_head), kp_at(md, L->logits), m,
+  KP_TRY(be_launch(a->cands[KPICK_LIN_LM_HEAD], KPICK_OP_LINEAR, kp_kind_dtype(d->dtype, KPICK_LIN_LM_HEAD), hbuf, kp_at(md, L->lm_head), kp_at(md, L->logits), m,
                    d->vocab, H, s));
   return be_argmax_advance(dt, kp_at(md, L->logits), m, d->vocab, tokens, pos,
                            kp_scratch_at(md, L->argmax_scratch, L->argmax_scratch_bytes), s);
@@ -128,7 +132,7 @@ int kp_step_run(step_args *a) {
 int kp_step_args(struct kpick_model *md, const int32_t *cands, int32_t batch, step_args *a) {
   KP_REQUIRE(batch >= 1 && batch <= md->d.max_batch, "batch must be in 1..%d (the model's max_batch), got %d",
              (int)md->d.max_batch, (int)batch);
-  KP_TRY(check_cands(cands, batch));
+  KP_TRY(check_cands(md, cands, batch));
   a->md = md;
   memcpy(a->cands, cands, sizeof a->cands);
   a->m = batch;

@@ -122,13 +122,7 @@ static int x_prepare(const cpu_call *c, int quantize, x_side *xs) {
   }
   for (int64_t i = 0; i < count; i++) xs->xf[i] = kp_bf16_to_f32(c->x[i]);
   if (!quantize) return KPICK_OK;
-  for (int32_t m = 0; m < c->m; m++) {
-    float *row = xs->xf + m * K, amax = 0;
-    for (int64_t k = 0; k < K; k++) amax = fmaxf(amax, fabsf(row[k]));
-    float s = amax > 0 ? amax / KP_E4M3_MAX : 1.0f;
-    for (int64_t k = 0; k < K; k++) row[k] = kp_e4m3_to_f32(kp_f32_to_e4m3(row[k] / s));
-    xs->scale[m] = s;
-  }
+  for (int32_t m = 0; m < c->m; m++) xs->scale[m] = kp_e4m3_quant_row(xs->xf + m * K, K);
   return KPICK_OK;
 }
 
