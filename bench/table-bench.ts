@@ -12,7 +12,7 @@ import { execSync } from 'node:child_process';
 import { asUsage, EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../lib/cli.ts';
 import * as opt from '../lib/options.ts';
 import { openKpick, type Problem } from '../lib/ffi.ts';
-import { decodeLinears, findModel, parseDtypes, parseRows, uniqueShapes, type Linear } from '../lib/models.ts';
+import { decodeLinears, findModel, linearsForDtype, parseDtypes, parseRows, uniqueShapes, type Linear } from '../lib/models.ts';
 import { buildOf, loadRoute } from '../lib/route.ts';
 import { median } from '../lib/stats.ts';
 import { defaultTablePath } from '../lib/table.ts';
@@ -68,7 +68,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   const rounds = optionInt(o, 'rounds', OPTIONS.rounds.default, 1, 1000);
   const copies = optionInt(o, 'copies', OPTIONS.copies.default, 0, 4096);
   const backend = optionText(o, 'backend');
-  if (dtype === undefined) throw new UsageError('--dtype needs one of bf16, fp16');
+  if (dtype === undefined) throw new UsageError('--dtype needs one of bf16, fp16, fp8');
 
   const kpick = openKpick(backend);
   const build = buildOf(kpick);
@@ -81,7 +81,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   // shapes shared by several presets are measured once, named for all of them
   const shapes = new Map<string, { linear: Linear; names: string[] }>();
   for (const model of models) {
-    for (const l of uniqueShapes(decodeLinears(model))) {
+    for (const l of uniqueShapes([...linearsForDtype(decodeLinears(model), dtype)])) {
       const key = `${l.op}/${l.n}/${l.k}`;
       const seen = shapes.get(key);
       if (seen) seen.names.push(`${model.name}:${l.name}`);
