@@ -45,7 +45,9 @@ enum kpick_dtype { KPICK_BF16 = 0, KPICK_FP16 = 1, KPICK_FP8 = 2 };
  * bias 7, 3 mantissa bits; no infinities, 0x7F and 0xFF are NaN, largest
  * 448), row-major, then, from the first 16-byte boundary after them, rows fp32
  * scales: W_real[r][k] = scale[r] * e4m3(W[r][k]). kpick_fp8_pack writes it
- * from bf16 weights; kpick_linear checks the whole length. */
+ * from bf16 weights; kpick_linear checks the whole length. A build with no
+ * fp8 candidate (the GPU backends, so far) answers KPICK_E_UNSUPPORTED to
+ * every fp8 call: problem, route lookup, kpick_linear, model. */
 #define KPICK_FP8_SCALES_AT(rows, k) ((((int64_t)(rows) * (int64_t)(k)) + 15) / 16 * 16)
 #define KPICK_FP8_W_BYTES(rows, k) (KPICK_FP8_SCALES_AT(rows, k) + 4 * (int64_t)(rows))
 /* How a candidate computes (kpick_candidate.numeric): w16a16 takes bf16 and
