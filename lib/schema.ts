@@ -40,7 +40,7 @@ export type Numeric = v.InferOutput<typeof Numeric>;
  * (space.h kp_row_takes).
  */
 export function takesDtype(c: { numeric?: Numeric }, dtype: Dtype): boolean {
-  return (c.numeric ?? 'w16a16') !== 'w16a16' === (dtype === 'fp8');
+  return ((c.numeric ?? 'w16a16') !== 'w16a16') === (dtype === 'fp8');
 }
 
 /** The 16-bit type of x and y: the dtype, or bf16 for fp8. */

@@ -12,6 +12,7 @@
  * Codes decode by moving their bits into an fp32 (sign, then exponent and
  * mantissa 20 bits up) and scaling by 2^120, subnormals included; the NaN code
  * would read as 480, but kpick_fp8_pack never writes one (it saturates). */
+#include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,12 +28,27 @@
 
 typedef float v16f __attribute__((vector_size(64)));
 typedef uint32_t v16u __attribute__((vector_size(64)));
-typedef uint8_t v16b __attribute__((vector_size(16)));
+
+/* Sixteen codes widened to 32 bits: intrinsics where the target has them
+ * (gcc scalarises __builtin_convertvector from bytes, byte by byte through the
+ * stack: 4x slower than the bf16 kernels it sits beside). */
+static inline __attribute__((always_inline)) v16u widen16(const uint8_t *w) {
+  v16u u;
+#if defined(__AVX512F__)
+  __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)w));
+  memcpy(&u, &v, sizeof u);
+#elif defined(__AVX2__)
+  __m128i b = _mm_loadu_si128((const __m128i *)w);
+  __m256i v[2] = {_mm256_cvtepu8_epi32(b), _mm256_cvtepu8_epi32(_mm_srli_si128(b, 8))};
+  memcpy(&u, v, sizeof u);
+#else
+  for (int j = 0; j < LANES; j++) u[j] = w[j];
+#endif
+  return u;
+}
 
 static inline __attribute__((always_inline)) v16f dec16(const uint8_t *w) {
-  v16b b;
-  memcpy(&b, w, sizeof b);
-  v16u u = __builtin_convertvector(b, v16u);
+  v16u u = widen16(w);
   v16u bits = ((u & 0x80u) << 24) | ((u & 0x7fu) << 20);
   v16f f;
   memcpy(&f, &bits, sizeof f);
