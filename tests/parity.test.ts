@@ -178,6 +178,14 @@ test('test.nan fails naming the NaN or Inf elements', () => {
   assert.is(parity.rel_err, null);
 });
 
+test('test.w8a16.row0 (row 0\'s scale on every row) fails the W8A16 bar: the benchmark\'s fp8 rows differ in range', () => {
+  const parity = checkTest('test.w8a16.row0', 'fp8');
+  assert.is(parity.status, 'fail');
+  assert.ok(parity.rel_err !== null && parity.rel_err > CLASS_BAR.w8a16, String(parity.rel_err));
+  assert.match(parity.reason, /^rel_err \S+ > 1e-2$/);
+  assert.is(checkTest('w8a16.plain', 'fp8').status, 'pass', 'the right kernel on the same problem');
+});
+
 test('the real candidates of the test build still pass beside the wrong ones', () => {
   for (const name of ['plain', 'rowblk.r4', 'splitk.s4']) assert.is(checkTest(name).status, 'pass', name);
 });

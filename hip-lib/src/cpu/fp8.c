@@ -7,6 +7,9 @@
  *   w8a16.plain       W dequantized in the loop, x in bf16 (as fp32), fp32 sum,
  *                     y = sum * W row scale; the W8A16 class head
  *   w8a16.rowblk.rR   R rows of W per pass over x: byte-identical to w8a16.plain
+ *   wrong8            test-only: W8A16 with row 0's scale on every row, the
+ *                     indexing slip parity must catch (the benchmark's rows
+ *                     differ in range: fp8.h kp_fp8_row_gain)
  * Both classes share one accumulation (16 fp32 lanes over K, lane = k mod 16,
  * fma, a fixed tree: kernels.h), so the rows blocking never changes a byte.
  * Codes decode by moving their bits into an fp32 (sign, then exponent and
@@ -149,8 +152,9 @@ static void x_release(x_side *xs) {
 
 /* Output rows [0, N) in blocks of R W rows; W rows of output n are n (linear)
  * or n and N+n (gated, fused: gate and up rounded to bf16 first, as the
- * two-pass default stores them). rows_w is the packed weight's row count. */
-static void rows_all(const cpu_call *c, const x_side *xs, int R, int64_t rows_w) {
+ * two-pass default stores them). rows_w is the packed weight's row count;
+ * row r takes scale r * stride (1; 0 only in the test-only wrong8). */
+static void rows_all(const cpu_call *c, const x_side *xs, int R, int64_t rows_w, int64_t stride) {
   int64_t N = c->n, K = c->k;
   const uint8_t *w = (const uint8_t *)c->w;
   const float *ws = kp_fp8_scales(c->w, rows_w, K);
@@ -169,8 +173,9 @@ static void rows_all(const cpu_call *c, const x_side *xs, int R, int64_t rows_w)
       for (int i = 0; i < mb; i++) {
         float sx = xs->scale ? xs->scale[m + i] : 1.0f;
         for (int j = 0; j < r; j++) {
-          float v = g[i * r + j] * (xs->scale ? sx * ws[n + j] : ws[n + j]);
-          if (gated) v = silu_mul(to_bf16(v), to_bf16(u[i * r + j] * (xs->scale ? sx * ws[N + n + j] : ws[N + n + j])));
+          const float sg = ws[(n + j) * stride], su = ws[(N + n + j) * stride];
+          float v = g[i * r + j] * (xs->scale ? sx * sg : sg);
+          if (gated) v = silu_mul(to_bf16(v), to_bf16(u[i * r + j] * (xs->scale ? sx * su : su)));
           c->y[(m + i) * N + n + j] = kp_f32_to_bf16(v);
         }
       }
@@ -180,21 +185,22 @@ static void rows_all(const cpu_call *c, const x_side *xs, int R, int64_t rows_w)
   }
 }
 
-static int run(const cpu_call *c, int quantize, int R) {
+static int run(const cpu_call *c, int quantize, int R, int64_t stride) {
   if (c->dtype != KPICK_FP8) return kp_fail(KPICK_E_ARG, "cpu", "an fp8 candidate needs dtype fp8 (2), got %d", (int)c->dtype);
   if (!pick_dot(R)) return kp_fail(KPICK_E_ARG, "cpu", "rows per block must be 1, 2, 4 or 8, got %d", R);
   x_side xs;
   KP_TRY(x_prepare(c, quantize, &xs));
-  rows_all(c, &xs, R, c->op == KPICK_OP_GATED ? 2 * c->n : c->n);
+  rows_all(c, &xs, R, c->op == KPICK_OP_GATED ? 2 * c->n : c->n, stride);
   x_release(&xs);
   cpu_stage();
   return KPICK_OK;
 }
 
-int cpu_launch_w8a16(const cpu_call *c, const int32_t params[3]) { return run(c, 0, params[0]); }
+int cpu_launch_w8a16(const cpu_call *c, const int32_t params[3]) { return run(c, 0, params[0], 1); }
+int cpu_launch_wrong8(const cpu_call *c, const int32_t params[3]) { return run(c, 0, 1, 0); }
 
 int cpu_launch_w8a8(const cpu_call *c, const int32_t params[3]) {
-  if (c->op == KPICK_OP_LINEAR) return run(c, 1, 1);
+  if (c->op == KPICK_OP_LINEAR) return run(c, 1, 1, 1);
   /* gated default: one linear pass over all 2N rows into bf16, then silu-mul */
   int64_t N = c->n;
   uint16_t *gu = malloc(sizeof(uint16_t) * (size_t)(c->m * 2 * N));
@@ -203,7 +209,7 @@ int cpu_launch_w8a8(const cpu_call *c, const int32_t params[3]) {
   lin.op = KPICK_OP_LINEAR;
   lin.n = 2 * N;
   lin.y = gu;
-  int st = run(&lin, 1, 1);
+  int st = run(&lin, 1, 1, 1);
   if (st == KPICK_OK) {
     for (int32_t m = 0; m < c->m; m++)
       for (int64_t n = 0; n < N; n++)

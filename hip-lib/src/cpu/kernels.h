@@ -26,6 +26,7 @@ int cpu_launch_wrong(const cpu_call *c, const int32_t params[3]);   /* test buil
 /* fp8 weights (cpu/fp8.c): w points at the packed codes and scales */
 int cpu_launch_w8a16(const cpu_call *c, const int32_t params[3]);   /* p0 = R rows per block */
 int cpu_launch_w8a8(const cpu_call *c, const int32_t params[3]);    /* the fp8 class default */
+int cpu_launch_wrong8(const cpu_call *c, const int32_t params[3]);  /* test builds only */
 
 /* Passes over memory made since the last reset: the CPU's "graph nodes". */
 void cpu_stages_reset(void);
