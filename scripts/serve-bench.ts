@@ -66,6 +66,7 @@ export function parseArgs(argv: readonly string[]): ServeBenchArgs | null {
     const backend = parseBackend(optionText(o, 'backend'));
     const dtypes = parseDtypes(optionText(o, 'dtype', OPTIONS.dtype.default) as string);
     if (dtypes.length !== 1) throw new Error('--dtype takes one type: bf16, fp16 or fp8');
+    if (dtypes[0] === 'fp8' && model.moe) throw new Error(`--dtype fp8 takes a dense preset: ${model.name} has moe layers (the moe op takes bf16 or fp16)`);
     const context = optionInt(o, 'context', OPTIONS.context.default, 0, MAX_POSITIONS - 1);
     const steps = optionInt(o, 'steps', OPTIONS.steps.default, 1, MAX_POSITIONS);
     const identitySteps = optionInt(o, 'identitySteps', OPTIONS.identitySteps.default, 0, MAX_POSITIONS);
