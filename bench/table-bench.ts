@@ -12,7 +12,7 @@ import { execSync } from 'node:child_process';
 import { asUsage, EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../lib/cli.ts';
 import * as opt from '../lib/options.ts';
 import { openKpick, type Problem } from '../lib/ffi.ts';
-import { decodeLinears, findModel, parseDtypes, parseRows, uniqueShapes, type Linear } from '../lib/models.ts';
+import { decodeLinears, findModel, linearsForDtype, parseDtypes, parseRows, uniqueShapes, type Linear } from '../lib/models.ts';
 import { buildOf, loadRoute } from '../lib/route.ts';
 import { median } from '../lib/stats.ts';
 import { defaultTablePath } from '../lib/table.ts';
@@ -68,7 +68,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   const rounds = optionInt(o, 'rounds', OPTIONS.rounds.default, 1, 1000);
   const copies = optionInt(o, 'copies', OPTIONS.copies.default, 0, 4096);
   const backend = optionText(o, 'backend');
-  if (dtype === undefined) throw new UsageError('--dtype needs one of bf16, fp16');
+  if (dtype === undefined) throw new UsageError('--dtype needs one of bf16, fp16, fp8');
 
   const kpick = openKpick(backend);
   const build = buildOf(kpick);
@@ -82,7 +82,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   const shapes = new Map<string, { linear: Linear; names: string[] }>();
   const leftOut: string[] = [];
   for (const model of models) {
-    for (const l of uniqueShapes(decodeLinears(model))) {
+    for (const l of uniqueShapes([...linearsForDtype(decodeLinears(model), dtype)])) {
       // the moe op's kernels and its floor per routing are the sweep's for now; table-bench times linears
       if (l.op === 'moe') {
         leftOut.push(`${model.name}:${l.name}`);
@@ -103,7 +103,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       for (const m of rows) {
         problem.setRows(m);
         const pick = route.lookup(linear.op, dtype, linear.n, linear.k, m);
-        const def = route.defaultOf(linear.op);
+        const def = route.defaultOf(linear.op, dtype);
         if (pick === null || def === null) throw new Error(`no candidate for ${linear.op} ${linear.n}x${linear.k} m=${m}`);
         const timed = [...new Set([pick, def])].map((name) => ids.get(name)!);
         const t = timeRounds(problem, timed, samples, rounds);

@@ -27,7 +27,9 @@ export const STATUS_NAMES: Record<number, string> = {
 
 /** enum kpick_op, enum kpick_dtype, enum kpick_buffer, enum kpick_routing */
 export const OP_CODES = { linear: 0, gated: 1, moe: 2 } as const;
-export const DTYPE_CODES = { bf16: 0, fp16: 1 } as const;
+export const DTYPE_CODES = { bf16: 0, fp16: 1, fp8: 2 } as const;
+/** enum kpick_numeric, in code order */
+export const NUMERIC_NAMES = ['w16a16', 'w8a16', 'w8a8'] as const;
 export const BUFFER_CODES = { y: 0, x: 1, w: 2, expert_ids: 3, expert_weights: 4 } as const;
 export const ROUTING_CODES = { uniform: 0, skewed: 1 } as const;
 export type Routing = keyof typeof ROUTING_CODES;
@@ -66,6 +68,7 @@ export const KpickCandidate = koffi.struct('kpick_candidate', {
   stack_bound: 'int32_t',
   pdl: 'int32_t',
   available: 'int32_t',
+  numeric: 'int32_t',
 });
 
 export const KpickModelDims = koffi.struct('kpick_model_dims', {
@@ -139,6 +142,7 @@ export interface RawCandidate {
   stack_bound: number;
   pdl: number;
   available: number;
+  numeric: number;
 }
 
 const out = (type: string | TypeObject) => koffi.out(koffi.pointer(type));
@@ -172,6 +176,10 @@ export const BINDINGS = {
   kpick_count_nodes: ['int', [ProblemHandle, i32, out(i32)]],
   kpick_download: ['int', [ProblemHandle, i32, 'void *', i64]],
   kpick_reference: ['int', [ProblemHandle, 'const int64_t *', i32, 'double *', i64]],
+  // fp8 conversions
+  kpick_e4m3_encode: ['int', ['const float *', 'uint8_t *', i64]],
+  kpick_e4m3_decode: ['int', ['const uint8_t *', 'float *', i64]],
+  kpick_fp8_pack: ['int', ['const uint16_t *', i64, i64, 'void *', i64]],
   // the route
   kpick_route_load: ['int', ['const char *', i32]],
   kpick_route_verdict: ['int', ['char *', i32]],

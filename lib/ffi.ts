@@ -23,6 +23,7 @@ import {
   BINDINGS,
   BUFFER_CODES,
   DTYPE_CODES,
+  NUMERIC_NAMES,
   OP_CODES,
   ROUTING_CODES,
   STATUS_NAMES,
@@ -33,9 +34,10 @@ import {
   type Routing,
 } from './ffi-types.ts';
 import { UsageError } from './cli.ts';
-import { MAX_EXPERTS, MAX_ROWS, MAX_TOPK, OPS, type Dtype, type Op } from './schema.ts';
+import { activationDtype, MAX_EXPERTS, MAX_ROWS, MAX_TOPK, OPS, takesDtype, weightBytes, type Dtype, type Numeric, type Op } from './schema.ts';
 
-export type { Dtype, Op, Routing };
+export type { Dtype, Numeric, Op, Routing };
+export { activationDtype, takesDtype, weightBytes };
 
 export const BACKENDS = ['cpu', 'cuda', 'hip'] as const;
 export type Backend = (typeof BACKENDS)[number];
@@ -105,6 +107,8 @@ export interface Candidate {
   stackBound: boolean;
   pdl: boolean;
   available: boolean;
+  /** numeric class: which dtypes it takes (takesDtype) and which parity bar judges it */
+  numeric: Numeric;
 }
 
 export interface ProblemSpec {
@@ -215,6 +219,7 @@ export class Kpick {
         stackBound: raw.stack_bound !== 0,
         pdl: raw.pdl !== 0,
         available: raw.available !== 0,
+        numeric: NUMERIC_NAMES[raw.numeric] ?? 'w16a16',
       } satisfies Candidate;
     });
     return this.candidateList;
@@ -227,6 +232,27 @@ export class Kpick {
     const found = this.candidates()[id[0] ?? -1];
     if (!found) throw new KpickError('kpick_candidate_find', Status.E_ARG, `no candidate with id ${id[0]}`);
     return found;
+  }
+
+  /** e4m3 codes of fp32 values (round to nearest even, saturating at +-448) */
+  e4m3Encode(values: Float32Array): Uint8Array {
+    const codes = new Uint8Array(Math.max(1, values.length));
+    this.call('kpick_e4m3_encode', values, codes, values.length);
+    return codes.subarray(0, values.length);
+  }
+
+  /** the values of e4m3 codes (0x7F and 0xFF: NaN) */
+  e4m3Decode(codes: Uint8Array): Float32Array {
+    const values = new Float32Array(Math.max(1, codes.length));
+    this.call('kpick_e4m3_decode', codes, values, codes.length);
+    return values.subarray(0, codes.length);
+  }
+
+  /** The fp8 weight buffer (codes, then scales) of bf16 w[rows][k], as kpick_linear takes it. */
+  fp8Pack(w: Uint16Array, rows: number, k: number): Uint8Array {
+    const out = new Uint8Array(weightBytes('fp8', rows, k));
+    this.call('kpick_fp8_pack', w, rows, k, out, out.byteLength);
+    return out;
   }
 
   createProblem(spec: ProblemSpec): Problem {
@@ -379,8 +405,13 @@ export class Problem {
     return this.download('x', out);
   }
 
-  /** weight copy 0, [weightRows, K] */
+  /** weight copy 0, [weightRows, K] (16-bit dtypes) */
   downloadW(out = new Uint16Array(this.weightRows * this.k)): Uint16Array {
+    return this.download('w', out);
+  }
+
+  /** weight copy 0 as bytes: fp8's codes then scales (kpick.h KPICK_FP8) */
+  downloadWeightBytes(out = new Uint8Array(weightBytes(this.dtype, this.weightRows, this.k))): Uint8Array {
     return this.download('w', out);
   }
 
@@ -405,7 +436,7 @@ export class Problem {
     this.lib.call('kpick_problem_free', handle);
   }
 
-  private download(which: keyof typeof BUFFER_CODES, out: Uint16Array): Uint16Array {
+  private download<T extends Uint16Array | Uint8Array>(which: keyof typeof BUFFER_CODES, out: T): T {
     this.lib.call('kpick_download', this.handle, BUFFER_CODES[which], out, out.byteLength);
     return out;
   }
@@ -526,7 +557,8 @@ export class DeviceBuffer {
 }
 
 /** What kpick_linear reads and writes: a host array (the CPU backend) or a DeviceBuffer (any backend). */
-export type LinearMemory = Uint16Array | DeviceBuffer;
+/** x and y: 16-bit elements; W: 16-bit elements, or fp8's packed bytes (a Uint8Array) */
+export type LinearMemory = Uint16Array | Uint8Array | DeviceBuffer;
 
 /** The routing inputs of a moe call: expert ids (int32) and weights (fp32), [m, topk]. */
 export type IdsMemory = Int32Array | DeviceBuffer;
@@ -549,12 +581,13 @@ function checkDims(m: number, n: number, k: number): void {
  * given before any native call: a short array or buffer is a RangeError here,
  * never a write past its end.
  */
-export function checkLinearMemory(op: Op, x: LinearMemory, w: LinearMemory, y: LinearMemory, m: number, n: number, k: number): void {
+export function checkLinearMemory(op: Op, x: LinearMemory, w: LinearMemory, y: LinearMemory, m: number, n: number, k: number, dtype: Dtype = 'bf16'): void {
   if (op === 'moe') throw new TypeError('the moe op takes NativeRoute.moe (experts, routing), not linear()');
   checkDims(m, n, k);
-  const need = { x: m * k * 2, w: (op === 'gated' ? 2 * n : n) * k * 2, y: m * n * 2 };
+  const need = { x: m * k * 2, w: weightBytes(dtype, op === 'gated' ? 2 * n : n, k), y: m * n * 2 };
   for (const [name, mem] of [['x', x], ['w', w], ['y', y]] as const) {
-    if (!(mem instanceof DeviceBuffer || mem instanceof Uint16Array)) throw new TypeError(`${name} must be a Uint16Array or a DeviceBuffer`);
+    const host = mem instanceof Uint16Array || (name === 'w' && mem instanceof Uint8Array);
+    if (!(mem instanceof DeviceBuffer || host)) throw new TypeError(`${name} must be a Uint16Array${name === 'w' ? ', a Uint8Array' : ''} or a DeviceBuffer`);
     if (bytesOf(mem) < need[name]) throw new RangeError(`${name} holds ${bytesOf(mem)} bytes, the call needs ${need[name]} (m=${m}, n=${n}, k=${k}${op === 'gated' ? ', gated' : ''})`);
   }
 }
@@ -649,14 +682,14 @@ export class NativeRoute {
    * when y is complete. Host arrays serve the CPU backend; DeviceBuffers any.
    */
   linear(op: Op, dtype: Dtype, x: LinearMemory, w: LinearMemory, y: LinearMemory, m: number, n: number, k: number): void {
-    checkLinearMemory(op, x, w, y, m, n, k);
+    checkLinearMemory(op, x, w, y, m, n, k, dtype);
     this.call('kpick_linear', OP_CODES[op] ?? -1, DTYPE_CODES[dtype] ?? -1, pointerOf(x), pointerOf(w), pointerOf(y), m, n, k, null);
     if (y instanceof DeviceBuffer) this.sync(y);
   }
 
   /** linear() as a decode step runs it: captured into a graph, launched `replays` times. */
   linearGraph(op: Op, dtype: Dtype, x: LinearMemory, w: LinearMemory, y: LinearMemory, m: number, n: number, k: number, replays = 1): void {
-    checkLinearMemory(op, x, w, y, m, n, k);
+    checkLinearMemory(op, x, w, y, m, n, k, dtype);
     if (!(Number.isInteger(replays) && replays >= 1 && replays <= 1000)) throw new RangeError(`replays must be an integer in 1..1000, got ${replays}`);
     this.call('kpick_linear_graph', OP_CODES[op] ?? -1, DTYPE_CODES[dtype] ?? -1, pointerOf(x), pointerOf(w), pointerOf(y), m, n, k, replays);
   }
@@ -670,7 +703,7 @@ export class NativeRoute {
   }
 
   /** A buffer holding a copy of `data`. */
-  allocFrom(data: Uint16Array): DeviceBuffer {
+  allocFrom(data: Uint16Array | Uint8Array): DeviceBuffer {
     const buf = this.alloc(Math.max(2, data.byteLength));
     if (data.byteLength > 0) this.upload(buf, data);
     return buf;
@@ -680,7 +713,7 @@ export class NativeRoute {
     this.call('kpick_buffer_free', buf.ptr);
   }
 
-  upload(buf: DeviceBuffer, data: Uint16Array, offset = 0): void {
+  upload(buf: DeviceBuffer, data: Uint16Array | Uint8Array, offset = 0): void {
     this.call('kpick_buffer_upload', buf.ptr, offset, data, data.byteLength);
   }
 

@@ -21,7 +21,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as v from 'valibot';
-import { issuesLine, Table, TABLE_FORMAT, type Bucket, type Dtype, type Identity, type Op } from './schema.ts';
+import { issuesLine, Table, TABLE_FORMAT, takesDtype, type Bucket, type Dtype, type Identity, type Numeric, type Op } from './schema.ts';
 import { moeFields, shapeText } from './shape-key.ts';
 
 /** Larger than any real JSON table (a big one is a few MiB). */
@@ -45,6 +45,8 @@ export interface BuildCandidate {
   rowsMin: number;
   rowsMax: number;
   available: boolean;
+  /** numeric class; absent: w16a16 (takes bf16 and fp16) */
+  numeric?: Numeric;
 }
 
 /** The library actually loaded: its identity and its space, in id order. */
@@ -76,6 +78,7 @@ export const DROP_REASONS = [
   "choice not in this build's space",
   'choice not available on this target',
   'choice is for another op',
+  'choice does not take this dtype',
   'choice not measured',
   'choice failed parity',
   'choice did not run',
@@ -329,6 +332,7 @@ function entryDrop(e: EntryView, byName: ReadonlyMap<string, BuildCandidate>, ta
   if (!c) return "choice not in this build's space";
   if (!c.available) return 'choice not available on this target';
   if (c.op !== e.op) return 'choice is for another op';
+  if (!takesDtype(c, e.dtype)) return 'choice does not take this dtype';
   // The class default runs on a miss anyway: routing to it needs no evidence.
   if (!c.isDefault) {
     if (e.status === 'unmeasured') return 'choice not measured';

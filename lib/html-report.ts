@@ -4,7 +4,8 @@
 // summary per bucket of the table route against the default and the floor.
 // No scripts, no network, no external assets: the file is the whole report.
 //
-// Units. bytes per call = N·K·e·(2 when gated) + M·K·e + M·N·e, e = 2 bytes;
+// Units. bytes per call = N·K·e·(2 when gated) + M·K·e + M·N·e, e = 2 bytes
+// (fp8: the weight is its e4m3 codes and fp32 row scales, N·K + 4·N, x and y bf16);
 // GB/s = bytes / us / 1e3. The floor of a shape is drawn on the same scale as
 // its candidates (problem bytes / floor time), so a point on the floor line
 // takes exactly the floor's time. The read ceiling is a bandwidth: the best
@@ -12,7 +13,7 @@
 // streams the weights only).
 import * as v from 'valibot';
 import { geomean } from './stats.ts';
-import { BUCKETS, Table as TableSchema, issuesLine, type Table, type TableEntry } from './schema.ts';
+import { BUCKETS, Table as TableSchema, issuesLine, weightBytes as packedBytes, type Table, type TableEntry } from './schema.ts';
 import { writeFileAtomic } from './write-file.ts';
 import { byShape, moeFields, weightBytes as shapeWeightBytes } from './shape-key.ts';
 
@@ -44,9 +45,13 @@ export function bytesPerCall(shape: Shape, rows: number): number {
   return weightBytes(shape, rows) + (rows * shape.k + rows * yCols) * ELEMENT_BYTES;
 }
 
-/** Bytes the read floor streams: the weights alone (a moe call's at these rows, as bytesPerCall counts them). */
+/**
+ * Bytes the read floor streams: the weights alone (fp8: codes and scales; a
+ * moe call's at these rows, as bytesPerCall counts them).
+ */
 export function weightBytes(shape: Shape, rows = 1): number {
-  return shapeWeightBytes(shape, rows);
+  if (shape.op === 'moe') return shapeWeightBytes(shape, rows);
+  return packedBytes(shape.dtype, shape.op === 'gated' ? 2 * shape.n : shape.n, shape.k);
 }
 
 export function gbps(bytes: number, us: number): number {
@@ -520,7 +525,7 @@ export function renderReport(table: Table, opts: ReportOptions = {}): string {
 <h1>${esc(title)}</h1>
 <table class="identity"><tbody>${identityRows.join('')}</tbody></table>
 <h2>Summary</h2>
-<p class="note">${ceilingNote} bytes per call = N·K·2 (twice for gated) + M·K·2 + M·N·2; GB/s = bytes / µs / 1e3. Ratios are geometric means over the entries of each bucket that have the numbers (count in brackets).</p>
+<p class="note">${ceilingNote} bytes per call = N·K·2 (twice for gated; fp8: N·K + 4·N, the codes and row scales) + M·K·2 + M·N·2; GB/s = bytes / µs / 1e3. Ratios are geometric means over the entries of each bucket that have the numbers (count in brackets).</p>
 ${summaryTable(table)}
 ${failures.length > 0 ? `<h2 class="fail">Parity failures: ${failures.length}</h2>${failuresList(failures, true)}` : '<p>No parity failures.</p>'}
 <h2>Shapes: ${groups.length}</h2>

@@ -92,7 +92,7 @@ export function gatherInfo(args: InfoQuery, env: NodeJS.ProcessEnv = process.env
     candidates: {
       total: build.candidates.length,
       available: build.candidates.filter((c) => c.available).length,
-      defaults: kpick.candidates().filter((c) => c.isDefault && c.available).map((c) => `${c.op}: ${c.name}`),
+      defaults: kpick.candidates().filter((c) => c.isDefault && c.available).map((c) => `${c.op}${c.numeric === 'w16a16' ? '' : ' fp8'}: ${c.name}`),
     },
     table: { path: file, exists: fs.existsSync(file), route_path: routeFile, route_exists: fs.existsSync(routeFile) },
     verdict: {

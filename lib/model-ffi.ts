@@ -18,6 +18,18 @@ import type { Dtype } from './schema.ts';
 export const LINEAR_KINDS = ['qkv', 'o', 'gate_up', 'down', 'lm_head', 'router', 'experts'] as const;
 export type LinearKind = (typeof LINEAR_KINDS)[number];
 
+/** The kinds an fp8 model holds in fp8: its dense layer linears. */
+const FP8_KINDS: readonly LinearKind[] = ['qkv', 'o', 'gate_up', 'down'];
+
+/**
+ * The dtype of one linear kind's weights in a model of dtype: an fp8 model's
+ * dense layer linears are fp8, its lm_head bf16 (model.h kp_kind_dtype); the
+ * moe kinds are never fp8 (an fp8 model must be dense).
+ */
+export function kindDtype(dtype: Dtype, kind: LinearKind): Dtype {
+  return dtype === 'fp8' && !FP8_KINDS.includes(kind) ? 'bf16' : dtype;
+}
+
 /** enum kpick_decode_op */
 export const DECODE_OPS = ['add_rmsnorm', 'rope_append', 'attention', 'argmax', 'embed'] as const;
 export type DecodeOp = (typeof DECODE_OPS)[number];

@@ -17,7 +17,7 @@ export const shapes = (verb: string) => ({ flag: '--shapes <list>', help: `linea
 
 export const rows = (fallback: string) => ({ flag: '--rows <list>', help: 'rows buckets M', default: fallback } satisfies OptionSpec);
 
-export const dtype = (fallback: string) => ({ flag: '--dtype <list>', help: 'bf16, fp16 or both', default: fallback } satisfies OptionSpec);
+export const dtype = (fallback: string) => ({ flag: '--dtype <list>', help: 'bf16, fp16, fp8 (e4m3 weights with a scale per row, bf16 x and y), comma separated', default: fallback } satisfies OptionSpec);
 
 export const candidates = () => ({ flag: '--candidates <list>', help: 'candidate names or globs, comma separated (default: all)' } satisfies OptionSpec);
 

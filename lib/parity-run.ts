@@ -4,9 +4,9 @@
 // the library fails to run is a failed check with its reason, never a crash.
 import { randomInt } from 'node:crypto';
 import { asUsage, colorsFor, EXIT, printJsonLine, Progress, say, UsageError } from './cli.ts';
-import { KpickError, openKpick, type Candidate, type Kpick } from './ffi.ts';
+import { KpickError, openKpick, takesDtype, type Candidate, type Kpick } from './ffi.ts';
 import { describeIdentity, identityFromInfo } from './identity.ts';
-import type { Linear } from './models.ts';
+import { linearsForDtype, type Linear } from './models.ts';
 import { ParityChecker, computeReference, referenceColumns, type ColumnMode } from './parity.ts';
 import { storeRecord } from './record.ts';
 import type { Bucket, Dtype, Identity, Parity, StoreRecord } from './schema.ts';
@@ -86,12 +86,12 @@ export function runParity(kpick: Kpick, plan: ParityPlan, events: ParityEvents):
   const summary: ParitySummary = { checks: 0, failures: [], candidates: 0, sampled: [] };
   const names = new Set<string>();
   const mMax = Math.max(...plan.rows);
-  const total = plan.dtypes.length * plan.linears.length * plan.seeds;
+  const total = plan.dtypes.reduce((n, dtype) => n + linearsForDtype(plan.linears, dtype).length, 0) * plan.seeds;
   let done = 0;
   for (const dtype of plan.dtypes) {
-    for (const linear of plan.linears) {
-      const ofOp = plan.candidates.filter((c) => c.op === linear.op);
-      // an op this build has no candidate of makes no problem (a GPU build has no moe kernels yet)
+    for (const linear of linearsForDtype(plan.linears, dtype)) {
+      const ofOp = plan.candidates.filter((c) => c.op === linear.op && takesDtype(c, dtype));
+      // an op this build has no candidate of in dtype makes no problem (a GPU build has no moe or fp8 kernels yet)
       if (!ofOp.some((c) => c.available)) {
         done += plan.seeds;
         continue;

@@ -41,10 +41,21 @@
 //          compare the two tables from one store (bench/gpu/pipeline.sh pdl-rows).
 //          Should the default table lose to the --pdl-rows 2 one there, the
 //          rule is still needed and this default goes back to 2.
+//   class: (fp8) the default is the dtype's class default, W8A8, what an engine
+//          runs without a table. A candidate of another numeric class is
+//          picked over it when its own class's parity bar is no looser than
+//          the default's (lib/parity.ts parityBar): every class is judged
+//          against the same fp64 reference (bf16 x, dequantized W), so a
+//          W8A16 pick, which passed the tighter bar, answers at least as
+//          closely as the default it replaces; a faster W8A16 GEMV beating
+//          the W8A8 default is the point of the dtype. A class with a looser
+//          bar than the default's would trade accuracy for speed without
+//          anyone asking, so it is never picked over it.
 // Among the candidates that pass, the fastest median wins (ties by name). Every
 // entry says in one line why it moved or why it kept the default.
 import { identityDifference, identityKey, identityTag } from './identity.ts';
-import { Identity, MAX_ROWS, type CandidateResult, type StoreRecord, type TableEntry } from './schema.ts';
+import { parityBar, formatError } from './parity.ts';
+import { Identity, MAX_ROWS, type CandidateResult, type Dtype, type StoreRecord, type TableEntry } from './schema.ts';
 import { median, quantile, rankTest } from './stats.ts';
 import { byShape, moeFields, shapeId } from './shape-key.ts';
 
@@ -146,6 +157,7 @@ export function poolCandidate(records: readonly StoreRecord[]): CandidateResult 
     rel_err: errs.length > 0 ? Math.max(...errs) : null,
     stack_bound: ordered.some((r) => r.stack_bound),
     status,
+    ...(first.numeric !== undefined && first.numeric !== 'w16a16' ? { numeric: first.numeric } : {}),
   };
 }
 
@@ -172,8 +184,13 @@ export interface Samples {
 }
 
 /** Why `cand` may not replace `def`, or null when it may. Both are eligible. */
-function refusal(op: TableEntry['op'], name: string, cand: CandidateResult, def: CandidateResult, samples: Samples, gain: number, gate: number, rows: number, pdlRows: number, pdl: boolean): string | null {
+function refusal(op: TableEntry['op'], dtype: Dtype, name: string, cand: CandidateResult, def: CandidateResult, samples: Samples, gain: number, gate: number, rows: number, pdlRows: number, pdl: boolean): string | null {
   const best = `best ${name} ${percent(gain)}`;
+  const [candClass, defClass] = [cand.numeric ?? 'w16a16', def.numeric ?? 'w16a16'];
+  const [candBar, defBar] = [parityBar(dtype, candClass), parityBar(dtype, defClass)];
+  if (gain >= gate && candBar > defBar) {
+    return `kept: ${best} but its class ${candClass} has a looser parity bar (${formatError(candBar)}) than the default's ${defClass} (${formatError(defBar)})`;
+  }
   if (gain >= gate && pdl && rows > pdlRows) return `kept: ${best} but PDL is picked only at rows <= ${pdlRows}`;
   if (gain < gate) {
     if (cand.median_us === def.median_us) return `kept: ${best}, a tie with the default`;
@@ -224,6 +241,7 @@ export function decide(
   rows: number,
   pdlRows: number = DEFAULT_PDL_ROWS,
   pdl: ReadonlySet<string> = new Set(),
+  dtype: Dtype = 'bf16',
 ): { choice: string; reason: string } {
   const kept = (reason: string) => ({ choice: defaultName, reason });
   const def = candidates.get(defaultName);
@@ -239,11 +257,14 @@ export function decide(
     .map(([name, c]) => ({ name, c, gain: (def.median_us as number) / (c.median_us as number) - 1 }))
     .sort((a, b) => (a.c.median_us as number) - (b.c.median_us as number) || byText(a.name, b.name));
   const sampled = (name: string) => samples.get(name) ?? [];
-  const judged = byMedian.map((x) => ({ ...x, why: refusal(op, x.name, x.c, def, { cand: sampled(x.name), def: sampled(defaultName) }, x.gain, gate, rows, pdlRows, pdl.has(x.name)) }));
+  const judged = byMedian.map((x) => ({ ...x, why: refusal(op, dtype, x.name, x.c, def, { cand: sampled(x.name), def: sampled(defaultName) }, x.gain, gate, rows, pdlRows, pdl.has(x.name)) }));
   const winner = judged.find((x) => x.why === null);
   if (winner) return { choice: winner.name, reason: `picked ${winner.name}: ${percent(winner.gain)} over ${defaultName}` };
   return kept(judged[0]!.why as string);
 }
+
+/** Whose class default a record's problem has: the op's for bf16 and fp16 (one default takes both), the op's fp8 one for fp8. */
+const defaultKey = (r: Pick<StoreRecord, 'op' | 'dtype'>) => (r.dtype === 'fp8' ? `${r.op} fp8` : r.op);
 
 const problemKey = (r: StoreRecord) => `${r.dtype}\u0000${shapeId(r)}\u0000${r.rows}`;
 
@@ -269,7 +290,7 @@ export function promote(records: readonly StoreRecord[], gate: number, pdlRows: 
 
   const defaults = new Map<string, Set<string>>();
   for (const r of records) {
-    if (r.kind === 'candidate' && r.is_default) defaults.set(r.op, (defaults.get(r.op) ?? new Set()).add(r.candidate));
+    if (r.kind === 'candidate' && r.is_default) defaults.set(defaultKey(r), (defaults.get(defaultKey(r)) ?? new Set()).add(r.candidate));
   }
   for (const [op, names] of defaults) {
     if (names.size > 1) return { error: `op ${op} has ${names.size} class defaults (${[...names].sort().join(', ')}); expected exactly one` };
@@ -293,9 +314,9 @@ export function promote(records: readonly StoreRecord[], gate: number, pdlRows: 
       untimed++;
       continue;
     }
-    const defaultName = [...(defaults.get(head.op) ?? [])][0];
+    const defaultName = [...(defaults.get(defaultKey(head)) ?? [])][0];
     if (defaultName === undefined) {
-      leftOut.set(head.op, (leftOut.get(head.op) ?? 0) + 1);
+      leftOut.set(defaultKey(head), (leftOut.get(defaultKey(head)) ?? 0) + 1);
       continue;
     }
     const byName = new Map<string, StoreRecord[]>();
@@ -309,7 +330,7 @@ export function promote(records: readonly StoreRecord[], gate: number, pdlRows: 
     const floorSamples = floors.filter((r) => r.status === 'ok').flatMap((r) => r.samples_us);
     const samples = new Map([...byName].map(([name, rs]) => [name, pooledSamples(rs)] as const));
     const pdl = new Set(group.filter((r) => r.pdl).map((r) => r.candidate));
-    const { choice, reason } = decide(head.op, defaultName, pooled, samples, gate, head.rows, pdlRows, pdl);
+    const { choice, reason } = decide(head.op, defaultName, pooled, samples, gate, head.rows, pdlRows, pdl, head.dtype);
     entries.push({
       op: head.op,
       dtype: head.dtype,

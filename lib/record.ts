@@ -46,7 +46,9 @@ export function storeRecord(site: RecordSite, kind: StoreRecord['kind'], outcome
   if ((kind === 'floor') !== (cand === undefined)) throw new Error(`a ${kind} record ${kind === 'floor' ? 'takes no' : 'needs its'} candidate`);
   const who = cand === undefined
     ? { candidate: FLOOR, params: {}, nodes_declared: 1, is_default: false, stack_bound: false, pdl: false }
-    : { candidate: cand.name, params: { ...cand.params }, nodes_declared: cand.nodes, is_default: cand.isDefault, stack_bound: cand.stackBound, pdl: cand.pdl };
+    : { candidate: cand.name, params: { ...cand.params }, nodes_declared: cand.nodes, is_default: cand.isDefault, stack_bound: cand.stackBound, pdl: cand.pdl,
+        // the fp8 classes only: a w16a16 record stays as it was before fp8
+        ...(cand.numeric !== 'w16a16' ? { numeric: cand.numeric } : {}) };
   return {
     v: STORE_VERSION,
     kind,

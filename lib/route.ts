@@ -38,7 +38,7 @@ import {
 } from './guard.ts';
 import type { Kpick } from './ffi.ts';
 import { identityFromInfo } from './identity.ts';
-import { BUCKETS, DTYPES, MAX_EXPERTS, MAX_ROWS, MAX_TOPK, OPS, TABLE_FORMAT, type Bucket, type Dtype, type Identity, type Op, type Table } from './schema.ts';
+import { BUCKETS, DTYPES, MAX_EXPERTS, MAX_ROWS, MAX_TOPK, OPS, TABLE_FORMAT, takesDtype, type Bucket, type Dtype, type Identity, type Op, type Table } from './schema.ts';
 import { writeFileAtomic } from './write-file.ts';
 
 
@@ -181,7 +181,7 @@ function parseEntry(line: string, at: number): EntryView | Invalid {
   const bucket = uint(bucketText!);
   const stack = uint(stackText!);
   if (!(OPS as readonly string[]).includes(op!)) return invalid(`line ${at}: op must be linear, gated or moe`);
-  if (!(DTYPES as readonly string[]).includes(dtype!)) return invalid(`line ${at}: dtype must be bf16 or fp16`);
+  if (!(DTYPES as readonly string[]).includes(dtype!)) return invalid(`line ${at}: dtype must be bf16, fp16 or fp8`);
   const experts = moe ? uint(expertsText!) : null;
   const topk = moe ? uint(topkText!) : null;
   if (moe && (experts === null || experts < 1 || experts > MAX_EXPERTS)) return invalid(`line ${at}: experts must be an integer in 1..${MAX_EXPERTS}`);
@@ -353,12 +353,13 @@ export function guardCompactRoute(file: string, build: Build, env: Env = process
 // ---- the route ------------------------------------------------------------------
 
 /**
- * The class default of op: what runs without a table. Under KPICK_NO_BLASLT a
- * vendor-BLAS default gives way to the first available candidate of the op, in
- * space order, that is neither BLAS nor stack-bound (route.c's class_default).
+ * The class default of op in dtype: what runs without a table (for fp8 the
+ * W8A8 row, space.def). Under KPICK_NO_BLASLT a vendor-BLAS default gives way
+ * to the first available candidate of the op and dtype, in space order, that
+ * is neither BLAS nor stack-bound (route.c's class_default).
  */
-export function classDefault(build: Build, op: Op, env: Env): BuildCandidate | null {
-  const ofOp = build.candidates.filter((c) => c.op === op && c.available);
+export function classDefault(build: Build, op: Op, env: Env, dtype: Dtype = 'bf16'): BuildCandidate | null {
+  const ofOp = build.candidates.filter((c) => c.op === op && takesDtype(c, dtype) && c.available);
   const head = ofOp.find((c) => c.isDefault) ?? null;
   const noBlaslt = (env.KPICK_NO_BLASLT ?? '') !== '';
   if (!head || !noBlaslt || head.family !== 'blaslt') return head;
@@ -372,7 +373,8 @@ const keyOf = (op: string, dtype: string, n: number, k: number, bucket: number, 
 export class Route {
   readonly verdict: Verdict;
   private readonly entries = new Map<string, string>();
-  private readonly defaults: Record<Op, string | null>;
+  /** per op and dtype: op/dtype -> name */
+  private readonly defaults = new Map<string, string | null>();
   private readonly forced: BuildCandidate | null;
 
   constructor(verdict: Verdict, build: Build, env: Env) {
@@ -380,17 +382,13 @@ export class Route {
     if (verdict.kind === 'used') {
       for (const e of verdict.kept) this.entries.set(keyOf(e.op, e.dtype, e.n, e.k, e.bucket, e.experts, e.topk), e.choice);
     }
-    this.defaults = {
-      linear: classDefault(build, 'linear', env)?.name ?? null,
-      gated: classDefault(build, 'gated', env)?.name ?? null,
-      moe: classDefault(build, 'moe', env)?.name ?? null,
-    };
+    for (const op of OPS) for (const dtype of DTYPES) this.defaults.set(`${op}/${dtype}`, classDefault(build, op, env, dtype)?.name ?? null);
     this.forced = forcedCandidate(build, env);
   }
 
-  /** The class default of op here: what a miss (or no table) runs. */
-  defaultOf(op: Op): string | null {
-    return this.defaults[op];
+  /** The class default of op in dtype here: what a miss (or no table) runs. */
+  defaultOf(op: Op, dtype: Dtype = 'bf16'): string | null {
+    return this.defaults.get(`${op}/${dtype}`) ?? null;
   }
 
   /**
@@ -400,9 +398,9 @@ export class Route {
   lookup(op: Op, dtype: Dtype, n: number, k: number, m: number, experts = 0, topk = 0): string | null {
     const bucket = bucketOf(m);
     const f = this.forced;
-    if (f && f.op === op && f.rowsMin <= m && f.rowsMax >= m) return f.name;
+    if (f && f.op === op && takesDtype(f, dtype) && f.rowsMin <= m && f.rowsMax >= m) return f.name;
     const e = op === 'moe' ? [experts, topk] : [0, 0];
-    return this.entries.get(keyOf(op, dtype, n, k, bucket, e[0], e[1])) ?? this.defaults[op];
+    return this.entries.get(keyOf(op, dtype, n, k, bucket, e[0], e[1])) ?? this.defaultOf(op, dtype);
   }
 }
 

@@ -13,7 +13,14 @@ export const MAX_POSITIONS = 8192;
 export const MAX_EXPERTS = 1024;
 export const MAX_TOPK = 32;
 export const OPS = ['linear', 'gated', 'moe'] as const;
-export const DTYPES = ['bf16', 'fp16'] as const;
+export const DTYPES = ['bf16', 'fp16', 'fp8'] as const;
+/**
+ * How a candidate computes (kpick.h enum kpick_numeric): w16a16 takes bf16 and
+ * fp16; w8a16 (fp8 weights dequantized, bf16 x) and w8a8 (x quantized per row
+ * to e4m3 first) take fp8 alone. Each class has its own parity bar (lib/parity.ts).
+ * The moe op's candidates are all w16a16: there is no fp8 moe.
+ */
+export const NUMERICS = ['w16a16', 'w8a16', 'w8a8'] as const;
 
 const Name = v.pipe(v.string(), v.minLength(1), v.maxLength(200));
 const Dim = v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(1 << 24));
@@ -24,10 +31,31 @@ const Micros = v.pipe(v.number(), v.finite(), v.minValue(0));
 export const COMPILER_MAX = 255;
 
 export const Op = v.pipe(v.picklist(OPS), v.description('linear: y = x.W^T; gated: silu(x.Wg^T) * (x.Wu^T); moe: routed experts (kpick.h)'));
-export const Dtype = v.pipe(v.picklist(DTYPES), v.description('element type of x, W and y'));
+export const Dtype = v.pipe(v.picklist(DTYPES), v.description('element type of x, W and y; fp8: W in e4m3 with a scale per row, x and y bf16'));
+export const Numeric = v.pipe(v.picklist(NUMERICS), v.description("the candidate's numeric class"));
 export const Bucket = v.pipe(v.picklist(BUCKETS), v.description('rows bucket M'));
 export type Op = v.InferOutput<typeof Op>;
 export type Dtype = v.InferOutput<typeof Dtype>;
+export type Numeric = v.InferOutput<typeof Numeric>;
+
+/**
+ * Does a candidate of this numeric class compute problems of dtype? The fp8
+ * classes take fp8 alone, w16a16 (also: no class given) bf16 and fp16
+ * (space.h kp_row_takes).
+ */
+export function takesDtype(c: { numeric?: Numeric }, dtype: Dtype): boolean {
+  return ((c.numeric ?? 'w16a16') !== 'w16a16') === (dtype === 'fp8');
+}
+
+/** The 16-bit type of x and y: the dtype, or bf16 for fp8. */
+export function activationDtype(dtype: Dtype): 'bf16' | 'fp16' {
+  return dtype === 'fp16' ? 'fp16' : 'bf16';
+}
+
+/** Bytes of one weight of rows x k: 2 an element, or fp8's codes and scales (KPICK_FP8_W_BYTES of kpick.h). */
+export function weightBytes(dtype: Dtype, rows: number, k: number): number {
+  return dtype === 'fp8' ? Math.ceil((rows * k) / 16) * 16 + 4 * rows : 2 * rows * k;
+}
 /** a rows bucket: 1, 2, 4 ... MAX_ROWS */
 export type Bucket = v.InferOutput<typeof Bucket>;
 
@@ -79,6 +107,7 @@ export const StoreRecord = v.pipe(v.strictObject({
   is_default: v.boolean(),
   stack_bound: v.boolean(),
   pdl: v.pipe(v.boolean(), v.description("launched with programmatic dependent launch: the library's KF_PDL flag (space.def), as the describer reports it")),
+  numeric: v.optional(v.pipe(Numeric, v.description('numeric class (KF_W8A* in space.def); absent in records written before fp8: w16a16'))),
   status: v.pipe(v.picklist(['ok', 'unsupported', 'failed']), v.description('failed candidates are kept with their reason')),
   reason: v.string(),
   samples_us: v.array(Micros),
@@ -100,6 +129,7 @@ export const CandidateResult = v.strictObject({
   rel_err: v.nullable(v.pipe(v.number(), v.minValue(0))),
   stack_bound: v.boolean(),
   status: v.picklist(['ok', 'unsupported', 'failed']),
+  numeric: v.optional(Numeric),
 });
 export type CandidateResult = v.InferOutput<typeof CandidateResult>;
 

@@ -3,7 +3,7 @@
 // the same weights and prompts, at several concurrencies, plus greedy token
 // identity between the two. The engine is lib/serve.ts.
 import { colorsFor, EXIT, printJsonLine, Progress, say, UsageError, warn } from './cli.ts';
-import { openKpick } from './ffi.ts';
+import { activationDtype, openKpick } from './ffi.ts';
 import { DECODE_OPS, NativeModels, type Model, type SelfCheck } from './model-ffi.ts';
 import type { ModelPreset } from './models.ts';
 import type { Dtype } from './schema.ts';
@@ -76,7 +76,8 @@ export function serveBenchJob(args: ServeBenchJob): number {
   if (!fit.fits) throw new UsageError(fit.message);
 
   // every non-linear op of the step against fp64 on this backend, before any timing
-  const checks: SelfCheck[] = DECODE_OPS.map((op) => native.selfcheck(op, args.dtype, args.seed));
+  // the non-linear ops run in the activations' dtype (bf16 in an fp8 model)
+  const checks: SelfCheck[] = DECODE_OPS.map((op) => native.selfcheck(op, activationDtype(args.dtype), args.seed));
   const bad = checks.filter((c) => !c.pass);
   if (bad.length > 0) {
     throw new Error(`decode ops failed their fp64 check: ${bad.map((c) => `${c.op} rel err ${c.relErr.toExponential(2)} > ${c.tol.toExponential(2)}`).join('; ')}`);

@@ -10,7 +10,7 @@
 //   identity  both routes decode the same sequences greedily; the first step
 //             where tokens differ, and whether the routes' candidates explain it
 import type { Candidate, Kpick } from './ffi.ts';
-import { LINEAR_KINDS, type LinearKind, type Model, type ModelDims, type NativeModels } from './model-ffi.ts';
+import { kindDtype, LINEAR_KINDS, type LinearKind, type Model, type ModelDims, type NativeModels } from './model-ffi.ts';
 import { decodeLinears, type ModelPreset } from './models.ts';
 import type { Route } from './route.ts';
 import { MAX_ROWS, type Dtype } from './schema.ts';
@@ -134,7 +134,7 @@ export function routeArm(route: Route, kpick: Kpick, model: ModelPreset, dtype: 
       ids[i] = -1;
       return;
     }
-    const name = route.lookup(linear.op, dtype, linear.n, linear.k, c, linear.experts, linear.topk);
+    const name = route.lookup(linear.op, kindDtype(dtype, kind), linear.n, linear.k, c, linear.experts, linear.topk);
     if (name === null) throw new Error(`this build has no default candidate for the ${linear.op} op`);
     names[kind] = name;
     ids[i] = kpick.candidate(name).id;

@@ -10,8 +10,8 @@
 // shard), in an order fixed by the cost and then the unit's key. Greedy list
 // scheduling bounds every shard's cost by total/n + the largest unit.
 import type { Candidate, Dtype } from './ffi.ts';
-import type { Linear } from './models.ts';
-import type { Bucket } from './schema.ts';
+import { linearsForDtype, type Linear } from './models.ts';
+import { takesDtype, type Bucket } from './schema.ts';
 import { shapeText, weightBytes as shapeWeightBytes } from './shape-key.ts';
 
 export interface Shard {
@@ -97,14 +97,15 @@ export function unitKey(dtype: Dtype, linear: Pick<Linear, 'op' | 'n' | 'k' | 'e
 
 /** Every unit of the full plan, in plan order (dtype, linear, rows). */
 export function planUnits(
-  plan: { dtypes: readonly Dtype[]; linears: readonly Linear[]; rows: readonly Bucket[]; candidates: readonly Pick<Candidate, 'op'>[] },
+  plan: { dtypes: readonly Dtype[]; linears: readonly Linear[]; rows: readonly Bucket[]; candidates: readonly { op: Candidate['op']; numeric?: Candidate['numeric'] }[] },
 ): Unit[] {
   const units: Unit[] = [];
   for (const dtype of plan.dtypes) {
-    for (const linear of plan.linears) {
-      const timings = plan.candidates.filter((c) => c.op === linear.op).length + 1;
+    for (const linear of linearsForDtype(plan.linears, dtype)) {
+      const timings = plan.candidates.filter((c) => c.op === linear.op && takesDtype(c, dtype)).length + 1;
       for (const rows of plan.rows) {
-        units.push({ dtype, linear, rows, key: unitKey(dtype, linear, rows), cost: weightBytes(linear, rows) * timings });
+        const bytes = dtype === 'fp8' ? weightBytes(linear, rows) / 2 : weightBytes(linear, rows); // fp8 reads a byte a weight
+        units.push({ dtype, linear, rows, key: unitKey(dtype, linear, rows), cost: bytes * timings });
       }
     }
   }

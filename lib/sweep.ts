@@ -7,8 +7,8 @@
 // what kpick_time gives: on a GPU the call's served cost after a kernel that
 // writes its input, as a decode step runs it (README, "How a candidate is timed").
 import { randomInt } from 'node:crypto';
-import { KpickError, type Candidate, type Kpick, type Problem } from './ffi.ts';
-import type { Linear } from './models.ts';
+import { KpickError, takesDtype, type Candidate, type Kpick, type Problem } from './ffi.ts';
+import { linearsForDtype, type Linear } from './models.ts';
 import { ParityChecker, computeReference, referenceColumns } from './parity.ts';
 import { FLOOR, storeRecord, type RecordSite } from './record.ts';
 import type { Bucket, Dtype, Identity, Parity, StoreRecord } from './schema.ts';
@@ -191,10 +191,10 @@ export function runSweep(kpick: Kpick, plan: SweepPlan, events: SweepEvents): Sw
   const noCandidates: string[] = [];
   let skipped = 0;
   for (const dtype of plan.dtypes) {
-    for (const linear of plan.linears) {
-      const ofOp = plan.candidates.filter((c) => c.op === linear.op);
-      // no problem of an op this build has no candidate of can be made (kpick_problem_create_moe refuses)
-      if (!plan.space.some((c) => c.op === linear.op && c.available)) {
+    for (const linear of linearsForDtype(plan.linears, dtype)) {
+      const ofOp = plan.candidates.filter((c) => c.op === linear.op && takesDtype(c, dtype));
+      // no problem of an op this build has no candidate of in dtype can be made (kpick_problem_create and _moe refuse)
+      if (!plan.space.some((c) => c.op === linear.op && takesDtype(c, dtype) && c.available)) {
         noCandidates.push(`${dtype} ${linear.name} ${linear.op} ${shapeText(linear)}`);
         continue;
       }

@@ -29,7 +29,7 @@ export const OPTIONS = {
   table: { flag: '--table <file>', help: "the table route's table (default: <tables-dir>/<arch>/<device>/decode_gemm.json of the library loaded)" },
   tablesDir: opt.tablesDir('root of the per-device tables, for the default --table'),
   backend: opt.backend(),
-  dtype: { flag: '--dtype <type>', help: 'bf16 or fp16', default: 'bf16' },
+  dtype: { flag: '--dtype <type>', help: 'bf16, fp16 or fp8 (the layer linears in e4m3 with row scales; lm_head, embedding, norms, attention and KV in bf16)', default: 'bf16' },
   seed: { flag: '--seed <n>', help: 'seed of the weights and prompts', default: 1 },
   memLimit: { flag: '--mem-limit <GiB>', help: 'use at most this much memory (default: all that is free)' },
   checkStep: { flag: '--check-step', help: 'before timing, check one whole step of each route at the smallest --c against an fp64 forward on the host (slow on big models: try --layers 2)' },
@@ -65,7 +65,8 @@ export function parseArgs(argv: readonly string[]): ServeBenchArgs | null {
     const model = findModel(name);
     const backend = parseBackend(optionText(o, 'backend'));
     const dtypes = parseDtypes(optionText(o, 'dtype', OPTIONS.dtype.default) as string);
-    if (dtypes.length !== 1) throw new Error('--dtype takes one type: bf16 or fp16');
+    if (dtypes.length !== 1) throw new Error('--dtype takes one type: bf16, fp16 or fp8');
+    if (dtypes[0] === 'fp8' && model.moe) throw new Error(`--dtype fp8 takes a dense preset: ${model.name} has moe layers (the moe op takes bf16 or fp16)`);
     const context = optionInt(o, 'context', OPTIONS.context.default, 0, MAX_POSITIONS - 1);
     const steps = optionInt(o, 'steps', OPTIONS.steps.default, 1, MAX_POSITIONS);
     const identitySteps = optionInt(o, 'identitySteps', OPTIONS.identitySteps.default, 0, MAX_POSITIONS);

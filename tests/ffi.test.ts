@@ -5,7 +5,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import koffi from 'koffi';
 import { ABI_FACTS, ABI_VERSION, KpickCandidate, KpickInfo, KpickModelDims } from '../lib/ffi-types.ts';
-import { DEFAULT_BUILD_DIR, KpickError, KpickLoadError, loadKpick, NativeRoute, openKpick, type Problem, type ProblemSpec, type Routing } from '../lib/ffi.ts';
+import { DEFAULT_BUILD_DIR, KpickError, KpickLoadError, loadKpick, NativeRoute, openKpick, takesDtype, weightBytes, type Problem, type ProblemSpec, type Routing } from '../lib/ffi.ts';
 import { ParityChecker, computeReference } from '../lib/parity.ts';
 import { BUCKETS, MAX_EXPERTS, MAX_POSITIONS, MAX_ROWS, MAX_TOPK } from '../lib/schema.ts';
 import { identityFromInfo } from '../lib/identity.ts';
@@ -115,8 +115,9 @@ test('candidates are described with op, class head, params and default flags', (
   assert.is(byName.get('rowblk.r4')?.bitwiseWith, 'plain');
   assert.is(byName.get('splitk.s4')?.bitwiseWith, null);
   assert.equal(byName.get('threads.t2')?.params, { R: 4, T: 2 });
-  const gatedDefaults = all.filter((c) => c.op === 'gated' && c.isDefault).map((c) => c.name);
-  assert.equal(gatedDefaults, ['gated.plain']);
+  const gatedDefaults = all.filter((c) => c.op === 'gated' && c.isDefault).map((c) => `${c.name} ${c.numeric}`);
+  assert.equal(gatedDefaults, ['gated.plain w16a16', 'gated.w8a8.plain w8a8'], 'one default per op and dtype: fp8 has the W8A8 one');
+  assert.equal([plain.numeric, byName.get('w8a16.rowblk.r4')?.numeric, byName.get('w8a16.rowblk.r4')?.bitwiseWith], ['w16a16', 'w8a16', 'w8a16.plain']);
   assert.ok(!all.some((c) => c.name.startsWith('test.')), 'the shipped build has no test candidates');
   assert.is(kpick.candidate('splitk.s4').name, 'splitk.s4');
 });
@@ -132,7 +133,7 @@ test('every row of space.def is available here: the CPU backend has every family
 
 test('parameter names come from the family lines of space.def', () => {
   const names = new Map(kpick.candidates().map((c) => [c.family, Object.keys(c.params).join(',')]));
-  assert.equal(Object.fromEntries(names), { plain: '', rowblk: 'R', threads: 'R,T', splitk: 'S', moe_loop: '', moe_grouped: 'R', moe_threads: 'R,T' });
+  assert.equal(Object.fromEntries(names), { plain: '', rowblk: 'R', threads: 'R,T', splitk: 'S', moe_loop: '', moe_grouped: 'R', moe_threads: 'R,T', w8a16: 'R', w8a8: '' });
 });
 
 test('a problem holds random inputs that are never zero, and reports its copies', () => {
@@ -163,6 +164,87 @@ test('the same seed gives the same inputs; another seed others', () => {
     b.free();
     c.free();
   }
+});
+
+/** e4m3 by the OCP spec: 1 sign, 4 exponent bits of bias 7, 3 mantissa bits; S.1111.111 NaN. */
+function e4m3Value(code: number): number {
+  const sign = code & 0x80 ? -1 : 1;
+  const e = (code >> 3) & 15;
+  const m = code & 7;
+  if ((code & 0x7f) === 0x7f) return NaN;
+  return sign * (e === 0 ? (m / 8) * 2 ** -6 : (1 + m / 8) * 2 ** (e - 7));
+}
+
+test('e4m3: every one of the 256 codes decodes as the spec says, and encodes back to itself', () => {
+  const codes = Uint8Array.from({ length: 256 }, (_, i) => i);
+  const values = kpick.e4m3Decode(codes);
+  const back = kpick.e4m3Encode(values);
+  for (let c = 0; c < 256; c++) {
+    const want = e4m3Value(c);
+    if (Number.isNaN(want)) {
+      assert.ok(Number.isNaN(values[c]), `0x${c.toString(16)} is NaN`);
+      assert.is(back[c], c, `NaN 0x${c.toString(16)} keeps its sign`);
+    } else {
+      assert.is(values[c], want, `0x${c.toString(16)}`);
+      assert.is(back[c], c, `0x${c.toString(16)} round trip`);
+    }
+  }
+  assert.is(values[0x7e], 448);
+  assert.is(values[0x01], 2 ** -9);
+  assert.ok(Object.is(values[0x80], -0));
+});
+
+test('e4m3 encode rounds to nearest even between neighbours, and saturates at +-448', () => {
+  const finite = Array.from({ length: 127 }, (_, c) => c).filter((c) => c !== 0x7f); // 0x00..0x7e ascending
+  const mids: number[] = [];
+  const want: number[] = [];
+  for (let i = 0; i + 1 < finite.length; i++) {
+    const [lo, hi] = [finite[i]!, finite[i + 1]!];
+    const [a, b] = [e4m3Value(lo), e4m3Value(hi)];
+    mids.push((a + b) / 2, a + (b - a) / 4, b - (b - a) / 4, -(a + b) / 2);
+    const even = lo % 2 === 0 ? lo : hi;
+    want.push(even, lo, hi, 0x80 | even);
+  }
+  assert.equal(Array.from(kpick.e4m3Encode(Float32Array.from(mids))), want);
+  const big = kpick.e4m3Encode(Float32Array.from([449, 464, 1e6, Infinity, -500, -Infinity, NaN]));
+  assert.equal(Array.from(big), [0x7e, 0x7e, 0x7e, 0x7e, 0xfe, 0xfe, 0x7f]);
+});
+
+test('an fp8 problem holds W packed: codes, then at a 16-byte boundary one scale per row, each row reaching 448, scales differing by row', () => {
+  const p = kpick.createProblem({ op: 'gated', dtype: 'fp8', n: 5, k: 19, mMax: 2, copies: 2, seed: 3 });
+  try {
+    const bytes = p.downloadWeightBytes();
+    const rows = 10;
+    const at = Math.ceil((rows * 19) / 16) * 16;
+    assert.is(bytes.length, at + 4 * rows);
+    assert.is(weightBytes('fp8', rows, 19), bytes.length);
+    const scales = new Float32Array(bytes.buffer.slice(at, at + 4 * rows));
+    for (let r = 0; r < rows; r++) {
+      const row = bytes.subarray(r * 19, (r + 1) * 19);
+      assert.ok(row.some((c) => (c & 0x7f) === 0x7e), `row ${r}: its amax is 448 x its scale`);
+      assert.ok(row.every((c) => (c & 0x7f) !== 0x7f), `row ${r}: no NaN code`);
+      assert.ok(scales[r]! > 0 && scales[r]! <= 2 / 448, `row ${r} scale ${scales[r]}`);
+    }
+    // rows carry gains 0.5, 0.71, 1, 1.41, 2 in turn (fp8.h kp_fp8_row_gain): each row's scale differs
+    const ratio = (a: number, b: number) => scales[a]! / scales[b]!;
+    // (the rows' own amax, of 19 uniform values, lies in 0.8..1 of the range)
+    assert.ok(ratio(4, 0) > 3 && ratio(4, 0) < 5.1 && ratio(2, 0) > 1.5 && ratio(2, 0) < 2.6, `scales ${Array.from(scales)}`);
+    assert.is(p.downloadX().length, 2 * 19, 'x stays bf16');
+    rejects(() => p.downloadW(), /buffer is 380 bytes, expected 232/);
+  } finally {
+    p.free();
+  }
+});
+
+test('fp8Pack is the problem packer: the same bytes from the same bf16 weight', () => {
+  const w = Uint16Array.from({ length: 3 * 40 }, (_, i) => 0x3f00 + ((i * 37) % 200)); // 0.5 .. 1.3, positive
+  w[45] = 0xc040; // -3: row 1's amax
+  const packed = kpick.fp8Pack(w, 3, 40);
+  assert.is(packed.length, weightBytes('fp8', 3, 40));
+  assert.is(packed[45], 0xfe, '-3 / (3 / 448) = -448');
+  const scales = new Float32Array(packed.buffer.slice(128, 140));
+  assert.is(scales[1], Math.fround(3 / 448));
+  rejects(() => kpick.call('kpick_fp8_pack', w, 3, 40, new Uint8Array(100), 100), /dst_bytes is 100, a 3 x 40 fp8 weight is 140/);
 });
 
 test('the gated weight is 2N x K', () => {
@@ -238,7 +320,7 @@ test('countNodes counts the passes of a gated call, whether or not it ran at the
 test('time and timeFloor return the samples asked for, positive and finite; countNodes counts calls', () => {
   const p = small();
   try {
-    for (const c of kpick.candidates().filter((c) => c.op === 'linear')) {
+    for (const c of kpick.candidates().filter((c) => c.op === 'linear' && takesDtype(c, 'bf16'))) {
       const us = p.time(c.id, 3);
       assert.instance(us, Float64Array);
       assert.is(us.length, 3);
@@ -261,7 +343,7 @@ test('bad sizes to createProblem are refused with the library message', () => {
   rejects(() => kpick.createProblem({ ...base, mMax: 0 }), /m must be in 1\.\.128, got 0/);
   rejects(() => kpick.createProblem({ ...base, mMax: 129 }), /m must be in 1\.\.128, got 129/);
   rejects(() => kpick.createProblem({ ...base, op: 'conv' as never }), /op must be 0 \(linear\) or 1 \(gated\)/);
-  rejects(() => kpick.createProblem({ ...base, dtype: 'fp8' as never }), /dtype must be/);
+  rejects(() => kpick.createProblem({ ...base, dtype: 'int4' as never }), /dtype must be 0 \(bf16\), 1 \(fp16\) or 2 \(fp8\)/);
 });
 
 test('unknown candidate ids and names are refused, not run', () => {
@@ -586,6 +668,34 @@ test("kpick_moe through the route: moe.loop without a table, byte for byte the p
     rejects(() => kpick.call('kpick_moe', 0, mem.x, mem.wGateUp, mem.wDown, mem.ids, mem.weights, mem.x, 5, 8, 2, 48, 64, null), /y must not overlap an input/);
     rejects(() => kpick.call('kpick_moe', 0, null, mem.wGateUp, mem.wDown, mem.ids, mem.weights, mem.y, 5, 8, 2, 48, 64, null), /must not be null/);
     rejects(() => kpick.call('kpick_route_lookup', 2, 0, 8, 8, 1, [0]), /op 2 \(moe\) is routed by kpick_route_lookup_moe/);
+  } finally {
+    p.free();
+  }
+});
+
+test('the moe op has no fp8 form: an fp8 moe problem, route lookup and kpick_moe call are unsupported (3), with the reason', () => {
+  const unsupported = (fn: () => unknown) => {
+    try {
+      fn();
+    } catch (err) {
+      assert.instance(err, KpickError);
+      assert.is((err as KpickError).status, 3, (err as Error).message);
+      assert.match((err as Error).message, /the moe op takes bf16 or fp16 experts; fp8/);
+      return;
+    }
+    assert.unreachable('an fp8 moe call was accepted');
+  };
+  unsupported(() => moeProblem('uniform', { dtype: 'fp8' }));
+  const route = new NativeRoute(kpick);
+  route.load(null);
+  unsupported(() => route.lookupMoe('fp8', MOE.experts, MOE.topk, MOE.n, MOE.k, 4));
+  const p = moeProblem('uniform', { mMax: 4 });
+  try {
+    const w = p.downloadW();
+    const half = MOE.experts * 2 * MOE.n * MOE.k;
+    const mem = { x: p.downloadX(), wGateUp: w.subarray(0, half), wDown: w.subarray(half), ids: p.downloadExpertIds(), weights: p.downloadExpertWeights(), y: new Uint16Array(4 * MOE.k).fill(0xffff) };
+    unsupported(() => route.moe('fp8', mem, { m: 4, experts: MOE.experts, topk: MOE.topk, n: MOE.n, k: MOE.k }));
+    assert.ok(mem.y.every((v) => v === 0xffff), 'a refused call writes nothing');
   } finally {
     p.free();
   }

@@ -10,7 +10,7 @@ import { DISPATCH_KNOBS, duplicateKey, guardTable, judge, MAX_TABLE_BYTES, type 
 import { compileRoute, guardCompactRoute, jsonPathFor, MAX_ROUTE_BYTES, writeRouteOf } from '../lib/route.ts';
 import type { Table } from '../lib/schema.ts';
 import { tableText } from '../lib/table.ts';
-import { build, candidateResult, entryOf, kpick, MOE_SHAPES, native, nativeVerdict, realTable, routeTextOf, tempDir, withEnv } from './helpers/route-tables.ts';
+import { build, candidateResult, entryOf, fp8Here, kpick, MOE_SHAPES, native, nativeVerdict, realTable, routeTextOf, tempDir, withEnv } from './helpers/route-tables.ts';
 import { sealRoute } from '../lib/route.ts';
 
 /** A compact text edited by hand, sealed again so the edit reaches the parser. */
@@ -217,6 +217,21 @@ test('a choice that failed parity, did not run, was not checked or not measured 
   const { json, route } = bothForms(table);
   const n = table.entries.length;
   const summary = `loaded ${n - 5} entries, dropped 5 (1 choice is for another op, 1 choice not measured, 1 choice failed parity, 1 choice did not run, 1 choice not parity-checked)`;
+  assert.ok(json.line.endsWith(summary), json.line);
+  assert.ok(route.endsWith(summary), route);
+});
+
+test('a choice of another numeric class than its dtype takes drops its entry, in both readers', () => {
+  if (!fp8Here) return; // a GPU build has no fp8 entries yet
+  const table = realTable();
+  const fp8 = entryOf(table, 'linear', 'fp8', 48, 80, 1);
+  fp8.choice = 'rowblk.r4'; // a bf16/fp16 kernel cannot read e4m3 weights
+  fp8.candidates['rowblk.r4'] = candidateResult();
+  const bf16 = entryOf(table, 'gated', 'bf16', 24, 64, 2);
+  bf16.choice = 'gated.w8a16.plain'; // nor an fp8 kernel bf16 ones
+  bf16.candidates['gated.w8a16.plain'] = candidateResult();
+  const { json, route } = bothForms(table);
+  const summary = `loaded ${table.entries.length - 2} entries, dropped 2 (2 choice does not take this dtype)`;
   assert.ok(json.line.endsWith(summary), json.line);
   assert.ok(route.endsWith(summary), route);
 });

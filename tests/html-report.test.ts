@@ -40,6 +40,11 @@ test('bytes per call counts W once (twice for gated), x and y, 2 bytes each', ()
   assert.is(gbps(1e6, 1), 1000); // 1 MB in 1 µs is 1 TB/s
 });
 
+test('fp8 bytes per call: one byte a weight plus a 4-byte scale a row, x and y in bf16', () => {
+  assert.is(bytesPerCall({ op: 'linear', dtype: 'fp8', n: 4096, k: 4096 }, 1), 4096 * 4096 + 4 * 4096 + (4096 + 4096) * 2);
+  assert.is(bytesPerCall({ op: 'gated', dtype: 'fp8', n: 1024, k: 2048 }, 4), 2 * 1024 * 2048 + 4 * 2048 + (4 * 2048 + 4 * 1024) * 2);
+});
+
 test('read ceiling is the best weight bytes / floor time over the table', () => {
   const c = readCeiling(fixtureTable());
   close(c?.gbps, (4096 * 4096 * 2) / 60 / 1e3);

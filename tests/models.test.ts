@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { decodeLinears, findModel, modelNames, parseDtypes, parseRows, parseShapes, uniqueShapes } from '../lib/models.ts';
+import { decodeLinears, findModel, linearsForDtype, modelNames, parseDtypes, parseRows, parseShapes, uniqueShapes } from '../lib/models.ts';
 
 const shapes = (name: string) => decodeLinears(findModel(name)).map((l) => `${l.name} ${l.op} ${l.n}x${l.k}`);
 
@@ -85,9 +85,18 @@ test('--rows parses buckets, sorted and without repeats; a non-bucket is an erro
   assert.throws(() => parseRows('1.5'), /not a bucket/);
 });
 
-test('--dtype parses bf16 and fp16 only', () => {
+test('--dtype parses bf16, fp16 and fp8 only', () => {
   assert.equal(parseDtypes('bf16,fp16,bf16'), ['bf16', 'fp16']);
-  assert.throws(() => parseDtypes('fp32'), /dtype 'fp32' is not one of bf16, fp16/);
+  assert.equal(parseDtypes('fp8'), ['fp8']);
+  assert.throws(() => parseDtypes('fp32'), /dtype 'fp32' is not one of bf16, fp16, fp8/);
+});
+
+test('an fp8 sweep measures the layer linears only: an fp8 model keeps lm_head in bf16', () => {
+  const linears = decodeLinears(findModel('Llama-3.1-8B'));
+  assert.equal(linearsForDtype(linears, 'fp8').map((l) => l.name), ['qkv', 'o', 'gate_up', 'down']);
+  assert.equal(linearsForDtype(linears, 'bf16'), linears);
+  const shapes = parseShapes('128256x4096');
+  assert.equal(linearsForDtype(shapes, 'fp8'), shapes, '--shapes entries are measured as given');
 });
 
 test('uniqueShapes keeps the first linear of each (op, N, K)', () => {

@@ -2,10 +2,12 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { DEFAULT_BUILD_DIR, loadKpick, type Dtype, type Kpick, type Op, type Problem } from '../lib/ffi.ts';
+import { DEFAULT_BUILD_DIR, loadKpick, takesDtype, type Dtype, type Kpick, type Op, type Problem } from '../lib/ffi.ts';
 import {
+  CLASS_BAR,
   FULL_REFERENCE_MAX_MACS,
   PARITY_BAR,
+  parityBar,
   ParityChecker,
   SAMPLED_EVEN_COLUMNS,
   SAMPLED_RANDOM_COLUMNS,
@@ -33,6 +35,15 @@ test('the parity bars are the ones kpick.h gives C callers (KPICK_PARITY_BAR_*)'
   const header = readFileSync(new URL('../hip-lib/include/kpick.h', import.meta.url), 'utf8');
   const bar = (dtype: string) => Number(new RegExp(`#define KPICK_PARITY_BAR_${dtype} (\\S+)`).exec(header)?.[1]);
   assert.equal({ bf16: bar('BF16'), fp16: bar('FP16') }, PARITY_BAR);
+  assert.equal({ w8a16: bar('W8A16'), w8a8: bar('W8A8') }, CLASS_BAR);
+});
+
+test('a candidate is judged by its numeric class: the dtype for w16a16, its own bar for the fp8 classes', () => {
+  assert.is(parityBar('bf16', 'w16a16'), PARITY_BAR.bf16);
+  assert.is(parityBar('fp16', 'w16a16'), PARITY_BAR.fp16);
+  assert.is(parityBar('fp8', 'w8a16'), CLASS_BAR.w8a16);
+  assert.is(parityBar('fp8', 'w8a8'), CLASS_BAR.w8a8);
+  assert.ok(CLASS_BAR.w8a16 < CLASS_BAR.w8a8, 'quantizing x too is allowed more error');
 });
 
 test('bf16 and fp16 decode exactly, and the poison pattern is NaN in both', () => {
@@ -83,24 +94,48 @@ test('auto mode covers every column of a small problem and samples a large one',
   assert.is(referenceColumns(fake(4096, 64, 1), 'sampled', 1)?.length, SAMPLED_EVEN_COLUMNS + SAMPLED_RANDOM_COLUMNS);
 });
 
-test('every shipped CPU candidate passes, bf16 and fp16, full and sampled reference', () => {
+test('every shipped CPU candidate passes, bf16, fp16 and fp8, full and sampled reference', () => {
   const space = real.candidates();
-  for (const dtype of ['bf16', 'fp16'] as const) {
+  for (const dtype of ['bf16', 'fp16', 'fp8'] as const) {
     for (const op of ['linear', 'gated'] as const) {
       withProblem(real, { op, dtype, n: 600, k: 96, m: 3 }, (p) => {
         for (const cols of [null, sampleColumns(p.n, 9)]) {
           const checker = new ParityChecker(p, computeReference(p, cols), space);
-          for (const cand of space.filter((c) => c.op === op)) {
+          const ofDtype = space.filter((c) => c.op === op && takesDtype(c, dtype));
+          assert.ok(ofDtype.length >= 3, `${op} ${dtype}: ${ofDtype.length} candidates`);
+          for (const cand of ofDtype) {
             const parity = checker.check(cand);
             assert.is(parity.status, 'pass', `${cand.name} ${dtype}: ${parity.reason}`);
             assert.is(parity.reason, '');
-            assert.ok(parity.rel_err !== null && parity.rel_err <= PARITY_BAR[dtype], `${cand.name}: ${parity.rel_err}`);
+            assert.ok(parity.rel_err !== null && parity.rel_err <= parityBar(dtype, cand.numeric), `${cand.name}: ${parity.rel_err}`);
             const member = cand.bitwiseWith !== null && cand.bitwiseWith !== cand.name;
             assert.is(parity.bitwise, member ? true : null, cand.name);
           }
         }
       });
     }
+  }
+});
+
+test('fp8: W8A16 is within bf16 error of the fp64 reference; W8A8 carries its activation quantization, over the W8A16 bar', () => {
+  const space = real.candidates();
+  const errOf = (op: Op, name: string) =>
+    withProblem(real, { op, dtype: 'fp8', n: 256, k: 1024, m: 4 }, (p) => new ParityChecker(p, computeReference(p, null), space).check(real.candidate(name)));
+  for (const [op, prefix] of [['linear', ''], ['gated', 'gated.']] as const) {
+    const w8a16 = errOf(op, `${prefix}w8a16.plain`);
+    const w8a8 = errOf(op, `${prefix}w8a8.plain`);
+    assert.ok(w8a16.rel_err !== null && w8a16.rel_err < 4e-3, `${op} w8a16 ${w8a16.rel_err}`);
+    // e4m3 keeps 3 mantissa bits of x: its error dwarfs the bf16 output rounding
+    assert.ok(w8a8.rel_err !== null && w8a8.rel_err > CLASS_BAR.w8a16 && w8a8.rel_err <= CLASS_BAR.w8a8, `${op} w8a8 ${w8a8.rel_err}`);
+  }
+});
+
+test('a 16-bit candidate cannot run an fp8 problem, nor an fp8 one a bf16 problem', () => {
+  for (const [dtype, name] of [['fp8', 'plain'], ['bf16', 'w8a16.plain']] as const) {
+    withProblem(real, { op: 'linear', dtype, n: 16, k: 32, m: 1 }, (p) => {
+      assert.is(p.supports(real.candidate(name).id), false, `${name} on ${dtype}`);
+      assert.throws(() => p.run(real.candidate(name).id), /cannot run op 0 dtype/);
+    });
   }
 });
 
@@ -141,6 +176,14 @@ test('test.nan fails naming the NaN or Inf elements', () => {
   assert.is(parity.status, 'fail');
   assert.match(parity.reason, /^\d+ of 192 elements NaN or Inf$/);
   assert.is(parity.rel_err, null);
+});
+
+test('test.w8a16.row0 (row 0\'s scale on every row) fails the W8A16 bar: the benchmark\'s fp8 rows differ in range', () => {
+  const parity = checkTest('test.w8a16.row0', 'fp8');
+  assert.is(parity.status, 'fail');
+  assert.ok(parity.rel_err !== null && parity.rel_err > CLASS_BAR.w8a16, String(parity.rel_err));
+  assert.match(parity.reason, /^rel_err \S+ > 1e-2$/);
+  assert.is(checkTest('w8a16.plain', 'fp8').status, 'pass', 'the right kernel on the same problem');
 });
 
 test('the real candidates of the test build still pass beside the wrong ones', () => {

@@ -371,6 +371,44 @@ test('two class defaults for one op is an error', () => {
   assert.equal(result, { error: 'op linear has 2 class defaults (plain, rowblk.r2); expected exactly one' });
 });
 
+/** One fp8 problem: the W8A8 default at 100 us and the given candidates. */
+function fp8Problem(def: Partial<StoreRecord>, others: Partial<StoreRecord>[]): StoreRecord[] {
+  const at = { dtype: 'fp8' as const, numeric: 'w8a8' as const };
+  return [
+    syntheticRecord({ ...at, candidate: 'w8a8.plain', is_default: true, ...def }),
+    ...others.map((o) => syntheticRecord({ ...at, ...o })),
+  ];
+}
+
+test('fp8: the default is the W8A8 one, and a faster W8A16 (a tighter bar) is picked over it across classes', () => {
+  const e = onlyEntry(fp8Problem({}, [{ candidate: 'w8a16.rowblk.r4', numeric: 'w8a16', samples_us: evenSamples(60, 0.02) }]));
+  assert.is(e.default, 'w8a8.plain');
+  assert.is(e.choice, 'w8a16.rowblk.r4');
+  assert.is(e.reason, 'picked w8a16.rowblk.r4: +66.7 % over w8a8.plain');
+  assert.is(e.candidates['w8a16.rowblk.r4']!.numeric, 'w8a16', 'the class stays beside the timing');
+  assert.is(e.candidates['w8a8.plain']!.numeric, 'w8a8');
+});
+
+test('fp8: a class with a looser bar than the default\'s is never picked over it, however fast', () => {
+  const e = onlyEntry(
+    fp8Problem({ candidate: 'w8a16.plain', numeric: 'w8a16' }, [
+      { candidate: 'w8a8.fast', numeric: 'w8a8', samples_us: evenSamples(50, 0.02) },
+      { candidate: 'w8a16.rowblk.r4', numeric: 'w8a16', samples_us: evenSamples(80, 0.02) },
+    ]),
+  );
+  assert.is(e.choice, 'w8a16.rowblk.r4', 'the fastest of its own class or tighter');
+  const kept = onlyEntry(fp8Problem({ candidate: 'w8a16.plain', numeric: 'w8a16' }, [{ candidate: 'w8a8.fast', numeric: 'w8a8', samples_us: evenSamples(50, 0.02) }]));
+  assert.is(kept.choice, 'w8a16.plain');
+  assert.is(kept.reason, "kept: best w8a8.fast +100.0 % but its class w8a8 has a looser parity bar (6e-2) than the default's w8a16 (1e-2)");
+});
+
+test('fp8 and bf16 problems of one op each have their own class default', () => {
+  const { entries } = promoted([...problem({}, [{ candidate: 'rowblk.r2', samples_us: evenSamples(70, 0.02) }]), ...fp8Problem({}, [])]);
+  assert.equal(entries.map((e) => `${e.dtype} ${e.default} ${e.choice}`), ['bf16 plain rowblk.r2', 'fp8 w8a8.plain w8a8.plain']);
+  const two = promote(fp8Problem({}, [{ candidate: 'w8a16.plain', numeric: 'w8a16', is_default: true }]), DEFAULT_GATE);
+  assert.equal(two, { error: 'op linear fp8 has 2 class defaults (w8a16.plain, w8a8.plain); expected exactly one' });
+});
+
 test('no records and a gate outside 0..1 are errors', () => {
   assert.equal(promote([], DEFAULT_GATE), { error: 'no records to promote' });
   assert.equal(promote(problem({}, []), 1.5), { error: 'gate must be within 0..1, got 1.5' });

@@ -10,10 +10,10 @@ import * as assert from 'uvu/assert';
 import { KpickError } from '../lib/ffi.ts';
 import type { Build } from '../lib/guard.ts';
 import { bucketOf, classDefault, compactRouteText, loadRoute, parseCompactRoute, Route, routeOnce, routePathFor, sha256Hex, writeRouteOf } from '../lib/route.ts';
-import type { Op, Table } from '../lib/schema.ts';
+import type { Dtype, Op, Table } from '../lib/schema.ts';
 import { readTable, tableText, writeTable } from '../lib/table.ts';
 import { readBoth } from '../lib/two-readers.ts';
-import { build, candidateResult, DENSE_SHAPES, entryOf, headOf, kpick, linearThroughRoute, MOE_SHAPES, moeThroughRoute, native, nativeLookup, onDevice, othersOf, realTable, SHAPES, tempDir, withEnv } from './helpers/route-tables.ts';
+import { build, candidateResult, DENSE_SHAPES, entryOf, fp8Here, headOf, kpick, linearThroughRoute, MOE_SHAPES, moeThroughRoute, native, nativeLookup, onDevice, othersOf, realTable, SHAPES, TABLE_DTYPES, tempDir, withEnv } from './helpers/route-tables.ts';
 import { moeFields } from '../lib/shape-key.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -35,7 +35,7 @@ function writeBoth(table: Table): { json: string; route: string } {
   return { json, route };
 }
 
-type Probe = { op: Op; dtype: 'bf16' | 'fp16'; n: number; k: number; experts?: number; topk?: number };
+type Probe = { op: Op; dtype: Dtype; n: number; k: number; experts?: number; topk?: number };
 
 /** Every (op, dtype, n, k, E and top-k on moe) to probe: the table's shapes, and misses (a shape, a dtype, an E or top-k it lacks). */
 function probes(table: Table): Probe[] {
@@ -190,11 +190,12 @@ test('TS and C agree on hand-edited copies: choices rotated over every candidate
   // and a table whose every entry leaves the default routes every probe of its shapes
   const table = realTable();
   for (const e of table.entries) {
-    e.choice = OTHER[e.op][0]!;
+    e.choice = othersOf(e.op, e.dtype)[0]!;
     e.candidates[e.choice] = candidateResult();
   }
   const routed = assertAgree(table);
-  assert.is(routed, SHAPES.length * DTYPES.length * 128);
+  const keys = TABLE_DTYPES.reduce((n, dtype) => n + SHAPES.filter((s) => dtype !== 'fp8' || s.op !== 'moe').length, 0); // no fp8 moe
+  assert.is(routed, keys * 128);
 });
 
 test('knobs reroute every lookup alike in TS and C: KPICK_FORCE for its op, the defaults otherwise', () => {
@@ -210,6 +211,10 @@ test('knobs reroute every lookup alike in TS and C: KPICK_FORCE for its op, the 
       assert.is(nameOf(native.lookup('linear', 'bf16', 32, 64, m)), forced);
       assert.is(ts.lookup('gated', 'fp16', 24, 64, m), HEAD.gated);
       assert.is(nameOf(native.lookup('gated', 'fp16', 24, 64, m)), HEAD.gated);
+      if (!fp8Here) continue;
+      // a forced candidate runs only the dtypes it computes: fp8 calls keep their default
+      assert.is(ts.lookup('linear', 'fp8', 32, 64, m), headOf('linear', 'fp8'));
+      assert.is(nameOf(native.lookup('linear', 'fp8', 32, 64, m)), headOf('linear', 'fp8'));
     }
   });
   assertAgree(table, { KPICK_FORCE: OTHER.gated.at(-1)! });
@@ -292,7 +297,7 @@ test('kpick_route_load with say = 1 prints the one verdict line on stderr', () =
 test('the C route ABI validates every argument', () => {
   const isArg = (re: RegExp) => (e: unknown) => e instanceof KpickError && e.status === 1 && re.test(e.message);
   assert.throws(() => native.lookup('conv' as 'linear', 'bf16', 8, 8, 1), isArg(/op must be 0 \(linear\) or 1 \(gated\)/));
-  assert.throws(() => native.lookup('linear', 'fp8' as 'bf16', 8, 8, 1), isArg(/dtype must be 0 \(bf16\) or 1 \(fp16\)/));
+  assert.throws(() => native.lookup('linear', 'int4' as 'bf16', 8, 8, 1), isArg(/dtype must be 0 \(bf16\), 1 \(fp16\) or 2 \(fp8\)/));
   assert.throws(() => native.lookup('linear', 'bf16', 0, 8, 1), isArg(/n must be in 1\.\.16777216, got 0/));
   assert.throws(() => native.lookup('linear', 'bf16', 8, (1 << 24) + 1, 1), isArg(/k must be in 1\.\.16777216/));
   const raw = native as unknown as { call(name: string, ...args: unknown[]): void };
@@ -345,6 +350,28 @@ test('kpick_linear\'s memory is checked before the native call: short arrays and
     for (const b of [bx, bw, small]) native.free(b);
   }
   assert.throws(() => native.free(bx), isArg(/not a live kpick buffer/));
+});
+
+test('fp8: kpick_linear takes the packed weight (codes, then scales at a 16-byte boundary) and checks its whole length', () => {
+  const isArg = (re: RegExp) => (e: unknown) => e instanceof KpickError && e.status === 1 && re.test(e.message);
+  const short = (re: RegExp) => (e: unknown) => e instanceof RangeError && re.test(e.message);
+  const m = 2, n = 24, k = 40; // 960 codes, then 24 scales: 1056 bytes
+  const x = new Uint16Array(m * k), y = new Uint16Array(m * n);
+  const w = new Uint8Array(1056);
+  assert.throws(() => native.linear('linear', 'fp8', x, w.subarray(0, 1055), y, m, n, k), short(/^w holds 1055 bytes, the call needs 1056/));
+  assert.throws(() => native.linear('linear', 'fp8', x, w.subarray(0, 960), y, m, n, k), short(/the call needs 1056/), 'the codes alone are not enough');
+  assert.throws(() => native.linear('gated', 'fp8', x, w, y, m, n, k), short(/^w holds 1056 bytes, the call needs 2112 .*gated/));
+  const raw = native as unknown as { call(name: string, ...args: unknown[]): void };
+  const bx = native.allocFrom(x), by = native.allocFrom(y), bw = native.alloc(1055);
+  try {
+    assert.throws(() => raw.call('kpick_linear', 0, 2, bx.ptr, bw.ptr, by.ptr, m, n, k, null), isArg(/w needs 1056 bytes, its kpick buffer has 1055 from there/));
+  } finally {
+    for (const b of [bx, by, bw]) native.free(b);
+  }
+  if (!fp8Here) {
+    // a build without fp8 kernels refuses the call, never runs a 16-bit kernel on e4m3 bytes
+    assert.throws(() => native.lookup('linear', 'fp8', n, k, m), (e: unknown) => e instanceof KpickError && e.status === 3);
+  }
 });
 
 /** y of one candidate through kpick_run on the problem's own inputs. */

@@ -27,7 +27,7 @@ test('parseParityArgs applies the defaults and refuses bad usage', async () => {
     [['--rows', '1'], /give --model/],
     [['--model', 'tiny', '--columns', 'some'], /--columns must be one of auto, full, sampled/],
     [['--model', 'tiny', '--seeds', '0'], /--seeds must be an integer in 1\.\.1000/],
-    [['--model', 'tiny', '--dtype', 'int8'], /dtype 'int8' is not one of bf16, fp16/],
+    [['--model', 'tiny', '--dtype', 'int8'], /dtype 'int8' is not one of bf16, fp16, fp8/],
   ] as [string[], RegExp][]) {
     assert.throws(() => parseParityArgs(argv), (e: Error) => e instanceof UsageError && message.test(e.message), argv.join(' '));
   }
@@ -39,6 +39,14 @@ test('every shipped candidate passes on every tiny linear, both dtypes: exit 0',
   assert.equal(failLines(run.stderr), []);
   // per dtype, seed and rows: 4 linear shapes x 6 + 1 gated x 4 candidates
   assert.match(run.stderr, new RegExp(`parity: ${2 * 2 * 2 * 28} checks of 10 candidates; ${2 * 2 * 2 * 28} pass, 0 fail\\n`));
+});
+
+test('--dtype fp8: the fp8 candidates on tiny\'s layer linears (lm_head stays bf16), each within its class bar: exit 0', async () => {
+  const run = await parity(['--model', 'tiny', '--rows', '1,4', '--dtype', 'fp8']);
+  assert.is(run.code, 0, run.stderr);
+  // per rows: 3 linear shapes x 3 fp8 candidates + 1 gated x 3
+  assert.match(run.stderr, new RegExp(`parity: ${2 * 12} checks of 6 candidates; ${2 * 12} pass, 0 fail\\n`));
+  assert.not.match(run.stderr, /lm_head/);
 });
 
 test('under the test build each wrong candidate is caught and named with its shape: exit 1', async () => {

@@ -186,6 +186,40 @@ test('one whole step matches its fp64 forward on the host, for the default and a
   });
 });
 
+// fp8: the layer linears' weights in e4m3 with row scales, lm_head and everything else bf16
+/** ids of a dense fp8 model's step from [qkv, o, gate_up, down, lm_head]: router and experts -1 (a dense model has none) */
+const fp8Ids = (names: string[]) => Int32Array.from([...names.map(id), -1, -1]);
+const FP8 = { w8a8: fp8Ids(['w8a8.plain', 'w8a8.plain', 'gated.w8a8.plain', 'w8a8.plain', 'plain']), w8a16: fp8Ids(['w8a16.rowblk.r4', 'w8a16.plain', 'gated.w8a16.rowblk.r4', 'w8a16.plain', 'rowblk.r4']) };
+
+test('fp8 model: one whole step matches its fp64 forward from the dequantized weights, W8A16 at bf16\'s bound, W8A8 at its wiring bound', () => {
+  withModel({ ...DIMS, dtype: 'fp8' }, (m) => {
+    for (const batch of [1, 3]) {
+      m.reset(9);
+      const w8a16 = m.check(FP8.w8a16, batch);
+      assert.ok(w8a16.pass && w8a16.tol === 2 ** -5 && w8a16.relErr > 0, `w8a16 ${w8a16.relErr} ${w8a16.tol}`);
+      m.reset(9);
+      const w8a8 = m.check(FP8.w8a8, batch);
+      // the activation quant of every linear compounds: over bf16's bound, well under a wiring mistake's
+      assert.ok(w8a8.pass && w8a8.tol === 2 ** -1 && w8a8.relErr > 2 ** -5 && w8a8.relErr < 0.2, `w8a8 ${w8a8.relErr} ${w8a8.tol}`);
+    }
+  });
+});
+
+test('fp8 model: a W8A16 route decodes the same tokens whatever its rows blocking; a 16-bit kernel is refused for fp8 weights', () => {
+  withModel({ ...DIMS, dtype: 'fp8' }, (m) => {
+    const plain16 = fp8Ids(['w8a16.plain', 'w8a16.plain', 'gated.w8a16.plain', 'w8a16.plain', 'plain']);
+    m.reset(3);
+    const a = decode(m, plain16, 4, 4);
+    m.reset(3);
+    assert.equal(decode(m, FP8.w8a16, 4, 4), a);
+    rejects(() => m.step(PLAIN, 1), 1, /cands\[0\] \(qkv\): plain does not compute dtype 2, the qkv weights' dtype/);
+    const fp8Head = Int32Array.from(FP8.w8a16);
+    fp8Head[4] = id('w8a16.plain');
+    rejects(() => m.step(fp8Head, 1), 1, /cands\[4\] \(lm_head\): w8a16\.plain does not compute dtype 0/);
+  });
+  assert.ok(native.bytes({ ...DIMS, dtype: 'fp8' }) < native.bytes(DIMS), 'fp8 weights take less memory');
+});
+
 test('timing returns one finite positive time per step, and needs no reset', () => {
   withModel(DIMS, (m) => {
     for (const batch of [1, 4]) {
@@ -331,9 +365,16 @@ test('a moe model refuses a linear candidate for its experts and topk without ex
   });
   rejects(() => native.create({ ...DIMS, topk: 2 }, 1), 1, /topk must be 0 in a dense model \(experts 0\), got 2/);
   rejects(() => native.create({ ...MOE_DIMS, topk: 9 }, 1), 1, /topk must be in 1\.\.8, got 9/);
+  // the moe op has no fp8 form: an fp8 model must be dense
+  rejects(() => native.create({ ...MOE_DIMS, dtype: 'fp8' }, 1), 3, /an fp8 model must be dense: the moe op takes bf16 or fp16 experts/);
   const arm = routeArm(loadRoute(null, buildOf(kpick), {}), kpick, tinyMoe, 'bf16', 4);
   assert.equal(arm.names, { qkv: 'plain', o: 'plain', lm_head: 'plain', router: 'plain', experts: 'moe.loop' });
   assert.equal(Array.from(arm.ids), Array.from(moeCands('moe.loop')));
+});
+
+test('routeArm of an fp8 model: the W8A8 default for the layer linears, the bf16 default for lm_head', () => {
+  const arm = routeArm(loadRoute(null, buildOf(kpick), {}), kpick, tiny, 'fp8', 4);
+  assert.equal(arm.names, { qkv: 'w8a8.plain', o: 'w8a8.plain', gate_up: 'gated.w8a8.plain', down: 'w8a8.plain', lm_head: 'plain' });
 });
 
 test.run();

@@ -12,6 +12,17 @@ function unitsOf(model: string, dtypes: (Dtype)[] = ['bf16', 'fp16']): Unit[] {
   return planUnits({ dtypes, linears: uniqueShapes(decodeLinears(findModel(model))), rows: BUCKETS, candidates });
 }
 
+test('an fp8 unit costs its fp8 bytes (one a weight) times its fp8 candidates, and an fp8 plan has no lm_head', () => {
+  const space = [...candidates, { op: 'linear', numeric: 'w8a8' }, { op: 'linear', numeric: 'w8a16' }, { op: 'gated', numeric: 'w8a8' }] as { op: Op; numeric?: 'w8a8' | 'w8a16' }[];
+  const linears = uniqueShapes(decodeLinears(findModel('Llama-3.1-8B')));
+  const units = planUnits({ dtypes: ['bf16', 'fp8'], linears, rows: [1], candidates: space });
+  const cost = (dtype: Dtype, name: string) => units.find((u) => u.dtype === dtype && u.linear.name === name)!.cost;
+  assert.is(cost('bf16', 'qkv'), weightBytes(linears[0]!) * 7, '6 w16a16 candidates and the floor');
+  assert.is(cost('fp8', 'qkv'), (weightBytes(linears[0]!) / 2) * 3, '2 fp8 candidates and the floor');
+  assert.is(cost('fp8', 'gate_up'), (weightBytes(linears[2]!) / 2) * 2);
+  assert.equal(units.filter((u) => u.dtype === 'fp8').map((u) => u.linear.name), ['qkv', 'o', 'gate_up', 'down']);
+});
+
 test('parseShard reads i/n, 0-based', () => {
   assert.equal(parseShard('0/1'), { index: 0, count: 1 });
   assert.equal(parseShard('1/2'), { index: 1, count: 2 });

@@ -3,7 +3,9 @@
  * A decode linear is y[M,N] = x[M,K] . W[N,K]^T (op LINEAR). The gated op reads
  * W[2N,K] (rows 0..N-1 gate, N..2N-1 up) and writes y[M,N] = silu(x.Wg^T) * (x.Wu^T).
  * The moe op is one layer's routed experts for M token rows (op MOE below).
- * Data is bf16 or fp16, accumulation fp32, all row-major.
+ * Data is bf16 or fp16, accumulation fp32, all row-major; or fp8 (KPICK_FP8,
+ * linear and gated only): W in e4m3 with an fp32 scale per W row, x and y in
+ * bf16 (the layout below).
  *
  * Every entry returns a kpick_status; on failure kpick_last_error() says what
  * failed and why. Nothing here exits or aborts: it runs inside Node.
@@ -22,7 +24,7 @@
 extern "C" {
 #endif
 
-#define KPICK_ABI_VERSION 3 /* 2: kpick_abi_value replaces kpick_abi; 3: the moe op, kpick_model_dims.experts/topk */
+#define KPICK_ABI_VERSION 3 /* 2: kpick_abi_value replaces kpick_abi; 3: the moe op, kpick_model_dims.experts/topk, dtype fp8, kpick_candidate.numeric */
 
 /* The limits a caller must know, named once (lib/schema.ts mirrors them and
  * checks them through kpick_abi_value at load). */
@@ -49,7 +51,23 @@ enum kpick_status {
  * expert's down output rounded to the dtype (as a gated op and a linear store
  * them), then summed per row in fp32 in ascending expert id, rounded once. */
 enum kpick_op { KPICK_OP_LINEAR = 0, KPICK_OP_GATED = 1, KPICK_OP_MOE = 2 };
-enum kpick_dtype { KPICK_BF16 = 0, KPICK_FP16 = 1 };
+enum kpick_dtype { KPICK_BF16 = 0, KPICK_FP16 = 1, KPICK_FP8 = 2 };
+/* KPICK_FP8: x and y are bf16; W (rows = N, or 2N for the gated op) is one
+ * buffer: rows * K e4m3 codes (OCP FP8 E4M3FN: 1 sign, 4 exponent bits of
+ * bias 7, 3 mantissa bits; no infinities, 0x7F and 0xFF are NaN, largest
+ * 448), row-major, then, from the first 16-byte boundary after them, rows fp32
+ * scales: W_real[r][k] = scale[r] * e4m3(W[r][k]). kpick_fp8_pack writes it
+ * from bf16 weights; kpick_linear checks the whole length. A build with no
+ * fp8 candidate (the GPU backends, so far) answers KPICK_E_UNSUPPORTED to
+ * every fp8 call: problem, route lookup, kpick_linear, model. The moe op
+ * takes bf16 and fp16 only: an fp8 moe problem or call is KPICK_E_UNSUPPORTED. */
+#define KPICK_FP8_SCALES_AT(rows, k) ((((int64_t)(rows) * (int64_t)(k)) + 15) / 16 * 16)
+#define KPICK_FP8_W_BYTES(rows, k) (KPICK_FP8_SCALES_AT(rows, k) + 4 * (int64_t)(rows))
+/* How a candidate computes (kpick_candidate.numeric): w16a16 takes bf16 and
+ * fp16 and computes in them; the fp8 classes take fp8 only. W8A16 dequantizes
+ * W and keeps x in bf16; W8A8 first quantizes each row of x to e4m3 with its
+ * own fp32 scale (amax / 448), multiplies fp8 by fp8 and scales the fp32 sum. */
+enum kpick_numeric { KPICK_NUM_W16A16 = 0, KPICK_NUM_W8A16 = 1, KPICK_NUM_W8A8 = 2 };
 /* what kpick_download copies out; the expert ids (int32) and weights (fp32)
  * of a moe problem at the active rows, [m, topk] */
 enum kpick_buffer {
@@ -99,15 +117,24 @@ typedef struct kpick_candidate {
   int32_t stack_bound;  /* valid only with the BLAS version it was tuned on */
   int32_t pdl;          /* programmatic dependent launch variant */
   int32_t available;    /* built for and runnable on this target */
+  int32_t numeric;      /* enum kpick_numeric: which dtypes it takes, how it computes */
 } kpick_candidate;
 
 /* The promote gate and the parity bars, for C callers (bench/gpu/selftest.c).
- * lib/promote.ts (DEFAULT_GATE) and lib/parity.ts (PARITY_BAR) hold the same
- * values; tests/promote.test.ts and tests/parity.test.ts read them here and
- * fail when the two disagree. */
+ * lib/promote.ts (DEFAULT_GATE) and lib/parity.ts (PARITY_BAR, CLASS_BAR) hold
+ * the same values; tests/promote.test.ts and tests/parity.test.ts read them
+ * here and fail when the two disagree. The fp8 bars are per numeric class,
+ * against the fp64 product of the bf16 x and the dequantized W: W8A16 adds
+ * only fp32 accumulation and the bf16 output, as bf16 does; W8A8's error is
+ * mostly its own activation quantization (3 mantissa bits), which its bar
+ * includes: on the benchmark's uniform data the CPU's W8A8 default measures
+ * 2.5e-2 to 2.7e-2 (linear) and 3.4e-2 to 4.0e-2 (gated, where silu(g) * u
+ * compounds two quantized sums); a 10 % error still fails it. */
 #define KPICK_MIN_GAIN 0.02        /* a candidate leaves the default at >= 2 % gain */
 #define KPICK_PARITY_BAR_BF16 1e-2 /* relative Frobenius error against fp64 */
 #define KPICK_PARITY_BAR_FP16 2e-3
+#define KPICK_PARITY_BAR_W8A16 1e-2
+#define KPICK_PARITY_BAR_W8A8 6e-2
 
 typedef struct kpick_problem kpick_problem;
 
@@ -126,7 +153,8 @@ int kpick_candidate_count(int32_t *out);
 int kpick_candidate_describe(int32_t id, kpick_candidate *out);
 int kpick_candidate_find(const char *name, int32_t *out_id);
 
-/* Random x[m_max,K] and W (never zeros) from seed. copies <= 0 picks enough
+/* Random x[m_max,K] and W (never zeros) from seed (fp8: W drawn in bf16 as
+ * for bf16, then packed by kpick_fp8_pack: scale = the row's amax / 448). copies <= 0 picks enough
  * rotating weight copies to exceed 8x the last-level cache, bounded by free
  * memory. The active rows start at m_max; kpick_set_rows changes them, so one
  * problem (one weight fill) serves every rows bucket of a shape. */
@@ -168,13 +196,24 @@ int kpick_count_nodes(kpick_problem *p, int32_t cand, int32_t *out);
 
 /* Copy a buffer out (W means copy 0: for moe W_gate_up of every expert, then
  * W_down; X, Y and the routing use the active rows m). bytes must equal the
- * buffer's size. */
+ * buffer's size (fp8: W is KPICK_FP8_W_BYTES). */
 int kpick_download(const kpick_problem *p, int32_t which, void *dst, int64_t bytes);
-/* fp64 reference of y for copy 0 at the active rows: y_out[m][j] for the
+/* fp64 reference of y for copy 0 at the active rows (fp8: from the bf16 x and
+ * the dequantized W, scale[r] * e4m3(W[r][k]); no activation quantization): y_out[m][j] for the
  * output columns cols[0..ncols-1], or all N columns when cols is NULL
  * (ncols must then be N). count must be m * ncols. */
 int kpick_reference(const kpick_problem *p, const int64_t *cols, int32_t ncols,
                     double *y_out, int64_t count);
+
+/* ---- fp8 conversions (src/common/numeric.h), on the host ----
+ * e4m3 encode: round to nearest even, saturating (beyond +-448 gives +-448,
+ * infinities too); NaN gives 0x7F with its sign. Decode: 0x7F and 0xFF give NaN. */
+int kpick_e4m3_encode(const float *src, uint8_t *dst, int64_t count);
+int kpick_e4m3_decode(const uint8_t *src, float *dst, int64_t count);
+/* The KPICK_FP8 weight buffer of bf16 w[rows][k]: per row scale = amax / 448
+ * (1 for an all-zero row), codes = e4m3(w / scale). dst_bytes must be
+ * KPICK_FP8_W_BYTES(rows, k). */
+int kpick_fp8_pack(const uint16_t *w_bf16, int64_t rows, int64_t k, void *dst, int64_t dst_bytes);
 
 /* ---- route: what an engine calls (src/common/route.c, twin of lib/route.ts) ----
  * The route maps (op, dtype, N, K, M) to a candidate through the compact table
@@ -269,7 +308,8 @@ enum kpick_linear_kind {
 };
 
 typedef struct kpick_model_dims {
-  int32_t dtype;        /* enum kpick_dtype */
+  int32_t dtype;        /* enum kpick_dtype; fp8: the qkv, o, gate_up and down weights in
+                         * fp8 (KPICK_FP8), lm_head, embedding, norms, KV and activations bf16 */
   int32_t hidden, intermediate;
   int32_t heads, kv_heads, head_dim; /* heads % kv_heads == 0; head_dim % 8 == 0 */
   int32_t vocab;

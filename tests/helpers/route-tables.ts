@@ -5,7 +5,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { DEFAULT_BUILD_DIR, loadKpick, NativeRoute, type Problem } from '../../lib/ffi.ts';
+import { DEFAULT_BUILD_DIR, loadKpick, NativeRoute, takesDtype, type Problem } from '../../lib/ffi.ts';
 import type { Build } from '../../lib/guard.ts';
 import type { Linear } from '../../lib/models.ts';
 import { buildOf, compactRouteText, sha256Hex } from '../../lib/route.ts';
@@ -24,11 +24,15 @@ export const build: Build = buildOf(kpick);
 export const native = new NativeRoute(kpick);
 /** A GPU build: kpick_linear takes device memory (DeviceBuffers), not host arrays. */
 export const onDevice = build.identity.backend !== 'cpu';
+/** Does this build compute fp8 (the CPU does; a GPU build has no fp8 candidate yet)? */
+export const fp8Here = build.candidates.some((c) => c.available && takesDtype(c, 'fp8'));
+/** The dtypes of the real table: fp8 too where the build computes it. */
+export const TABLE_DTYPES: readonly Dtype[] = fp8Here ? ['bf16', 'fp16', 'fp8'] : ['bf16', 'fp16'];
 
 /** The class default of op in this build: what a miss runs. */
-export function headOf(op: Op): string {
-  const head = build.candidates.find((c) => c.op === op && c.isDefault && c.available);
-  if (!head) throw new Error(`this build has no class default for ${op}`);
+export function headOf(op: Op, dtype: Dtype = 'bf16'): string {
+  const head = build.candidates.find((c) => c.op === op && takesDtype(c, dtype) && c.isDefault && c.available);
+  if (!head) throw new Error(`this build has no class default for ${op} ${dtype}`);
   return head.name;
 }
 
@@ -37,9 +41,9 @@ export function headOf(op: Op): string {
  * stack-bound, taking rows 1..MAX_ROWS; those whose output is not byte-identical to
  * the default's first (a wrong dispatch shows in the bytes), then space order.
  */
-export function othersOf(op: Op): string[] {
-  const head = headOf(op);
-  const all = kpick.candidates().filter((c) => c.op === op && c.available && !c.isDefault && !c.stackBound && c.rowsMin === 1 && c.rowsMax === MAX_ROWS);
+export function othersOf(op: Op, dtype: Dtype = 'bf16'): string[] {
+  const head = headOf(op, dtype);
+  const all = kpick.candidates().filter((c) => c.op === op && takesDtype(c, dtype) && c.available && !c.isDefault && !c.stackBound && c.rowsMin === 1 && c.rowsMax === MAX_ROWS);
   const names = [...all.filter((c) => c.bitwiseWith !== head), ...all.filter((c) => c.bitwiseWith === head)].map((c) => c.name);
   if (names.length < 2) throw new Error(`this build has fewer than two candidates for any ${op} entry`);
   return names;
@@ -55,7 +59,7 @@ export function linearThroughRoute(
   op: Op,
   dtype: Dtype,
   x: Uint16Array,
-  w: Uint16Array,
+  w: Uint16Array | Uint8Array,
   m: number,
   n: number,
   k: number,
@@ -118,7 +122,7 @@ export function realTable(): Table {
       {
         identity: build.identity,
         linears: SHAPES,
-        dtypes: ['bf16', 'fp16'],
+        dtypes: TABLE_DTYPES,
         rows: [...BUCKETS],
         candidates: space,
         space,

@@ -8,6 +8,7 @@
 #include "backend.h"
 #include "data.h"
 #include "error.h"
+#include "fp8.h"
 #include "handles.h"
 #include "moe.h"
 #include "space.h"
@@ -115,6 +116,7 @@ int kpick_candidate_describe(int32_t id, kpick_candidate *out) {
   out->stack_bound = (r->flags & KF_STACK) != 0;
   out->pdl = (r->flags & KF_PDL) != 0;
   out->available = be_available(id);
+  out->numeric = kp_row_numeric(r);
   return KPICK_OK;
 }
 
@@ -183,7 +185,7 @@ static int problem_new(const struct kpick_problem *shape, size_t read_bytes, int
 
 #define KP_SHAPE_ARGS(dtype, n, k, m, copies)                                                                    \
   do {                                                                                                         \
-    KP_REQUIRE((dtype) == KPICK_BF16 || (dtype) == KPICK_FP16, "dtype must be 0 (bf16) or 1 (fp16), got %d",   \
+    KP_REQUIRE((dtype) >= KPICK_BF16 && (dtype) <= KPICK_FP8, "dtype must be 0 (bf16), 1 (fp16) or 2 (fp8), got %d", \
                (int)(dtype));                                                                                  \
     KP_REQUIRE((n) > 0 && (n) <= KP_MAX_DIM, "n must be in 1..%lld, got %lld", KP_MAX_DIM, (long long)(n));    \
     KP_REQUIRE((k) > 0 && (k) <= KP_MAX_DIM, "k must be in 1..%lld, got %lld", KP_MAX_DIM, (long long)(k));    \
@@ -199,11 +201,14 @@ int kpick_problem_create(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_
   KP_REQUIRE(op != KPICK_OP_MOE, "op 2 (moe) takes kpick_problem_create_moe (experts, topk, routing)");
   KP_REQUIRE(op == KPICK_OP_LINEAR || op == KPICK_OP_GATED, "op must be 0 (linear) or 1 (gated), got %d", (int)op);
   KP_SHAPE_ARGS(dtype, n, k, m, copies);
+  if (!kp_space_takes(op, dtype))
+    return kp_fail(KPICK_E_UNSUPPORTED, __func__, "no candidate of this build computes op %d in dtype %d", (int)op,
+                   (int)dtype);
   int64_t w_rows = op == KPICK_OP_GATED ? 2 * n : n;
   KP_REQUIRE(w_rows <= KP_MAX_DIM && w_rows * k <= (1LL << 34), "weight of %lld x %lld elements is too large",
              (long long)w_rows, (long long)k);
   struct kpick_problem shape = {.op = op, .dtype = dtype, .n = n, .k = k, .w_rows = w_rows, .y_cols = n,
-                                .w_bytes = (size_t)(w_rows * k * 2)};
+                                .w_bytes = (size_t)kp_weight_bytes(dtype, w_rows, k)};
   return problem_new(&shape, shape.w_bytes, m, copies, seed, out);
 }
 
@@ -220,6 +225,8 @@ int kpick_problem_create_moe(int32_t dtype, int32_t experts, int32_t topk, int64
   KP_REQUIRE(out != NULL, "out is null");
   *out = NULL;
   KP_SHAPE_ARGS(dtype, n, k, m_max, copies);
+  if (dtype == KPICK_FP8)
+    return kp_fail(KPICK_E_UNSUPPORTED, __func__, "the moe op takes bf16 or fp16 experts; fp8 experts are not supported");
   KP_REQUIRE(experts > 0 && experts <= KPICK_MAX_EXPERTS, "experts must be in 1..%d, got %d", KPICK_MAX_EXPERTS,
              (int)experts);
   KP_REQUIRE(topk > 0 && topk <= KPICK_MAX_TOPK && topk <= experts, "topk must be in 1..%d and at most experts (%d), got %d",
@@ -255,9 +262,15 @@ int kpick_problem_copies(const kpick_problem *p, int32_t *out) {
   return KPICK_OK;
 }
 
+int kp_space_takes(int32_t op, int32_t dtype) {
+  for (int32_t i = 0; i < KP_NCAND; i++)
+    if (kp_space[i].op == op && kp_row_takes(&kp_space[i], dtype) && be_available(i)) return 1;
+  return 0;
+}
+
 static int runnable(const kpick_problem *p, int32_t cand) {
   const kp_row *r = &kp_space[cand];
-  return r->op == p->op && p->m >= r->rows_min && p->m <= r->rows_max && be_available(cand) &&
+  return r->op == p->op && kp_row_takes(r, p->dtype) && p->m >= r->rows_min && p->m <= r->rows_max && be_available(cand) &&
          be_supports(p, cand);
 }
 
@@ -285,8 +298,8 @@ int kpick_supports(const kpick_problem *p, int32_t cand, int32_t *out) {
     KP_LIVE(p);                                                                          \
     KP_CAND(cand);                                                                       \
     if (!runnable(p, cand))                                                              \
-      return kp_fail(KPICK_E_UNSUPPORTED, __func__, "%s cannot run op %d, %lld x %lld, m=%d here", \
-                     kp_space[cand].name, (int)p->op, (long long)p->n, (long long)p->k, (int)p->m); \
+      return kp_fail(KPICK_E_UNSUPPORTED, __func__, "%s cannot run op %d dtype %d, %lld x %lld, m=%d here", \
+                     kp_space[cand].name, (int)p->op, (int)p->dtype, (long long)p->n, (long long)p->k, (int)p->m); \
   } while (0)
 
 int kpick_poison(kpick_problem *p) {

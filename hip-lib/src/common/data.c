@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "error.h"
+#include "fp8.h"
 #include "moe.h"
 #include "numeric.h"
 
@@ -35,6 +36,22 @@ int kp_fill_inputs(struct kpick_problem *p) {
                    (p->x_bytes + p->w_bytes) / 1048576.0);
   }
   fill(p->x_host, p->x_bytes / 2, p->dtype, mix(p->seed * 2 + 1));
+  if (p->dtype == KPICK_FP8) {
+    /* fp8 (linear and gated only): the bf16 weight of the same seed, packed */
+    size_t count = (size_t)(p->w_rows * p->k);
+    uint16_t *w16 = malloc(count * 2);
+    if (!w16) {
+      kp_free_inputs(p);
+      return kp_fail(KPICK_E_NOMEM, "problem_create", "host allocation of %.1f MiB failed", count * 2 / 1048576.0);
+    }
+    fill(w16, count, KPICK_BF16, mix(p->seed * 2 + 2));
+    for (int64_t r = 0; r < p->w_rows; r++)
+      for (int64_t i = 0; i < p->k; i++)
+        w16[r * p->k + i] = kp_f32_to_bf16(kp_fp8_row_gain(r) * kp_bf16_to_f32(w16[r * p->k + i]));
+    kp_fp8_pack(w16, p->w_rows, p->k, p->w_host);
+    free(w16);
+    return KPICK_OK;
+  }
   fill(p->w_host, p->w_bytes / 2, p->dtype, mix(p->seed * 2 + 2));
   if (p->op == KPICK_OP_MOE) {
     size_t slots = (size_t)p->m_max * (size_t)p->topk;
@@ -59,9 +76,15 @@ void kp_free_inputs(struct kpick_problem *p) {
   p->gates_host = NULL;
 }
 
-static double dot_row(const struct kpick_problem *p, const double *xd, int64_t row) {
-  const uint16_t *w = (const uint16_t *)p->w_host + row * p->k;
+/* wd: room for one fp8 row, dequantized (NULL for bf16 and fp16) */
+static double dot_row(const struct kpick_problem *p, const double *xd, int64_t row, double *wd) {
   double acc = 0;
+  if (p->dtype == KPICK_FP8) {
+    kp_fp8_row(p->w_host, p->w_rows, p->k, row, wd);
+    for (int64_t k = 0; k < p->k; k++) acc += xd[k] * wd[k];
+    return acc;
+  }
+  const uint16_t *w = (const uint16_t *)p->w_host + row * p->k;
   for (int64_t k = 0; k < p->k; k++) acc += xd[k] * (double)kp_to_f32(p->dtype, w[k]);
   return acc;
 }
@@ -70,20 +93,26 @@ int kp_reference(const struct kpick_problem *p, const int64_t *cols, int32_t nco
   if (p->op == KPICK_OP_MOE) return kp_moe_reference(p, cols, ncols, y);
   int64_t K = p->k, N = p->n;
   double *xd = malloc(sizeof(double) * (size_t)(p->m * K));
-  if (!xd) return kp_fail(KPICK_E_NOMEM, "reference", "host allocation failed");
+  double *wd = p->dtype == KPICK_FP8 ? malloc(sizeof(double) * (size_t)K) : NULL;
+  if (!xd || (p->dtype == KPICK_FP8 && !wd)) {
+    free(xd);
+    free(wd);
+    return kp_fail(KPICK_E_NOMEM, "reference", "host allocation failed");
+  }
   const uint16_t *x = p->x_host;
   for (int64_t i = 0; i < p->m * K; i++) xd[i] = kp_to_f32(p->dtype, x[i]);
   for (int32_t j = 0; j < ncols; j++) {
     int64_t n = cols ? cols[j] : j;
     for (int32_t m = 0; m < p->m; m++) {
-      double g = dot_row(p, xd + m * K, n);
+      double g = dot_row(p, xd + m * K, n, wd);
       if (p->op == KPICK_OP_GATED) {
-        double u = dot_row(p, xd + m * K, N + n);
+        double u = dot_row(p, xd + m * K, N + n, wd);
         g = g / (1.0 + exp(-g)) * u;
       }
       y[(int64_t)m * ncols + j] = g;
     }
   }
   free(xd);
+  free(wd);
   return KPICK_OK;
 }

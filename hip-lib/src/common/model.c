@@ -6,15 +6,19 @@
  *   memory    the arena plus a backend reserve, against free memory, with what
  *             would fit when it does not
  *   weights   filled from the seed with random.h's values, the same on every backend
- * The residual stream is fp32; every linear reads and writes the dtype. */
+ * The residual stream is fp32; every linear reads and writes the dtype (an
+ * fp8 model: bf16, with the qkv, o, gate_up and down weights in fp8, packed
+ * as kpick.h's KPICK_FP8 says, from the bf16 values a bf16 model would get). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
+#include "fp8.h"
 #include "handles.h"
 #include "model.h"
+#include "numeric.h"
 #include "random.h"
 #include "space.h"
 
@@ -41,6 +45,10 @@ static size_t take(size_t *cursor, size_t bytes) {
 }
 
 /* Sizes fit: check_dims bounds the total far below 2^62 first. */
+static size_t lin_bytes(const kpick_model_dims *d, int32_t kind, size_t rows, size_t k) {
+  return (size_t)kp_weight_bytes(kp_kind_dtype(d->dtype, kind), (int64_t)rows, (int64_t)k);
+}
+
 static void plan(const kpick_model_dims *d, layout *L) {
   const size_t e = 2, H = (size_t)d->hidden, I = (size_t)d->intermediate, V = (size_t)d->vocab;
   const size_t B = (size_t)d->max_batch, D = (size_t)d->head_dim;
@@ -51,12 +59,12 @@ static void plan(const kpick_model_dims *d, layout *L) {
   size_t in_layer = 0;
   L->gamma_attn = take(&in_layer, H * e);
   L->gamma_mlp = take(&in_layer, H * e);
-  L->wqkv = take(&in_layer, (size_t)L->nqkv * H * e);
-  L->wo = take(&in_layer, H * (size_t)L->qdim * e);
+  L->wqkv = take(&in_layer, lin_bytes(d, KPICK_LIN_QKV, (size_t)L->nqkv, H));
+  L->wo = take(&in_layer, lin_bytes(d, KPICK_LIN_O, H, (size_t)L->qdim));
   const size_t E = d->experts > 0 ? (size_t)d->experts : 1; /* a dense MLP is one expert */
-  if (d->experts > 0) L->wrouter = take(&in_layer, E * H * e);
-  L->wgu = take(&in_layer, E * 2 * I * H * e);
-  L->wdown = take(&in_layer, E * H * I * e);
+  if (d->experts > 0) L->wrouter = take(&in_layer, lin_bytes(d, KPICK_LIN_ROUTER, E, H));
+  L->wgu = take(&in_layer, E * lin_bytes(d, KPICK_LIN_GATE_UP, 2 * I, H));
+  L->wdown = take(&in_layer, E * lin_bytes(d, KPICK_LIN_DOWN, H, I));
   L->layer_bytes = in_layer;
 
   size_t c = 0;
@@ -111,7 +119,8 @@ static double arena_estimate(const kpick_model_dims *d) {
 
 static int check_dims(const kpick_model_dims *d) {
   KP_REQUIRE(d != NULL, "dims is null");
-  KP_REQUIRE(d->dtype == KPICK_BF16 || d->dtype == KPICK_FP16, "dtype must be 0 (bf16) or 1 (fp16), got %d", (int)d->dtype);
+  KP_REQUIRE(d->dtype >= KPICK_BF16 && d->dtype <= KPICK_FP8, "dtype must be 0 (bf16), 1 (fp16) or 2 (fp8), got %d",
+             (int)d->dtype);
   KP_DIM(d->hidden, 8, KP_MODEL_MAX_DIM);
   KP_DIM(d->intermediate, 8, KP_MODEL_MAX_DIM);
   KP_DIM(d->heads, 1, KP_MAX_HEADS);
@@ -195,7 +204,27 @@ static const float kp_qkv_gain = 2.0f;
 enum { S_GAMMA_ATTN = 1, S_GAMMA_MLP, S_WQKV, S_WO, S_WGU, S_WDOWN, S_EMBED, S_LM_HEAD, S_GAMMA_FINAL, S_KV, S_TOKENS, S_WROUTER };
 
 static int fill(struct kpick_model *md, void *dst, int64_t count, uint64_t stream, float offset, float scale) {
-  return be_fill_uniform(dst, count, md->d.dtype, stream, offset, scale, md->stream);
+  return be_fill_uniform(dst, count, kp_act_dtype(md->d.dtype), stream, offset, scale, md->stream);
+}
+
+/* One linear's weight [rows][k]: filled as fill() does; in an fp8 model the
+ * same values with each row's gain (kp_fp8_row_gain), in bf16, packed on the
+ * host and uploaded. */
+static int fill_linear(struct kpick_model *md, int32_t kind, void *dst, int64_t rows, int64_t k, uint64_t stream, float scale) {
+  if (kp_kind_dtype(md->d.dtype, kind) != KPICK_FP8) return fill(md, dst, rows * k, stream, 0.0f, scale);
+  uint16_t *w16 = malloc((size_t)(rows * k) * 2);
+  void *packed = malloc((size_t)kp_weight_bytes(KPICK_FP8, rows, k));
+  int st = w16 && packed ? KPICK_OK : kp_fail(KPICK_E_NOMEM, "model", "host allocation failed");
+  if (st == KPICK_OK) {
+    for (int64_t i = 0; i < rows * k; i++)
+      w16[i] = kp_f32_to_bf16(kp_fp8_row_gain(i / k) * scale * kp_uniform(stream, (uint64_t)i));
+    kp_fp8_pack(w16, rows, k, packed);
+    st = be_stream_sync(md->stream);
+    if (st == KPICK_OK) st = be_dev_upload(dst, packed, (size_t)kp_weight_bytes(KPICK_FP8, rows, k));
+  }
+  free(w16);
+  free(packed);
+  return st;
 }
 
 /* Weights ~U(-1,1)/sqrt(K): a linear keeps its input's scale, so with the norms
@@ -209,13 +238,14 @@ static int fill_weights(struct kpick_model *md, uint64_t seed) {
   for (int32_t l = 0; l < d->layers; l++) {
     KP_TRY(fill(md, kp_layer_at(md, l, md->L.gamma_attn), H, stream_of(seed, S_GAMMA_ATTN, l), 1.0f, gamma_spread));
     KP_TRY(fill(md, kp_layer_at(md, l, md->L.gamma_mlp), H, stream_of(seed, S_GAMMA_MLP, l), 1.0f, gamma_spread));
-    KP_TRY(fill(md, kp_layer_at(md, l, md->L.wqkv), md->L.nqkv * H, stream_of(seed, S_WQKV, l), 0.0f, kp_qkv_gain / sqrtf((float)H)));
-    KP_TRY(fill(md, kp_layer_at(md, l, md->L.wo), H * md->L.qdim, stream_of(seed, S_WO, l), 0.0f, 1.0f / sqrtf((float)md->L.qdim)));
-    KP_TRY(fill(md, kp_layer_at(md, l, md->L.wgu), E * 2 * I * H, stream_of(seed, S_WGU, l), 0.0f, 1.0f / sqrtf((float)H)));
-    KP_TRY(fill(md, kp_layer_at(md, l, md->L.wdown), E * H * I, stream_of(seed, S_WDOWN, l), 0.0f, 1.0f / sqrtf((float)I)));
+    KP_TRY(fill_linear(md, KPICK_LIN_QKV, kp_layer_at(md, l, md->L.wqkv), md->L.nqkv, H, stream_of(seed, S_WQKV, l), kp_qkv_gain / sqrtf((float)H)));
+    KP_TRY(fill_linear(md, KPICK_LIN_O, kp_layer_at(md, l, md->L.wo), H, md->L.qdim, stream_of(seed, S_WO, l), 1.0f / sqrtf((float)md->L.qdim)));
+    /* a moe layer's experts one after another: [E * 2I][H] and [E * H][I] */
+    KP_TRY(fill_linear(md, KPICK_LIN_GATE_UP, kp_layer_at(md, l, md->L.wgu), E * 2 * I, H, stream_of(seed, S_WGU, l), 1.0f / sqrtf((float)H)));
+    KP_TRY(fill_linear(md, KPICK_LIN_DOWN, kp_layer_at(md, l, md->L.wdown), E * H, I, stream_of(seed, S_WDOWN, l), 1.0f / sqrtf((float)I)));
     /* router logits spread over a few units, as a trained router's: the top-k stands apart */
     if (d->experts > 0)
-      KP_TRY(fill(md, kp_layer_at(md, l, md->L.wrouter), E * H, stream_of(seed, S_WROUTER, l), 0.0f, 4.0f / sqrtf((float)H)));
+      KP_TRY(fill_linear(md, KPICK_LIN_ROUTER, kp_layer_at(md, l, md->L.wrouter), E, H, stream_of(seed, S_WROUTER, l), 4.0f / sqrtf((float)H)));
   }
   /* a tied table serves as lm_head too, so it takes lm_head's scale */
   const float embed_scale = d->tied ? 1.0f / sqrtf((float)H) : 1.0f;
@@ -264,6 +294,10 @@ int kpick_model_create(const kpick_model_dims *d, uint64_t seed, kpick_model **o
     for (int32_t i = 0; i < KP_NCAND && !moe; i++) moe = kp_space[i].op == KPICK_OP_MOE && be_available(i);
     if (!moe) return kp_fail(KPICK_E_UNSUPPORTED, __func__, "this build has no moe candidate: a moe model cannot run here yet");
   }
+  if (d->experts > 0 && d->dtype == KPICK_FP8)
+    return kp_fail(KPICK_E_UNSUPPORTED, __func__, "an fp8 model must be dense: the moe op takes bf16 or fp16 experts");
+  if (d->dtype == KPICK_FP8 && !(kp_space_takes(KPICK_OP_LINEAR, KPICK_FP8) && kp_space_takes(KPICK_OP_GATED, KPICK_FP8)))
+    return kp_fail(KPICK_E_UNSUPPORTED, __func__, "no candidate of this build computes fp8 linears: an fp8 model cannot run here");
   const double need = needed_bytes(d);
   int64_t free_b = 0, total_b = 0;
   KP_TRY(be_mem(&free_b, &total_b));

@@ -50,6 +50,27 @@ struct kpick_model {
   int32_t ngraphs, evict;
 };
 
+/* The dtype of everything but the linears' weights (activations, norms, caches,
+ * the embedding): the model's, or bf16 for an fp8 model. */
+static inline int32_t kp_act_dtype(int32_t dtype) { return dtype == KPICK_FP8 ? KPICK_BF16 : dtype; }
+/* The dtype of one linear kind's weight: an fp8 model has its qkv, o, gate_up
+ * and down in fp8 and keeps lm_head in bf16 (as fp8 checkpoints do, and a tied
+ * one is the embedding table); the moe kinds are never fp8 (an fp8 model must
+ * be dense, kpick_model_create). */
+static inline int32_t kp_kind_dtype(int32_t dtype, int32_t kind) {
+  const int fp8_kind = kind == KPICK_LIN_QKV || kind == KPICK_LIN_O || kind == KPICK_LIN_GATE_UP || kind == KPICK_LIN_DOWN;
+  return dtype == KPICK_FP8 && fp8_kind ? KPICK_FP8 : kp_act_dtype(dtype);
+}
+
+/* Does the model run this linear kind? A moe model (experts > 0) runs the
+ * router and the experts in place of gate_up and down; the cands[] entry of
+ * a kind a model does not run is ignored. */
+static inline int kp_kind_runs(const kpick_model_dims *d, int32_t kind) {
+  if (kind == KPICK_LIN_GATE_UP || kind == KPICK_LIN_DOWN) return d->experts == 0;
+  if (kind == KPICK_LIN_ROUTER || kind == KPICK_LIN_EXPERTS) return d->experts > 0;
+  return 1;
+}
+
 /* 1 when md is a live model: a freed or foreign handle is an error, not a crash */
 int kp_model_live(const kpick_model *md);
 #define KP_MODEL(md) KP_REQUIRE((md) != NULL && kp_model_live(md), "not a live model handle")

@@ -21,6 +21,7 @@
 #include "backend.h"
 #include "buffers.h"
 #include "error.h"
+#include "fp8.h"
 #include "route.h"
 #include "sha256.h"
 #include "space.h"
@@ -43,6 +44,7 @@ enum drop {
   DROP_NOT_IN_SPACE,
   DROP_UNAVAILABLE,
   DROP_OTHER_OP,
+  DROP_OTHER_DTYPE,
   DROP_UNMEASURED,
   DROP_FAILED_PARITY,
   DROP_DID_NOT_RUN,
@@ -54,7 +56,7 @@ enum drop {
 };
 static const char *const drop_text[DROP_COUNT] = {
     "choice not in this build's space", "choice not available on this target",
-    "choice is for another op",         "choice not measured",
+    "choice is for another op",         "choice does not take this dtype", "choice not measured",
     "choice failed parity",             "choice did not run",
     "choice not parity-checked",        "stack-bound and the BLAS differs",
     "choice does not take these rows",
@@ -64,7 +66,8 @@ enum status_word { ST_OK, ST_UNSUPPORTED, ST_FAILED, ST_UNMEASURED };
 enum parity_word { PA_PASS, PA_FAIL, PA_SKIPPED, PA_NONE };
 static const char *const op_words[] = {"linear", "gated", "moe"};
 #define OP_COUNT 3
-static const char *const dtype_words[] = {"bf16", "fp16"};
+static const char *const dtype_words[] = {"bf16", "fp16", "fp8"};
+#define DTYPE_COUNT 3
 static const char *const status_words[] = {"ok", "unsupported", "failed", "unmeasured"};
 static const char *const parity_words[] = {"pass", "fail", "skipped", "none"};
 static const char *const header_keys[] = {"backend", "arch", "device", "runtime", "blas", "compiler", "space"};
@@ -96,7 +99,7 @@ typedef struct route {
   kept_entry *e; /* sorted by key */
   size_t len;
   int32_t used, dropped;
-  int32_t defaults[OP_COUNT]; /* per op; -1: none */
+  int32_t defaults[OP_COUNT][DTYPE_COUNT]; /* per op and dtype; -1: none */
   int32_t forced;      /* KPICK_FORCE's candidate; -1: unset or unknown */
   char verdict[KP_ROUTE_VERDICT_MAX];
 } route;
@@ -372,8 +375,8 @@ static int parse_entry(const cursor *c, parsed_entry *e, char *why, size_t cap) 
   e->line = c->line;
   if ((e->op = word_index(f[0], fl[0], op_words, OP_COUNT)) < 0)
     return invalid(why, cap, "line %d: op must be linear, gated or moe", L);
-  if ((e->dtype = word_index(f[1], fl[1], dtype_words, 2)) < 0)
-    return invalid(why, cap, "line %d: dtype must be bf16 or fp16", L);
+  if ((e->dtype = word_index(f[1], fl[1], dtype_words, DTYPE_COUNT)) < 0)
+    return invalid(why, cap, "line %d: dtype must be bf16, fp16 or fp8", L);
   const int x = moe ? 2 : 0; /* the fields after dtype move by two on a moe line */
   if (moe && (!parse_uint(f[2], fl[2], &experts) || experts < 1 || experts > KPICK_MAX_EXPERTS))
     return invalid(why, cap, "line %d: experts must be an integer in 1..%d", L, KPICK_MAX_EXPERTS);
@@ -545,14 +548,16 @@ static int32_t find_candidate(const char *name) {
 /* The class default of op (what runs without a table). Under KPICK_NO_BLASLT a
  * vendor-BLAS default gives way to the first available candidate of the op, in
  * space.def order, that is neither BLAS nor stack-bound. */
-static int32_t class_default(int32_t op, int no_blaslt) {
+static int32_t class_default(int32_t op, int32_t dtype, int no_blaslt) {
   int32_t head = -1;
   for (int32_t i = 0; i < KP_NCAND && head < 0; i++)
-    if (kp_space[i].op == op && (kp_space[i].flags & KF_DEFAULT) && be_available(i)) head = i;
+    if (kp_space[i].op == op && kp_row_takes(&kp_space[i], dtype) && (kp_space[i].flags & KF_DEFAULT) &&
+        be_available(i))
+      head = i;
   if (head < 0 || !no_blaslt || strcmp(kp_space[head].family, "blaslt") != 0) return head;
   for (int32_t i = 0; i < KP_NCAND; i++)
-    if (kp_space[i].op == op && be_available(i) && strcmp(kp_space[i].family, "blaslt") != 0 &&
-        !(kp_space[i].flags & KF_STACK))
+    if (kp_space[i].op == op && kp_row_takes(&kp_space[i], dtype) && be_available(i) &&
+        strcmp(kp_space[i].family, "blaslt") != 0 && !(kp_space[i].flags & KF_STACK))
       return i;
   return head;
 }
@@ -568,6 +573,7 @@ static enum drop judge_entry(const parsed_entry *e, const char *table_blas, cons
   if (!be_available(id)) return DROP_UNAVAILABLE;
   const kp_row *r = &kp_space[id];
   if (r->op != e->op) return DROP_OTHER_OP;
+  if (!kp_row_takes(r, e->dtype)) return DROP_OTHER_DTYPE;
   /* The class default runs on a miss anyway: routing to it needs no evidence. */
   if (!(r->flags & KF_DEFAULT)) {
     if (e->status == ST_UNMEASURED) return DROP_UNMEASURED;
@@ -710,7 +716,9 @@ static int build_route(route *rt, const char *path) {
   const char *force = knob_value(KNOB_FORCE);
   rt->forced = force ? find_candidate(force) : -1;
   if (rt->forced >= 0 && !be_available(rt->forced)) rt->forced = -1;
-  for (int32_t op = 0; op < OP_COUNT; op++) rt->defaults[op] = class_default(op, knob_value(KNOB_NO_BLASLT) != NULL);
+  for (int32_t op = 0; op < OP_COUNT; op++)
+    for (int32_t dt = 0; dt < DTYPE_COUNT; dt++)
+      rt->defaults[op][dt] = class_default(op, dt, knob_value(KNOB_NO_BLASLT) != NULL);
 
   int st = KPICK_OK;
   if (!path) {
@@ -764,8 +772,10 @@ static int ensure_current(void) {
 
 /* Caller holds a lock on the route. */
 static int32_t route_pick(const route *rt, route_key want, int32_t m) {
-  const int32_t op = want.op;
-  if (rt->forced >= 0 && kp_space[rt->forced].op == op && rows_fit(rt->forced, m, m)) return rt->forced;
+  const int32_t op = want.op, dtype = want.dtype;
+  if (rt->forced >= 0 && kp_space[rt->forced].op == op && kp_row_takes(&kp_space[rt->forced], dtype) &&
+      rows_fit(rt->forced, m, m))
+    return rt->forced;
   want.bucket = kp_route_bucket(m);
   size_t lo = 0, hi = rt->len;
   while (lo < hi) {
@@ -776,7 +786,7 @@ static int32_t route_pick(const route *rt, route_key want, int32_t m) {
     if (c < 0) lo = mid + 1;
     else hi = mid;
   }
-  return rt->defaults[op];
+  return rt->defaults[op][dtype];
 }
 
 /* want: the key but its bucket, which m gives */
@@ -793,7 +803,9 @@ static int lookup(route_key want, int32_t m, int32_t *cand) {
     pthread_rwlock_unlock(&route_lock);
     KP_TRY(st);
   }
-  if (*cand < 0) return kp_fail(KPICK_E_UNSUPPORTED, "route", "no class default for op %d in this build", (int)op);
+  if (*cand < 0)
+    return kp_fail(KPICK_E_UNSUPPORTED, "route", "no class default for op %d in dtype %d in this build", (int)op,
+                   (int)want.dtype);
   return KPICK_OK;
 }
 
@@ -801,7 +813,7 @@ static int lookup(route_key want, int32_t m, int32_t *cand) {
 
 #define KP_ROUTE_DIMS(dtype, n, k, m)                                                                      \
   do {                                                                                                     \
-    KP_REQUIRE((dtype) == KPICK_BF16 || (dtype) == KPICK_FP16, "dtype must be 0 (bf16) or 1 (fp16), got %d",   \
+    KP_REQUIRE((dtype) >= KPICK_BF16 && (dtype) <= KPICK_FP8, "dtype must be 0 (bf16), 1 (fp16) or 2 (fp8), got %d", \
                (int)(dtype));                                                                              \
     KP_REQUIRE((n) > 0 && (n) <= KP_ROUTE_MAX_DIM, "n must be in 1..%d, got %lld", KP_ROUTE_MAX_DIM,        \
                (long long)(n));                                                                            \
@@ -872,8 +884,12 @@ int kpick_route_lookup(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_t 
   return lookup((route_key){op, dtype, 0, 0, n, k, 0}, m, cand_out);
 }
 
-#define KP_MOE_ARGS(experts, topk)                                                                               \
+/* experts and topk; and the dtype, which the shape checks took up to fp8: the
+ * moe op has no fp8 form (kpick.h), so an fp8 call is unsupported, not wrong */
+#define KP_MOE_ARGS(dtype, experts, topk)                                                                        \
   do {                                                                                                           \
+    if ((dtype) == KPICK_FP8)                                                                                    \
+      return kp_fail(KPICK_E_UNSUPPORTED, __func__, "the moe op takes bf16 or fp16 experts; fp8 is not supported"); \
     KP_REQUIRE((experts) > 0 && (experts) <= KPICK_MAX_EXPERTS, "experts must be in 1..%d, got %d",               \
                KPICK_MAX_EXPERTS, (int)(experts));                                                               \
     KP_REQUIRE((topk) > 0 && (topk) <= KPICK_MAX_TOPK && (topk) <= (experts),                                     \
@@ -885,7 +901,7 @@ int kpick_route_lookup_moe(int32_t dtype, int32_t experts, int32_t topk, int64_t
   KP_TRY(kpick_init());
   KP_REQUIRE(cand_out != NULL, "cand_out is null");
   KP_ROUTE_DIMS(dtype, n, k, m);
-  KP_MOE_ARGS(experts, topk);
+  KP_MOE_ARGS(dtype, experts, topk);
   return lookup((route_key){KPICK_OP_MOE, dtype, experts, topk, n, k, 0}, m, cand_out);
 }
 
@@ -900,8 +916,8 @@ static int linear_args(int32_t op, int32_t dtype, const void *x, const void *w, 
                        int64_t k, int32_t *cand) {
   KP_ROUTE_ARGS(op, dtype, n, k, m);
   KP_REQUIRE(x != NULL && w != NULL && y != NULL, "x, w and y must not be null");
-  size_t x_bytes = (size_t)m * (size_t)k * 2, y_bytes = (size_t)m * (size_t)n * 2;
-  size_t w_bytes = (size_t)(op == KPICK_OP_GATED ? 2 * n : n) * (size_t)k * 2;
+  size_t x_bytes = (size_t)m * (size_t)k * 2, y_bytes = (size_t)m * (size_t)n * 2; /* fp8: x, y bf16 */
+  size_t w_bytes = (size_t)kp_weight_bytes(dtype, op == KPICK_OP_GATED ? 2 * n : n, k);   /* fp8: codes + scales */
   KP_REQUIRE(!overlaps(y, y_bytes, x, x_bytes) && !overlaps(y, y_bytes, w, w_bytes),
              "y must not overlap x or w");
   KP_TRY(kp_check_memory("x", x, (int64_t)x_bytes));
@@ -954,7 +970,7 @@ static int moe_args(int32_t dtype, const void *x, const void *w_gate_up, const v
                     const float *weights, void *y, int32_t m, int32_t experts, int32_t topk, int64_t n, int64_t k,
                     int32_t *cand) {
   KP_ROUTE_DIMS(dtype, n, k, m);
-  KP_MOE_ARGS(experts, topk);
+  KP_MOE_ARGS(dtype, experts, topk);
   KP_REQUIRE(x != NULL && w_gate_up != NULL && w_down != NULL && ids != NULL && weights != NULL && y != NULL,
              "x, w_gate_up, w_down, ids, weights and y must not be null");
   KP_REQUIRE(n * k <= (1LL << 34) / 3 / experts, "%d experts of 3 x %lld x %lld elements are too large", (int)experts,

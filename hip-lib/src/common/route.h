@@ -24,7 +24,8 @@
  * --table X.json` compiles it again from the JSON. The JSON's refusals apply
  * through the header (identity, compiler, space, format) and the knobs.
  *
- * An entry line is: op dtype n k bucket choice status parity stack, where
+ * An entry line is: op dtype n k bucket choice status parity stack (dtype
+ * bf16, fp16 or fp8), where
  * status and parity are those of candidates[choice] in the JSON table
  * ("unmeasured none" when it has none) and stack its stack_bound (0/1). A moe
  * entry's key has its experts and topk too, after the dtype: moe dtype

@@ -4,10 +4,14 @@
 
 #include <stdint.h>
 
+#include "../../include/kpick.h"
+
 #define KF_DEFAULT 1
 #define KF_STACK 2
 #define KF_PDL 4
 #define KF_TEST 8
+#define KF_W8A16 16 /* numeric class (kpick.h enum kpick_numeric): fp8 weights, bf16 x */
+#define KF_W8A8 32  /* fp8 weights, x quantized per row to e4m3 */
 
 /* Each backend's build defines exactly one of KPICK_BACKEND_CPU / _GPU. */
 #if defined(KPICK_BACKEND_CPU)
@@ -68,5 +72,18 @@ typedef struct kp_row {
 
 /* rows[id] for every candidate of this backend */
 extern const kp_row kp_space[KP_NCAND > 0 ? KP_NCAND : 1];
+
+/* A row's numeric class: its KF_W8A* flag, else w16a16. */
+static inline int32_t kp_row_numeric(const kp_row *r) {
+  return (r->flags & KF_W8A8) ? KPICK_NUM_W8A8 : (r->flags & KF_W8A16) ? KPICK_NUM_W8A16 : KPICK_NUM_W16A16;
+}
+/* 1 when the row computes problems of dtype: the fp8 classes take fp8 alone,
+ * w16a16 takes bf16 and fp16. */
+static inline int kp_row_takes(const kp_row *r, int32_t dtype) {
+  return (kp_row_numeric(r) != KPICK_NUM_W16A16) == (dtype == KPICK_FP8);
+}
+/* 1 when an available candidate of this build computes op in dtype (abi.c):
+ * a GPU build has no fp8 candidate yet, so its fp8 calls are KPICK_E_UNSUPPORTED. */
+int kp_space_takes(int32_t op, int32_t dtype);
 
 #endif

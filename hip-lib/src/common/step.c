@@ -14,23 +14,19 @@ static const int32_t kind_op[KPICK_LIN_COUNT] = {KPICK_OP_LINEAR, KPICK_OP_LINEA
                                                  KPICK_OP_LINEAR, KPICK_OP_LINEAR, KPICK_OP_MOE};
 static const char *const kind_name[KPICK_LIN_COUNT] = {"qkv", "o", "gate_up", "down", "lm_head", "router", "experts"};
 
-/* does a model with (experts > 0) or without routed experts run this kind? */
-static int kind_runs(int kind, int moe) {
-  if (kind == KPICK_LIN_GATE_UP || kind == KPICK_LIN_DOWN) return !moe;
-  if (kind == KPICK_LIN_ROUTER || kind == KPICK_LIN_EXPERTS) return moe;
-  return 1;
-}
-
-static int check_cands(const int32_t *cands, int32_t m, int moe) {
+static int check_cands(const struct kpick_model *md, const int32_t *cands, int32_t m) {
   KP_REQUIRE(cands != NULL, "cands is null");
   for (int i = 0; i < KPICK_LIN_COUNT; i++) {
-    if (!kind_runs(i, moe)) continue; /* ignored: the model has no such linear */
+    if (!kp_kind_runs(&md->d, i)) continue; /* ignored: the model has no such linear */
     const int32_t c = cands[i];
     KP_REQUIRE(c >= 0 && c < KP_NCAND, "cands[%d] (%s): unknown candidate id %d (space has %d)", i, kind_name[i], (int)c,
                (int)KP_NCAND);
     const kp_row *r = &kp_space[c];
     KP_REQUIRE(r->op == kind_op[i], "cands[%d] (%s): %s is a candidate of op %d, the %s linear is op %d", i, kind_name[i],
                r->name, (int)r->op, kind_name[i], (int)kind_op[i]);
+    const int32_t dt = kp_kind_dtype(md->d.dtype, i);
+    KP_REQUIRE(kp_row_takes(r, dt), "cands[%d] (%s): %s does not compute dtype %d, the %s weights' dtype", i, kind_name[i],
+               r->name, (int)dt, kind_name[i]);
     if (!be_available(c)) return kp_fail(KPICK_E_UNSUPPORTED, "model", "%s (%s) is not available here", r->name, kind_name[i]);
     if (m < r->rows_min || m > r->rows_max)
       return kp_fail(KPICK_E_UNSUPPORTED, "model", "%s (%s) takes %d..%d rows, not %d", r->name, kind_name[i],
@@ -47,7 +43,8 @@ static int enqueue_step(void *ctx) {
   const struct kpick_model *md = a->md;
   const kpick_model_dims *d = &md->d;
   const layout *L = &md->L;
-  const int32_t m = a->m, dt = d->dtype;
+  /* dt: activations and the non-linear ops; wt: the layers' linear weights (fp8 in an fp8 model) */
+  const int32_t m = a->m, dt = kp_act_dtype(d->dtype), wt = kp_kind_dtype(d->dtype, KPICK_LIN_QKV);
   const int64_t H = d->hidden, I = d->intermediate;
   void *s = md->stream;
   float *resid = kp_at(md, L->resid);
@@ -61,10 +58,10 @@ static int enqueue_step(void *ctx) {
   for (int32_t l = 0; l < d->layers; l++) {
     void *kc = kp_cache_at(md, l, 0), *vc = kp_cache_at(md, l, 1);
     KP_TRY(be_add_rmsnorm(dt, resid, pending, kp_layer_at(md, l, L->gamma_attn), hbuf, m, H, d->rms_eps, s));
-    KP_TRY(be_launch(a->cands[KPICK_LIN_QKV], KPICK_OP_LINEAR, dt, hbuf, kp_layer_at(md, l, L->wqkv), qkv, m, L->nqkv, H, s));
+    KP_TRY(be_launch(a->cands[KPICK_LIN_QKV], KPICK_OP_LINEAR, wt, hbuf, kp_layer_at(md, l, L->wqkv), qkv, m, L->nqkv, H, s));
     KP_TRY(be_attention(dt, qkv, pos, kc, vc, attn, m, d->heads, d->kv_heads, d->head_dim, md->cap, d->rope_theta,
                         attn_scratch, s));
-    KP_TRY(be_launch(a->cands[KPICK_LIN_O], KPICK_OP_LINEAR, dt, attn, kp_layer_at(md, l, L->wo), ybuf, m, H, L->qdim, s));
+    KP_TRY(be_launch(a->cands[KPICK_LIN_O], KPICK_OP_LINEAR, wt, attn, kp_layer_at(md, l, L->wo), ybuf, m, H, L->qdim, s));
     KP_TRY(be_add_rmsnorm(dt, resid, ybuf, kp_layer_at(md, l, L->gamma_mlp), hbuf, m, H, d->rms_eps, s));
     if (d->experts > 0) { /* router, its top-k, then the routed experts in one call */
       const int32_t E = d->experts, k = d->topk;
@@ -76,13 +73,13 @@ static int enqueue_step(void *ctx) {
       KP_TRY(be_launch_moe(a->cands[KPICK_LIN_EXPERTS], dt, hbuf, kp_layer_at(md, l, L->wgu), kp_layer_at(md, l, L->wdown), ids,
                            gates, ybuf, m, E, k, I, H, s));
     } else {
-      KP_TRY(be_launch(a->cands[KPICK_LIN_GATE_UP], KPICK_OP_GATED, dt, hbuf, kp_layer_at(md, l, L->wgu), act, m, I, H, s));
-      KP_TRY(be_launch(a->cands[KPICK_LIN_DOWN], KPICK_OP_LINEAR, dt, act, kp_layer_at(md, l, L->wdown), ybuf, m, H, I, s));
+      KP_TRY(be_launch(a->cands[KPICK_LIN_GATE_UP], KPICK_OP_GATED, wt, hbuf, kp_layer_at(md, l, L->wgu), act, m, I, H, s));
+      KP_TRY(be_launch(a->cands[KPICK_LIN_DOWN], KPICK_OP_LINEAR, wt, act, kp_layer_at(md, l, L->wdown), ybuf, m, H, I, s));
     }
     pending = ybuf;
   }
   KP_TRY(be_add_rmsnorm(dt, resid, pending, kp_at(md, L->gamma_final), hbuf, m, H, d->rms_eps, s));
-  KP_TRY(be_launch(a->cands[KPICK_LIN_LM_HEAD], KPICK_OP_LINEAR, dt, hbuf, kp_at(md, L->lm_head), kp_at(md, L->logits), m,
+  KP_TRY(be_launch(a->cands[KPICK_LIN_LM_HEAD], KPICK_OP_LINEAR, kp_kind_dtype(d->dtype, KPICK_LIN_LM_HEAD), hbuf, kp_at(md, L->lm_head), kp_at(md, L->logits), m,
                    d->vocab, H, s));
   return be_argmax_advance(dt, kp_at(md, L->logits), m, d->vocab, tokens, pos,
                            kp_scratch_at(md, L->argmax_scratch, L->argmax_scratch_bytes), s);
@@ -147,7 +144,7 @@ int kp_step_run(step_args *a) {
 int kp_step_args(struct kpick_model *md, const int32_t *cands, int32_t batch, step_args *a) {
   KP_REQUIRE(batch >= 1 && batch <= md->d.max_batch, "batch must be in 1..%d (the model's max_batch), got %d",
              (int)md->d.max_batch, (int)batch);
-  KP_TRY(check_cands(cands, batch, md->d.experts > 0));
+  KP_TRY(check_cands(md, cands, batch));
   a->md = md;
   memcpy(a->cands, cands, sizeof a->cands);
   a->m = batch;

@@ -261,19 +261,20 @@ int be_time(struct kpick_problem *p, int32_t cand, int32_t nsamples, double *us)
 /* Below this many weight bytes, starting threads costs more than they save. */
 #define FLOOR_THREADED_BYTES (8u << 20)
 
-/* The weight regions one call reads from copy w: the whole weight, or for
- * moe W_gate_up[e] and W_down[e] of each expert the active rows route to. */
+/* The weight regions one call reads from copy w: the whole weight (fp8 codes
+ * and scales included), or for moe W_gate_up[e] and W_down[e] of each expert
+ * the active rows route to. */
 static int32_t read_regions(const struct kpick_problem *p, const uint16_t *w, cpu_region *out) {
   if (p->op != KPICK_OP_MOE) {
-    out[0] = (cpu_region){w, (int64_t)(p->w_bytes / 2)};
+    out[0] = (cpu_region){w, (int64_t)p->w_bytes};
     return 1;
   }
   int32_t used[KPICK_MAX_EXPERTS];
   const int32_t nused = kp_moe_experts_used(p->ids_host, (int64_t)p->m * p->topk, p->experts, used);
   const int64_t gu = 2 * p->n * p->k, dn = p->k * p->n;
   for (int32_t u = 0; u < nused; u++) {
-    out[2 * u] = (cpu_region){w + (size_t)used[u] * (size_t)gu, gu};
-    out[2 * u + 1] = (cpu_region){w + (size_t)p->experts * (size_t)gu + (size_t)used[u] * (size_t)dn, dn};
+    out[2 * u] = (cpu_region){w + (size_t)used[u] * (size_t)gu, 2 * gu};
+    out[2 * u + 1] = (cpu_region){w + (size_t)p->experts * (size_t)gu + (size_t)used[u] * (size_t)dn, 2 * dn};
   }
   return 2 * nused;
 }
@@ -282,9 +283,9 @@ int be_time_floor(struct kpick_problem *p, int32_t nsamples, double *us) {
   cpu_state *s = p->be;
   cpu_region regions[2 * KPICK_MAX_EXPERTS];
   int32_t count = read_regions(p, weights(p, 0), regions);
-  int64_t elements = 0;
-  for (int32_t r = 0; r < count; r++) elements += regions[r].count;
-  int t = elements * 2 >= FLOOR_THREADED_BYTES ? threads() : 1;
+  int64_t bytes = 0;
+  for (int32_t r = 0; r < count; r++) bytes += regions[r].bytes;
+  int t = bytes >= FLOOR_THREADED_BYTES ? threads() : 1;
   for (int32_t i = -1; i < nsamples; i++) { /* i = -1: the warm-up */
     count = read_regions(p, weights(p, next_copy(p)), regions);
     double t0 = now_us();

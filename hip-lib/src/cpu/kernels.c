@@ -27,6 +27,7 @@ static _Thread_local int32_t stages;
 void cpu_stages_reset(void) { stages = 0; }
 int32_t cpu_stages(void) { return stages; }
 void cpu_stages_set(int32_t n) { stages = n; }
+void cpu_stage(void) { stages++; }
 
 /* The 16 fp32 lanes as two halves of 8 (one ymm each with AVX2): a 64-byte
  * vector type on an AVX2 target is split by the compiler through the stack on
@@ -342,7 +343,7 @@ static void *floor_main(void *arg) {
   uint64_t sum = 0;
   int64_t at = 0;
   for (int32_t r = 0; r < f->nregions && at < f->w1; r++) {
-    const int64_t words = f->regions[r].count / 4;
+    const int64_t words = f->regions[r].bytes / 8;
     const int64_t lo = f->w0 > at ? f->w0 : at, hi = f->w1 < at + words ? f->w1 : at + words;
     if (lo < hi) sum ^= xor_words((const uint64_t *)f->regions[r].w + (lo - at), hi - lo);
     at += words;
@@ -355,7 +356,7 @@ uint64_t cpu_read_floor(const cpu_region *regions, int32_t nregions, int threads
   if (threads < 1) threads = 1;
   if (threads > 64) threads = 64;
   int64_t words = 0;
-  for (int32_t r = 0; r < nregions; r++) words += regions[r].count / 4;
+  for (int32_t r = 0; r < nregions; r++) words += regions[r].bytes / 8;
   int64_t per = (words + threads - 1) / threads;
   floor_part parts[64];
   pthread_t tids[64];

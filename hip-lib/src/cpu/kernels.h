@@ -32,16 +32,22 @@ int cpu_launch_wrong(const cpu_call *c, const int32_t params[3]);   /* test buil
 int cpu_launch_moe_loop(const cpu_call *c, const int32_t params[3]);    /* per expert: gated.plain, plain */
 int cpu_launch_moe_grouped(const cpu_call *c, const int32_t params[3]); /* p0 = R, fused, one pass */
 int cpu_launch_moe_threads(const cpu_call *c, const int32_t params[3]); /* p0 = R, p1 = threads over experts */
+/* fp8 weights (cpu/fp8.c): w points at the packed codes and scales */
+int cpu_launch_w8a16(const cpu_call *c, const int32_t params[3]);   /* p0 = R rows per block */
+int cpu_launch_w8a8(const cpu_call *c, const int32_t params[3]);    /* the fp8 class default */
+int cpu_launch_wrong8(const cpu_call *c, const int32_t params[3]);  /* test builds only */
 
 /* Passes over memory made since the last reset: the CPU's "graph nodes". */
 void cpu_stages_reset(void);
 int32_t cpu_stages(void);
+/* one more pass: what a launcher calls once per pass it made */
+void cpu_stage(void);
 void cpu_stages_set(int32_t n); /* a candidate that counts its own passes */
 
-/* count 16-bit elements from w: one stretch of weights a call reads */
+/* bytes from w: one stretch of weights a call reads (fp8: codes and scales) */
 typedef struct cpu_region {
-  const uint16_t *w;
-  int64_t count;
+  const void *w;
+  int64_t bytes;
 } cpu_region;
 /* Stream the regions' bytes once, split evenly over threads: the read floor. */
 uint64_t cpu_read_floor(const cpu_region *regions, int32_t nregions, int threads);
