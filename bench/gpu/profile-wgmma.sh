@@ -15,13 +15,7 @@ ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | he
 [ -n "$ncu_bin" ] || { echo "profile-wgmma: ncu not found" >&2; exit 3; }
 # the CUDA build, as run.sh makes it (cuBLASLt's header wherever the image keeps it)
 if [ ! -e build/libkpick-cuda.so ]; then
-  nvcc_cmd=nvcc
-  if ! printf '#include <cublasLt.h>\n' | nvcc -x cu -E - >/dev/null 2>&1; then
-    hdr=$(find /usr /opt -name cublasLt.h -path '*include*' 2>/dev/null | head -1)
-    lib=$(find /usr /opt -name 'libcublasLt.so*' 2>/dev/null | head -1)
-    nvcc_cmd="nvcc -I$(dirname "$hdr") -L$(dirname "$lib")"
-    export LD_LIBRARY_PATH="$(dirname "$lib"):${LD_LIBRARY_PATH:-}"
-  fi
+  . bench/gpu/nvcc-env.sh # sets nvcc_cmd
   make -j"$(nproc)" GPU=cuda NVCC="$nvcc_cmd" > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 fi
 gcc -O2 -std=gnu11 -Wall -o build/profile bench/gpu/profile.c -Lbuild -lkpick-cuda -Wl,-rpath,"$PWD/build" -lm || exit 1

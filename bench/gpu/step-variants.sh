@@ -53,13 +53,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,
 xz -dc .devcarry/node.xz > /usr/local/bin/node && chmod +x /usr/local/bin/node
 [ -d node_modules ] || tar xJf .devcarry/nm.tar.xz
 # cuBLASLt's header: the toolkit's include folder, else wherever the image keeps it (as pipeline.sh)
-nvcc_cmd=nvcc
-if ! printf '#include <cublasLt.h>\n' | nvcc -x cu -E - >/dev/null 2>&1; then
-  hdr=$(find /usr /opt -name cublasLt.h -path '*include*' 2>/dev/null | head -1)
-  blas=$(find /usr /opt -name 'libcublasLt.so*' 2>/dev/null | head -1)
-  nvcc_cmd="nvcc -I$(dirname "$hdr") -L$(dirname "$blas")"
-  export LD_LIBRARY_PATH="$(dirname "$blas"):${LD_LIBRARY_PATH:-}"
-fi
+. bench/gpu/nvcc-env.sh # sets nvcc_cmd
 if [ -n "${BASE_DIR:-}" ]; then
   make -C "$BASE_DIR" -j8 GPU=cuda NVCC="$nvcc_cmd" > "$dir/build-base.log" 2>&1 &
   base_build=$!

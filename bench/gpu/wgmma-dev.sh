@@ -13,13 +13,7 @@ log() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/summary.txt"; }
 
 xz -dc .devcarry/node.xz > /usr/local/bin/node && chmod +x /usr/local/bin/node
 [ -d node_modules ] || tar xJf .devcarry/nm.tar.xz
-nvcc_cmd=nvcc
-if ! printf '#include <cublasLt.h>\n' | nvcc -x cu -E - >/dev/null 2>&1; then
-  hdr=$(find /usr /opt -name cublasLt.h -path '*include*' 2>/dev/null | head -1)
-  lib=$(find /usr /opt -name 'libcublasLt.so*' 2>/dev/null | head -1)
-  nvcc_cmd="nvcc -I$(dirname "$hdr") -L$(dirname "$lib")"
-  export LD_LIBRARY_PATH="$(dirname "$lib"):${LD_LIBRARY_PATH:-}"
-fi
+. bench/gpu/nvcc-env.sh # sets nvcc_cmd
 make -j"$(nproc)" GPU=cuda NVCC="$nvcc_cmd" > logs/build.log 2>&1 || { log "build failed"; tail -30 logs/build.log; }
 log "built"
 gcc -O2 -std=gnu11 -Wall -o build/selftest bench/gpu/selftest.c -Lbuild -lkpick-cuda -Wl,-rpath,"$PWD/build" -lm
