@@ -975,6 +975,8 @@ static int moe_args(int32_t dtype, const void *x, const void *w_gate_up, const v
              "x, w_gate_up, w_down, ids, weights and y must not be null");
   KP_REQUIRE(n * k <= (1LL << 34) / 3 / experts, "%d experts of 3 x %lld x %lld elements are too large", (int)experts,
              (long long)n, (long long)k);
+  /* 2 bytes an element throughout: x and y are 16-bit for every dtype, and the
+   * experts' weights are 16-bit because KP_MOE_ARGS refused fp8 above */
   const size_t x_bytes = (size_t)m * (size_t)k * 2, y_bytes = x_bytes;
   const size_t gu_bytes = (size_t)experts * 2 * (size_t)n * (size_t)k * 2, dn_bytes = gu_bytes / 2;
   const size_t route_bytes = (size_t)m * (size_t)topk * 4;
