@@ -6,19 +6,29 @@
 //   tsx bench/table-bench.ts [--model Llama-3.1-8B,Qwen3-8B,...] [--rows 1,2,...,128] [--table file]
 // Per shape and rows: the pick, its time, the default's time, the floor, and the
 // ratios; then the geomeans of both ratios per rows bucket and per rows group,
-// and a verdict per target (lib/targets.ts). JSON lines on stdout (kind shape,
-// summary, target, then one run line), a table on stderr.
+// and a verdict per target (lib/targets.ts). A moe shape is timed under both
+// routings its problem draws (uniform, and skewed: rows share a hot set of
+// experts), its floor streaming only the experts the active rows read; its
+// summaries and targets are its own, printed when a moe shape was timed.
+// JSON lines on stdout (kind shape, summary, target, then one run line), a
+// table on stderr.
 import { execSync } from 'node:child_process';
 import { asUsage, EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../lib/cli.ts';
 import * as opt from '../lib/options.ts';
-import { openKpick, type Problem } from '../lib/ffi.ts';
+import { openKpick, type Problem, type Routing } from '../lib/ffi.ts';
 import { decodeLinears, findModel, linearsForDtype, parseDtypes, parseRows, uniqueShapes, type Linear } from '../lib/models.ts';
 import { buildOf, loadRoute } from '../lib/route.ts';
 import { median } from '../lib/stats.ts';
+import { type Op } from '../lib/schema.ts';
+import { moeFields, shapeId, shapeText } from '../lib/shape-key.ts';
 import { defaultTablePath } from '../lib/table.ts';
-import { summaries, summaryTable, targetVerdicts, verdictLine } from '../lib/targets.ts';
+import { moeSummaries, moeTargetVerdicts, summaries, summaryTable, targetVerdicts, verdictLine } from '../lib/targets.ts';
 
 const PRESETS = 'Llama-3.1-8B,Qwen3-8B,Qwen3-4B,Qwen3-1.7B,Qwen3-0.6B';
+/** the preset issue 14 sets the moe targets on */
+const MOE_PRESET = 'Qwen3-30B-A3B';
+/** both routings a moe problem draws: uniform as a trained router spreads rows, skewed where rows share experts */
+const MOE_ROUTINGS: readonly Routing[] = ['uniform', 'skewed'];
 const OPTIONS = {
   model: { flag: '--model <list>', help: 'model presets, comma separated', default: PRESETS },
   rows: opt.rows('1,2,4,8,16,32,64,128'),
@@ -34,7 +44,10 @@ const OPTIONS = {
 } satisfies Record<string, OptionSpec>;
 
 interface Row {
-  op: string; dtype: string; n: number; k: number; rows: number; names: string;
+  op: Op; dtype: string; n: number; k: number;
+  /** op moe only: the shape's experts and top-k, the routing, and the distinct experts its active rows read (what the floor streams) */
+  experts?: number; topk?: number; routing?: Routing; experts_read?: number;
+  rows: number; names: string;
   pick: string; default: string; pick_us: number; default_us: number; floor_us: number;
   speedup: number; pick_over_floor: number;
 }
@@ -83,57 +96,70 @@ export async function main(argv: readonly string[]): Promise<number> {
   const leftOut: string[] = [];
   for (const model of models) {
     for (const l of uniqueShapes([...linearsForDtype(decodeLinears(model), dtype)])) {
-      // the moe op's kernels and its floor per routing are the sweep's for now; table-bench times linears
-      if (l.op === 'moe') {
+      // a build with no candidate of the op (a GPU build has no moe kernel yet) cannot make its problem
+      if (route.defaultOf(l.op, dtype) === null) {
         leftOut.push(`${model.name}:${l.name}`);
         continue;
       }
-      const key = `${l.op}/${l.n}/${l.k}`;
+      const key = shapeId(l);
       const seen = shapes.get(key);
       if (seen) seen.names.push(`${model.name}:${l.name}`);
       else shapes.set(key, { linear: l, names: [`${model.name}:${l.name}`] });
     }
   }
 
-  if (leftOut.length > 0) say(`table-bench: left out the moe shapes ${leftOut.join(', ')} (not timed here yet)`);
+  if (leftOut.length > 0) say(`table-bench: this build has no candidate for ${leftOut.join(', ')} in ${dtype}: left out`);
+  const label = (l: Linear, routing: Routing | null) => `${l.op} ${shapeText(l)}${routing === null ? '' : ` ${routing}`}`;
+  const width = Math.max(20, ...[...shapes.values()].map(({ linear }) => label(linear, linear.op === 'moe' ? 'uniform' : null).length));
   const out: Row[] = [];
   for (const { linear, names } of shapes.values()) {
-    const problem = kpick.createProblem({ op: linear.op, dtype, n: linear.n, k: linear.k, mMax: Math.max(...rows), copies, seed: 1 + out.length });
-    try {
-      for (const m of rows) {
-        problem.setRows(m);
-        const pick = route.lookup(linear.op, dtype, linear.n, linear.k, m);
-        const def = route.defaultOf(linear.op, dtype);
-        if (pick === null || def === null) throw new Error(`no candidate for ${linear.op} ${linear.n}x${linear.k} m=${m}`);
-        const timed = [...new Set([pick, def])].map((name) => ids.get(name)!);
-        const t = timeRounds(problem, timed, samples, rounds);
-        const us = (name: string) => median(t.cands[timed.indexOf(ids.get(name)!)]!);
-        const row: Row = {
-          op: linear.op, dtype, n: linear.n, k: linear.k, rows: m, names: names.join(' '),
-          pick, default: def, pick_us: us(pick), default_us: us(def), floor_us: median(t.floor),
-          speedup: us(def) / us(pick), pick_over_floor: us(pick) / median(t.floor),
-        };
-        out.push(row);
-        printJsonLine({ kind: 'shape', ...row });
-        if (!o.quiet) {
-          say(`${`${linear.op} ${linear.n}x${linear.k}`.padEnd(20)} M=${String(m).padEnd(3)} ${pick.padEnd(22)} ${row.pick_us.toFixed(2).padStart(9)} us  ` +
-            `${def} ${row.default_us.toFixed(2).padStart(9)} us  floor ${row.floor_us.toFixed(2).padStart(9)} us  ` +
-            `x${row.speedup.toFixed(3)} vs default  ${row.pick_over_floor.toFixed(3)} of floor`);
+    for (const routing of linear.op === 'moe' ? MOE_ROUTINGS : [null]) {
+      const moe = routing === null ? {} : { experts: linear.experts, topk: linear.topk, routing };
+      const problem = kpick.createProblem({ op: linear.op, dtype, n: linear.n, k: linear.k, mMax: Math.max(...rows), copies, seed: 1 + out.length, ...moe });
+      try {
+        for (const m of rows) {
+          problem.setRows(m);
+          const pick = route.lookup(linear.op, dtype, linear.n, linear.k, m, linear.experts, linear.topk);
+          const def = route.defaultOf(linear.op, dtype);
+          if (pick === null || def === null) throw new Error(`no candidate for ${linear.op} ${shapeText(linear)} m=${m}`);
+          const timed = [...new Set([pick, def])].map((name) => ids.get(name)!);
+          const t = timeRounds(problem, timed, samples, rounds);
+          const us = (name: string) => median(t.cands[timed.indexOf(ids.get(name)!)]!);
+          const row: Row = {
+            op: linear.op, dtype, n: linear.n, k: linear.k,
+            ...(routing === null ? {} : { ...moeFields(linear), routing, experts_read: new Set(problem.downloadExpertIds()).size }),
+            rows: m, names: names.join(' '),
+            pick, default: def, pick_us: us(pick), default_us: us(def), floor_us: median(t.floor),
+            speedup: us(def) / us(pick), pick_over_floor: us(pick) / median(t.floor),
+          };
+          out.push(row);
+          printJsonLine({ kind: 'shape', ...row });
+          if (!o.quiet) {
+            const read = row.experts_read === undefined ? '' : `  (${row.experts_read} experts read)`;
+            say(`${label(linear, routing).padEnd(width)} M=${String(m).padEnd(3)} ${pick.padEnd(22)} ${row.pick_us.toFixed(2).padStart(9)} us  ` +
+              `${def} ${row.default_us.toFixed(2).padStart(9)} us  floor ${row.floor_us.toFixed(2).padStart(9)} us  ` +
+              `x${row.speedup.toFixed(3)} vs default  ${row.pick_over_floor.toFixed(3)} of floor${read}`);
+          }
         }
+      } finally {
+        problem.free();
       }
-    } finally {
-      problem.free();
     }
   }
 
   const list = summaries(out);
-  for (const summary of list) printJsonLine({ kind: 'summary', ...summary });
+  const moeList = moeSummaries(out);
+  for (const summary of [...list, ...moeList]) printJsonLine({ kind: 'summary', ...summary });
   const defaults = [...new Set(out.map((r) => r.default))].sort();
-  if (!o.quiet && list.length > 0) {
+  if (!o.quiet && list.length + moeList.length > 0) {
     say(`ratios: vs default = default time / pick time (default: ${defaults.join(', ')}); pick/floor = pick time / read floor; geomeans`);
-    for (const line of summaryTable(list)) say(line);
+    if (list.length > 0) for (const line of summaryTable(list)) say(line);
+    if (moeList.length > 0) {
+      say(`moe, both routings (${MOE_ROUTINGS.join(', ')}); floor = the experts the rows read:`);
+      for (const line of summaryTable(moeList)) say(line);
+    }
   }
-  const verdicts = targetVerdicts(out);
+  const verdicts = [...targetVerdicts(out), ...moeTargetVerdicts(out)];
   for (const v of verdicts) {
     printJsonLine({ kind: 'target', ...v });
     say(verdictLine(v));
@@ -141,6 +167,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   const presets = PRESETS.split(',');
   const partial = presets.some((p) => !models.some((m) => m.name === p));
   if (partial) say(`note: the targets are set on all five presets; this run measured ${models.map((m) => m.name).join(', ')}`);
+  if (moeList.length > 0 && !models.some((m) => m.name === MOE_PRESET)) say(`note: the moe targets are set on ${MOE_PRESET}; this run measured ${models.map((m) => m.name).join(', ')}`);
   printJsonLine({ kind: 'run', shapes: shapes.size, models: models.map((m) => m.name), defaults, device: build.identity.device, identity: build.identity, table: tableFile, table_used: route.verdict.used, commit: gitCommit(), at: new Date().toISOString() });
   return EXIT.ok;
 }

@@ -1,15 +1,23 @@
-// The targets of bench/table-bench.ts (issue 11), as pure functions over its
-// measured rows: geomeans of the two ratios per rows bucket and per rows group,
-// and one verdict per target, each met, missed or not measured. Ratios, never
-// times: speedup = default time / pick time (the default is cuBLASLt on CUDA),
-// pick_over_floor = pick time / read floor, both from one run.
+// The targets of bench/table-bench.ts, as pure functions over its measured
+// rows: geomeans of the two ratios per rows bucket and per rows group, and one
+// verdict per target, each met, missed or not measured. The dense targets
+// (issue 11) are judged on the linear and gated rows only, the moe targets
+// (issue 14) on the moe rows only. Ratios, never times: speedup = default time
+// / pick time (the default is cuBLASLt on CUDA), pick_over_floor = pick time /
+// read floor (for moe: of the experts the call's rows read), both from one run.
+import type { Op } from './schema.ts';
+import { shapeText } from './shape-key.ts';
 import { geomean } from './stats.ts';
 
-/** What table-bench measured on one shape at one rows bucket. */
+/** What table-bench measured on one shape at one rows bucket (a moe shape: under one routing). */
 export interface BenchRow {
-  op: string;
+  op: Op;
   n: number;
   k: number;
+  /** op moe only */
+  experts?: number;
+  topk?: number;
+  routing?: string;
   rows: number;
   speedup: number;
   pick_over_floor: number;
@@ -21,8 +29,10 @@ export interface RowsGroup {
   buckets: readonly number[];
   /** pick / floor geomean at most this */
   floorMax: number;
-  /** speedup over the default, geomean at least this */
-  speedupMin: number;
+  /** speedup over the default, geomean at least this (absent: no geomean target) */
+  speedupMin?: number;
+  /** every shape of the group at least this fast as the default (absent: no per-group worst target) */
+  worstMin?: number;
 }
 
 export const GROUPS: readonly RowsGroup[] = [
@@ -31,6 +41,14 @@ export const GROUPS: readonly RowsGroup[] = [
 ];
 /** no shape at any rows slower than this fraction of the default */
 export const WORST_SPEEDUP_MIN = 0.98;
+
+/** The moe targets of issue 14: rows 1-8 near the floor and 2x the default, rows 16-128 near the floor and never slower. */
+export const MOE_GROUPS: readonly RowsGroup[] = [
+  { label: 'moe rows 1-8', buckets: [1, 2, 4, 8], floorMax: 1.3, speedupMin: 2 },
+  { label: 'moe rows 16-128', buckets: [16, 32, 64, 128], floorMax: 1.3, worstMin: 1 },
+];
+
+const isMoe = (r: BenchRow) => r.op === 'moe';
 
 export interface Summary {
   group: string;
@@ -42,7 +60,8 @@ export interface Summary {
   geomean_pick_over_floor: number;
 }
 
-export const where = (r: BenchRow) => `${r.op} ${r.n}x${r.k} M=${r.rows}`;
+/** "linear 4096x4096 M=8", "moe 768x2048 E128 top8 skewed M=1" */
+export const where = (r: BenchRow) => `${r.op} ${shapeText(r)}${r.routing ? ` ${r.routing}` : ''} M=${r.rows}`;
 
 function worstOf(rows: readonly BenchRow[]): BenchRow {
   return rows.reduce((w, r) => (r.speedup < w.speedup ? r : w));
@@ -62,12 +81,21 @@ export function summarize(group: string, rows: readonly BenchRow[]): Summary | n
   };
 }
 
-/** One summary per rows bucket measured, in bucket order, then one per group that has any. */
-export function summaries(rows: readonly BenchRow[]): Summary[] {
+function summariesOf(rows: readonly BenchRow[], groups: readonly RowsGroup[], prefix: string): Summary[] {
   const buckets = [...new Set(rows.map((r) => r.rows))].sort((a, b) => a - b);
-  const perRows = buckets.map((m) => summarize(`rows ${m}`, rows.filter((r) => r.rows === m)));
-  const perGroup = GROUPS.map((g) => summarize(g.label, rows.filter((r) => g.buckets.includes(r.rows))));
+  const perRows = buckets.map((m) => summarize(`${prefix}rows ${m}`, rows.filter((r) => r.rows === m)));
+  const perGroup = groups.map((g) => summarize(g.label, rows.filter((r) => g.buckets.includes(r.rows))));
   return [...perRows, ...perGroup].filter((s): s is Summary => s !== null);
+}
+
+/** Over the dense rows (moe ones left out): one summary per rows bucket measured, in bucket order, then one per group that has any. */
+export function summaries(rows: readonly BenchRow[]): Summary[] {
+  return summariesOf(rows.filter((r) => !isMoe(r)), GROUPS, '');
+}
+
+/** The same over the moe rows (both routings), labelled "moe rows 1", ..., then per moe group. */
+export function moeSummaries(rows: readonly BenchRow[]): Summary[] {
+  return summariesOf(rows.filter(isMoe), MOE_GROUPS, 'moe ');
 }
 
 export type VerdictStatus = 'met' | 'missed' | 'not measured';
@@ -90,20 +118,39 @@ function verdict(target: string, want: string, value: number | null, ok: (v: num
   return { target, want, status, value, shapes, missing_rows: missing };
 }
 
-/** Every target, in a fixed order: per group pick/floor then speedup, then the worst shape. */
-export function targetVerdicts(rows: readonly BenchRow[]): Verdict[] {
+/** The worst-shape verdict over rows: the minimum speedup, and where it is. */
+function worstVerdict(target: string, min: number, rows: readonly BenchRow[], buckets: readonly number[]): Verdict {
+  const worst = rows.length > 0 ? worstOf(rows) : null;
+  const w = verdict(target, `>= ${min}`, worst?.speedup ?? null, (v) => v >= min, rows.length, buckets.filter((m) => !rows.some((r) => r.rows === m)));
+  return worst ? { ...w, where: where(worst) } : w;
+}
+
+/** Per group, in order: pick/floor, then the speedup geomean and the group's worst shape where the group sets them. */
+function groupVerdicts(groups: readonly RowsGroup[], rows: readonly BenchRow[]): Verdict[] {
   const out: Verdict[] = [];
-  for (const g of GROUPS) {
-    const s = summarize(g.label, rows.filter((r) => g.buckets.includes(r.rows)));
+  for (const g of groups) {
+    const of = rows.filter((r) => g.buckets.includes(r.rows));
+    const s = summarize(g.label, of);
     const missing = g.buckets.filter((m) => !rows.some((r) => r.rows === m));
     out.push(verdict(`${g.label} pick/floor geomean`, `<= ${g.floorMax}`, s?.geomean_pick_over_floor ?? null, (v) => v <= g.floorMax, s?.shapes ?? 0, missing));
-    out.push(verdict(`${g.label} vs default geomean`, `>= ${g.speedupMin}`, s?.geomean_speedup ?? null, (v) => v >= g.speedupMin, s?.shapes ?? 0, missing));
+    const speedupMin = g.speedupMin;
+    if (speedupMin !== undefined) out.push(verdict(`${g.label} vs default geomean`, `>= ${speedupMin}`, s?.geomean_speedup ?? null, (v) => v >= speedupMin, s?.shapes ?? 0, missing));
+    if (g.worstMin !== undefined) out.push(worstVerdict(`${g.label} every shape vs default`, g.worstMin, of, g.buckets));
   }
-  const all = [...new Set(GROUPS.flatMap((g) => g.buckets))];
-  const worst = rows.length > 0 ? worstOf(rows) : null;
-  const w = verdict('every shape and rows vs default', `>= ${WORST_SPEEDUP_MIN}`, worst?.speedup ?? null, (v) => v >= WORST_SPEEDUP_MIN, rows.length, all.filter((m) => !rows.some((r) => r.rows === m)));
-  out.push(worst ? { ...w, where: where(worst) } : w);
   return out;
+}
+
+/** Every dense target (moe rows left out), in a fixed order: per group pick/floor then speedup, then the worst shape. */
+export function targetVerdicts(rows: readonly BenchRow[]): Verdict[] {
+  const dense = rows.filter((r) => !isMoe(r));
+  const all = [...new Set(GROUPS.flatMap((g) => g.buckets))];
+  return [...groupVerdicts(GROUPS, dense), worstVerdict('every shape and rows vs default', WORST_SPEEDUP_MIN, dense, all)];
+}
+
+/** Every moe target over the moe rows, in a fixed order; none when the run timed no moe shape. */
+export function moeTargetVerdicts(rows: readonly BenchRow[]): Verdict[] {
+  const moe = rows.filter(isMoe);
+  return moe.length === 0 ? [] : groupVerdicts(MOE_GROUPS, moe);
 }
 
 /** "target met: rows 1-16 pick/floor geomean 1.045 (want <= 1.06; 115 shapes)" */
@@ -115,12 +162,13 @@ export function verdictLine(v: Verdict): string {
   return `${head}: ${v.target} ${v.value.toFixed(3)}${at} (want ${v.want}; ${v.shapes} shapes${partial})`;
 }
 
-/** The human table of the summaries: one header, one line per summary; every line starts with "rows". */
+/** The human table of the summaries: one header, one line per summary; every line starts with "rows" ("moe rows" on moe's). */
 export function summaryTable(list: readonly Summary[]): string[] {
-  const head = `${'rows'.padEnd(12)} ${'shapes'.padStart(6)}  ${'vs default'.padStart(10)}  ${'worst'.padStart(7)}  ${'pick/floor'.padStart(10)}  worst at`;
+  const width = Math.max(12, ...list.map((s) => s.group.length));
+  const head = `${'rows'.padEnd(width)} ${'shapes'.padStart(6)}  ${'vs default'.padStart(10)}  ${'worst'.padStart(7)}  ${'pick/floor'.padStart(10)}  worst at`;
   const lines = list.map(
     (s) =>
-      `${s.group.padEnd(12)} ${String(s.shapes).padStart(6)}  ${`x${s.geomean_speedup.toFixed(3)}`.padStart(10)}  ${`x${s.worst_speedup.toFixed(3)}`.padStart(7)}  ${s.geomean_pick_over_floor.toFixed(3).padStart(10)}  ${s.worst_at}`,
+      `${s.group.padEnd(width)} ${String(s.shapes).padStart(6)}  ${`x${s.geomean_speedup.toFixed(3)}`.padStart(10)}  ${`x${s.worst_speedup.toFixed(3)}`.padStart(7)}  ${s.geomean_pick_over_floor.toFixed(3).padStart(10)}  ${s.worst_at}`,
   );
   return [head, ...lines];
 }

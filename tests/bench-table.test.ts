@@ -1,7 +1,8 @@
 // bench/table-bench.ts on the cpu build (make runs before the tests): the
 // route it times, the ratios of each shape line, the per-rows and per-group
 // summaries, and the target verdicts, on the tiny model through a table
-// written here that moves one shape off the default.
+// written here that moves one shape off the default; and on tiny-moe, its moe
+// shape under both routings with its own summaries and targets.
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -19,23 +20,27 @@ const tables = fs.mkdtempSync(path.join(os.tmpdir(), 'kpick-table-bench-'));
 test.after(() => fs.rmSync(tables, { recursive: true, force: true }));
 
 /** `tsx bench/table-bench.ts` on tiny, briefly, in process */
-async function runBench(args: string[]) {
-  const r = await run('bench/table-bench', ['--backend', 'cpu', '--model', 'tiny', '--samples', '2', '--rounds', '2', '--copies', '2', ...args]);
+async function runBench(args: string[], model = 'tiny') {
+  const r = await run('bench/table-bench', ['--backend', 'cpu', '--model', model, '--samples', '2', '--rounds', '2', '--copies', '2', ...args]);
   return { code: r.code, lines: r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, any>), stderr: r.stderr };
 }
 
-/** The cpu build's table, with tiny's o projection (256x256) at rows 1 on rowblk.r4. */
-function writeCpuTable(): string {
+const result = { median_us: 10, p25_us: 9.9, p75_us: 10.1, samples: 9, nodes: 1, params: {}, parity: 'pass', rel_err: 1e-3, stack_bound: false, status: 'ok' } as const;
+
+/** The cpu build's table with these entries, under dir. */
+function writeCpuTable(entries: Table['entries'] = [
+  // tiny's o projection (256x256) at rows 1 on rowblk.r4
+  { op: 'linear', dtype: 'bf16', n: 256, k: 256, bucket: 1, default: 'plain', choice: 'rowblk.r4', reason: 'test', floor_us: 5, candidates: { plain: result, 'rowblk.r4': result } },
+], dir = tables): string {
   const identity = identityFromInfo(loadKpick({ lib: CPU_LIB }).info());
-  const result = { median_us: 10, p25_us: 9.9, p75_us: 10.1, samples: 9, nodes: 1, params: {}, parity: 'pass', rel_err: 1e-3, stack_bound: false, status: 'ok' } as const;
   const table: Table = {
     format: TABLE_FORMAT,
     identity,
     created: '2025-01-01T00:00:00.000Z',
     gate: { min_gain: 0.02, pdl_rows: 128 },
-    entries: [{ op: 'linear', dtype: 'bf16', n: 256, k: 256, bucket: 1, default: 'plain', choice: 'rowblk.r4', reason: 'test', floor_us: 5, candidates: { plain: result, 'rowblk.r4': result } }],
+    entries,
   };
-  const file = defaultTablePath(tables, identity);
+  const file = defaultTablePath(dir, identity);
   assert.ok('path' in writeTable(file, table));
   return file;
 }
@@ -80,6 +85,68 @@ test('table-bench: shape lines through the table, per-rows and per-group geomean
   assert.match(r.stderr, /^rows 1-16 +10 +x\d\.\d{3}/m);
   assert.match(r.stderr, /^target not measured: rows 32-128 pick\/floor geomean/m);
   assert.match(r.stderr, 'note: the targets are set on all five presets; this run measured tiny');
+});
+
+test('table-bench on tiny-moe: the moe shape under both routings through the table, floored on the experts read; its summaries and targets apart from the dense ones', async () => {
+  const dir = fs.mkdtempSync(path.join(tables, 'moe-'));
+  // tiny-moe's routed experts (E8 top2, 128x256) at rows 1 on moe.grouped.r4
+  const file = writeCpuTable([
+    { op: 'moe', dtype: 'bf16', n: 128, k: 256, experts: 8, topk: 2, bucket: 1, default: 'moe.loop', choice: 'moe.grouped.r4', reason: 'test', floor_us: 5, candidates: { 'moe.loop': result, 'moe.grouped.r4': result } },
+  ], dir);
+  const r = await runBench(['--rows', '1,4', '--tables-dir', dir], 'tiny-moe');
+  assert.is(r.code, 0, r.stderr);
+
+  const shapes = r.lines.filter((l) => l.kind === 'shape');
+  const moe = shapes.filter((l) => l.op === 'moe');
+  assert.equal(moe.map((l) => [l.routing, l.rows, l.experts, l.topk, l.pick, l.default]), [
+    ['uniform', 1, 8, 2, 'moe.grouped.r4', 'moe.loop'],
+    ['uniform', 4, 8, 2, 'moe.loop', 'moe.loop'],
+    ['skewed', 1, 8, 2, 'moe.grouped.r4', 'moe.loop'],
+    ['skewed', 4, 8, 2, 'moe.loop', 'moe.loop'],
+  ]);
+  for (const l of moe) {
+    assert.ok(l.pick_us > 0 && l.default_us > 0 && l.floor_us > 0, JSON.stringify(l));
+    assert.ok(Math.abs(l.speedup - l.default_us / l.pick_us) < 1e-9);
+    assert.ok(Math.abs(l.pick_over_floor - l.pick_us / l.floor_us) < 1e-9);
+    // the rows read at most rows x top-k distinct experts; one row reads exactly its top-k
+    assert.ok(l.experts_read >= 2 && l.experts_read <= Math.min(8, 2 * l.rows), JSON.stringify(l));
+    if (l.rows === 1) assert.is(l.experts_read, 2);
+  }
+  assert.ok(shapes.filter((l) => l.op !== 'moe').every((l) => l.routing === undefined && l.experts_read === undefined));
+
+  // the dense summaries count the four dense shapes only; the moe ones the moe shape under two routings
+  const summaries = r.lines.filter((l) => l.kind === 'summary');
+  assert.equal(summaries.map((s) => [s.group, s.shapes]), [
+    ['rows 1', 4], ['rows 4', 4], ['rows 1-16', 8],
+    ['moe rows 1', 2], ['moe rows 4', 2], ['moe rows 1-8', 4],
+  ]);
+  const targets = r.lines.filter((l) => l.kind === 'target');
+  assert.equal(targets.map((t) => [t.target, t.shapes]), [
+    ['rows 1-16 pick/floor geomean', 8],
+    ['rows 1-16 vs default geomean', 8],
+    ['rows 32-128 pick/floor geomean', 0],
+    ['rows 32-128 vs default geomean', 0],
+    ['every shape and rows vs default', 8],
+    ['moe rows 1-8 pick/floor geomean', 4],
+    ['moe rows 1-8 vs default geomean', 4],
+    ['moe rows 16-128 pick/floor geomean', 0],
+    ['moe rows 16-128 every shape vs default', 0],
+  ]);
+  const moeGeo = Math.exp(moe.reduce((sum, l) => sum + Math.log(l.speedup), 0) / moe.length);
+  assert.ok(Math.abs(targets[6]!.value - moeGeo) < 1e-9);
+  assert.equal(r.lines.at(-1)!.table, file);
+
+  assert.match(r.stderr, /^moe 128x256 E8 top2 skewed +M=1 +moe\.grouped\.r4 /m);
+  assert.match(r.stderr, /^moe rows 1-8 +4 +x\d+\.\d{3}/m);
+  assert.match(r.stderr, /^target (met|MISSED): moe rows 1-8 vs default geomean /m);
+  assert.match(r.stderr, 'note: the moe targets are set on Qwen3-30B-A3B; this run measured tiny-moe');
+});
+
+test('table-bench: no moe shape timed, no moe summary, target or note', async () => {
+  const r = await runBench(['--rows', '1', '--tables-dir', fs.mkdtempSync(path.join(tables, 'none-'))]);
+  assert.is(r.code, 0, r.stderr);
+  assert.not.ok(r.lines.some((l) => String(l.group ?? l.target ?? '').startsWith('moe')));
+  assert.not.match(r.stderr, /moe/);
 });
 
 test('table-bench: bad usage (a rows bucket, a model) exits 2 and says why', async () => {

@@ -1,9 +1,11 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { BUCKETS } from '../lib/schema.ts';
-import { GROUPS, summaries, summarize, summaryTable, targetVerdicts, verdictLine, WORST_SPEEDUP_MIN, type BenchRow } from '../lib/targets.ts';
+import { GROUPS, MOE_GROUPS, moeSummaries, moeTargetVerdicts, summaries, summarize, summaryTable, targetVerdicts, verdictLine, WORST_SPEEDUP_MIN, type BenchRow } from '../lib/targets.ts';
 
 const row = (rows: number, speedup: number, pick_over_floor: number, n = 4096): BenchRow => ({ op: 'linear', n, k: 4096, rows, speedup, pick_over_floor });
+const moeRow = (rows: number, speedup: number, pick_over_floor: number, routing = 'uniform'): BenchRow =>
+  ({ op: 'moe', n: 768, k: 2048, experts: 128, topk: 8, routing, rows, speedup, pick_over_floor });
 const close = (a: number | null, b: number) => a !== null && Math.abs(a - b) < 1e-12;
 
 test('the targets are the issue-11 ones: rows 1-16 and 32-128, and no shape below 0.98x', () => {
@@ -74,6 +76,72 @@ test('summary table: a header and one aligned line per summary, each starting wi
   assert.is(lines.length, 5);
   for (const line of lines) assert.match(line, /^rows/);
   assert.match(lines[1]!, /^rows 1 +1 +x1\.309 +x1\.309 +1\.023 +linear 4096x4096 M=1$/);
+});
+
+test('the moe targets are the issue-14 ones: rows 1-8 within 1.3x the floor and 2x the default, rows 16-128 within 1.3x and never slower', () => {
+  assert.equal(MOE_GROUPS.map((g) => [g.label, g.buckets, g.floorMax, g.speedupMin, g.worstMin]), [
+    ['moe rows 1-8', [1, 2, 4, 8], 1.3, 2, undefined],
+    ['moe rows 16-128', [16, 32, 64, 128], 1.3, undefined, 1],
+  ]);
+});
+
+test('moe rows never enter the dense summaries or targets, and dense rows never the moe ones', () => {
+  const dense = BUCKETS.map((m) => row(m, 1.3, 1.05));
+  // moe rows far off every dense bound: they would flip each dense verdict if they counted
+  const moe = BUCKETS.map((m) => moeRow(m, 0.5, 3));
+  assert.equal(summaries([...dense, ...moe]), summaries(dense));
+  assert.equal(targetVerdicts([...moe, ...dense]), targetVerdicts(dense));
+  assert.equal(targetVerdicts(moe).map((v) => v.status), ['not measured', 'not measured', 'not measured', 'not measured', 'not measured']);
+  assert.equal(moeSummaries([...dense, ...moe]), moeSummaries(moe));
+  assert.equal(moeTargetVerdicts([...dense, ...moe]), moeTargetVerdicts(moe));
+});
+
+test('moe verdicts: none without moe rows; per group pick/floor, then the rows 1-8 speedup geomean and the rows 16-128 worst shape', () => {
+  assert.equal(moeTargetVerdicts([row(1, 1.3, 1.05)]), []);
+  assert.equal(moeSummaries([row(1, 1.3, 1.05)]), []);
+
+  const good = BUCKETS.flatMap((m) => [moeRow(m, m <= 8 ? 3 : 1.2, 1.2), moeRow(m, m <= 8 ? 2.5 : 1, 1.25, 'skewed')]);
+  const v = moeTargetVerdicts(good);
+  assert.equal(v.map((x) => [x.target, x.want, x.status, x.shapes]), [
+    ['moe rows 1-8 pick/floor geomean', '<= 1.3', 'met', 8],
+    ['moe rows 1-8 vs default geomean', '>= 2', 'met', 8],
+    ['moe rows 16-128 pick/floor geomean', '<= 1.3', 'met', 8],
+    ['moe rows 16-128 every shape vs default', '>= 1', 'met', 8],
+  ]);
+  assert.ok(close(v[1]!.value, Math.sqrt(3 * 2.5)));
+  assert.is(v[3]!.value, 1, 'equal to the default is not slower');
+
+  // one skewed row-64 shape slower than the default misses the never-slower target, named; a 1.9x geomean misses the 2x one
+  const bad = [...BUCKETS.map((m) => moeRow(m, m <= 8 ? 1.9 : 1.5, m <= 8 ? 1.3 : 1.4)), moeRow(64, 0.99, 1.2, 'skewed')];
+  const w = moeTargetVerdicts(bad);
+  assert.equal(w.map((x) => x.status), ['met', 'missed', 'missed', 'missed']);
+  assert.is(w[3]!.value, 0.99);
+  assert.is(w[3]!.where, 'moe 768x2048 E128 top8 skewed M=64');
+  assert.is(verdictLine(w[3]!), 'target MISSED: moe rows 16-128 every shape vs default 0.990 at moe 768x2048 E128 top8 skewed M=64 (want >= 1; 5 shapes)');
+  // the rows 1-8 worst shape (1.9x) is no target of its own: only rows 16-128 have a never-slower one
+  assert.equal(w.filter((x) => x.where !== undefined).length, 1);
+});
+
+test('moe verdicts: a group with no rows in the run is not measured, a partial one names its missing rows', () => {
+  const v = moeTargetVerdicts([moeRow(1, 2.4, 1.1), moeRow(1, 2.2, 1.2, 'skewed')]);
+  assert.equal(v.map((x) => x.status), ['met', 'met', 'not measured', 'not measured']);
+  assert.equal(v[0]!.missing_rows, [2, 4, 8]);
+  assert.is(verdictLine(v[3]!), 'target not measured: moe rows 16-128 every shape vs default (want >= 1; no rows of it in this run)');
+});
+
+test('moe summaries: per rows bucket over both routings, then per moe group, in a table aligned on its longest label', () => {
+  const list = moeSummaries([moeRow(1, 2, 1.1), moeRow(1, 3, 1.2, 'skewed'), moeRow(32, 1.1, 1.25)]);
+  assert.equal(list.map((s) => [s.group, s.shapes]), [['moe rows 1', 2], ['moe rows 32', 1], ['moe rows 1-8', 2], ['moe rows 16-128', 1]]);
+  assert.ok(close(list[0]!.geomean_speedup, Math.sqrt(6)));
+  assert.is(list[0]!.worst_at, 'moe 768x2048 E128 top8 uniform M=1');
+  const lines = summaryTable(list);
+  // "moe rows 16-128" is longer than the dense labels' 12 columns: every count still ends under "shapes"
+  const end = lines[0]!.indexOf('shapes') + 'shapes'.length;
+  for (const line of lines.slice(1)) {
+    assert.match(line, /^moe rows [\d-]+ +\d+  /);
+    assert.match(line.slice(0, end), /\d$/, line);
+    assert.is(line[end], ' ', line);
+  }
 });
 
 test.run();
