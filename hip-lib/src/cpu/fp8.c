@@ -29,8 +29,8 @@
 #define MAX_R 8
 #define MAX_MB 4
 
-/* The 64-byte vectors pass only between always-inline functions, never through
- * a real call, so gcc's note on their calling convention without AVX-512 does
+/* The 64-byte vectors are returned only by always-inline functions and passed
+ * by pointer, so gcc's note on their calling convention without AVX-512 does
  * not apply. */
 #pragma GCC diagnostic ignored "-Wpsabi"
 typedef float v16f __attribute__((vector_size(64)));
@@ -62,9 +62,9 @@ static inline __attribute__((always_inline)) v16f dec16(const uint8_t *w) {
   return f * 0x1p120f;
 }
 
-static inline float reduce_lanes(v16f a) {
+static inline float reduce_lanes(const v16f *a) {
   float l[LANES];
-  memcpy(l, &a, sizeof l);
+  memcpy(l, a, sizeof l);
   for (int s = LANES / 2; s > 0; s /= 2)
     for (int j = 0; j < s; j++) l[j] += l[j + s];
   return l[0];
@@ -102,7 +102,7 @@ static inline __attribute__((always_inline)) void dot_block(const float *xf, con
     }
   }
   for (int i = 0; i < MB; i++)
-    for (int r = 0; r < R; r++) out[i * R + r] = reduce_lanes(acc[i][r]);
+    for (int r = 0; r < R; r++) out[i * R + r] = reduce_lanes(&acc[i][r]);
 }
 
 #define DEFINE_DOT(R, MB) \
