@@ -66,6 +66,8 @@ const Topk = v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValu
 const moeKeyOk = (o: { op: string; experts?: number; topk?: number }) =>
   o.op === 'moe' ? o.experts !== undefined && o.topk !== undefined && o.topk <= o.experts : o.experts === undefined && o.topk === undefined;
 const MOE_KEY = 'experts and topk are given on op moe (topk <= experts) and on no other op';
+/** The shape of a keyed format (store record, table entry, fleet entry), its rows bucket aside: one list, spread into each. */
+const SHAPE_KEY = { op: Op, dtype: Dtype, n: Dim, k: Dim, experts: Experts, topk: Topk };
 
 export const Identity = v.strictObject({
   backend: v.pipe(Name, v.description('cpu | cuda | hip')),
@@ -93,12 +95,7 @@ export const StoreRecord = v.pipe(v.strictObject({
   v: v.literal(STORE_VERSION),
   kind: v.pipe(v.picklist(['candidate', 'floor', 'parity']), v.description('a candidate timing, the read floor, or a parity check alone (no samples; scripts/parity.ts --store)')),
   identity: Identity,
-  op: Op,
-  dtype: Dtype,
-  n: Dim,
-  k: Dim,
-  experts: Experts,
-  topk: Topk,
+  ...SHAPE_KEY,
   rows: Bucket,
   candidate: v.pipe(Name, v.description('space name; "floor" for the read floor')),
   params: Params,
@@ -134,12 +131,7 @@ export const CandidateResult = v.strictObject({
 export type CandidateResult = v.InferOutput<typeof CandidateResult>;
 
 export const TableEntry = v.pipe(v.strictObject({
-  op: Op,
-  dtype: Dtype,
-  n: Dim,
-  k: Dim,
-  experts: Experts,
-  topk: Topk,
+  ...SHAPE_KEY,
   bucket: Bucket,
   default: v.pipe(Name, v.description('the class default candidate of this op')),
   choice: v.pipe(Name, v.description('the candidate the route uses; edit to move a shape')),
@@ -163,12 +155,7 @@ export type Table = v.InferOutput<typeof Table>;
 
 /** One probed table entry of a fleet check (scripts/check.ts --quick). */
 export const FleetEntry = v.pipe(v.strictObject({
-  op: Op,
-  dtype: Dtype,
-  n: Dim,
-  k: Dim,
-  experts: Experts,
-  topk: Topk,
+  ...SHAPE_KEY,
   bucket: Bucket,
   choice: Name,
   recorded_us: v.pipe(v.nullable(Micros), v.description("the table's median of the choice")),
