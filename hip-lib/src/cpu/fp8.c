@@ -123,7 +123,6 @@ static const dot_pair *pick_dot(int R) {
   return i < 0 ? NULL : &table[i];
 }
 
-static float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 static float to_bf16(float v) { return kp_bf16_to_f32(kp_f32_to_bf16(v)); }
 
 /* The x side of a call: fp32 values and, for W8A8, a scale per row. */
@@ -179,7 +178,7 @@ static void rows_all(const cpu_call *c, const x_side *xs, int R, int64_t rows_w,
         for (int j = 0; j < r; j++) {
           const float sg = ws[(n + j) * stride], su = ws[(N + n + j) * stride];
           float v = g[i * r + j] * (xs->scale ? sx * sg : sg);
-          if (gated) v = silu_mul(to_bf16(v), to_bf16(u[i * r + j] * (xs->scale ? sx * su : su)));
+          if (gated) v = cpu_silu_mul(to_bf16(v), to_bf16(u[i * r + j] * (xs->scale ? sx * su : su)));
           c->y[(m + i) * N + n + j] = kp_f32_to_bf16(v);
         }
       }
@@ -203,23 +202,8 @@ static int run(const cpu_call *c, int quantize, int R, int64_t stride) {
 int cpu_launch_w8a16(const cpu_call *c, const int32_t params[3]) { return run(c, 0, params[0], 1); }
 int cpu_launch_wrong8(const cpu_call *c, const int32_t params[3]) { return run(c, 0, 1, 0); }
 
+static int w8a8_linear(const cpu_call *c) { return run(c, 1, 1, 1); }
+
 int cpu_launch_w8a8(const cpu_call *c, const int32_t params[3]) {
-  if (c->op == KPICK_OP_LINEAR) return run(c, 1, 1, 1);
-  /* gated default: one linear pass over all 2N rows into bf16, then silu-mul */
-  int64_t N = c->n;
-  uint16_t *gu = malloc(sizeof(uint16_t) * (size_t)(c->m * 2 * N));
-  if (!gu) return kp_fail(KPICK_E_NOMEM, "cpu", "host allocation failed");
-  cpu_call lin = *c;
-  lin.op = KPICK_OP_LINEAR;
-  lin.n = 2 * N;
-  lin.y = gu;
-  int st = run(&lin, 1, 1, 1);
-  if (st == KPICK_OK) {
-    for (int32_t m = 0; m < c->m; m++)
-      for (int64_t n = 0; n < N; n++)
-        c->y[m * N + n] = kp_f32_to_bf16(silu_mul(kp_bf16_to_f32(gu[m * 2 * N + n]), kp_bf16_to_f32(gu[m * 2 * N + N + n])));
-    cpu_stage();
-  }
-  free(gu);
-  return st;
+  return c->op == KPICK_OP_LINEAR ? w8a8_linear(c) : cpu_gated_by_linear(c, w8a8_linear);
 }

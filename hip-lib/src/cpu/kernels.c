@@ -150,7 +150,6 @@ static const dot_pair *pick_dot(int R, int dtype) {
   return i < 0 ? NULL : &table[i][dtype];
 }
 
-static float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 static float round_trip(int dtype, float v) { return kp_to_f32(dtype, kp_from_f32(dtype, v)); }
 
 /* x as fp32, converted once per call (x is tiny next to W). */
@@ -181,7 +180,7 @@ static void rows_range(const cpu_call *c, const float *xf, int R, int64_t n0, in
       if (c->op == KPICK_OP_GATED) {
         f(xm, c->w + (N + n) * K, K, 0, K, u);
         for (int i = 0; i < mb * r; i++)
-          g[i] = silu_mul(round_trip(c->dtype, g[i]), round_trip(c->dtype, u[i]));
+          g[i] = cpu_silu_mul(round_trip(c->dtype, g[i]), round_trip(c->dtype, u[i]));
       }
       for (int i = 0; i < mb; i++)
         for (int j = 0; j < r; j++) c->y[(m + i) * N + n + j] = kp_from_f32(c->dtype, g[i * r + j]);
@@ -203,9 +202,7 @@ static int blocked(const cpu_call *c, int R) {
 
 int cpu_launch_rowblk(const cpu_call *c, const int32_t params[3]) { return blocked(c, params[0]); }
 
-int cpu_launch_plain(const cpu_call *c, const int32_t params[3]) {
-  if (c->op == KPICK_OP_LINEAR) return blocked(c, 1);
-  /* gated default: a linear pass over all 2N rows into a dtype buffer, then silu-mul */
+int cpu_gated_by_linear(const cpu_call *c, int (*linear)(const cpu_call *lin)) {
   int64_t N = c->n;
   uint16_t *gu = malloc(sizeof(uint16_t) * (size_t)(c->m * 2 * N));
   if (!gu) return kp_fail(KPICK_E_NOMEM, "cpu", "host allocation failed");
@@ -213,16 +210,22 @@ int cpu_launch_plain(const cpu_call *c, const int32_t params[3]) {
   lin.op = KPICK_OP_LINEAR;
   lin.n = 2 * N;
   lin.y = gu;
-  int st = blocked(&lin, 1);
+  int st = linear(&lin);
   if (st == KPICK_OK) {
     for (int32_t m = 0; m < c->m; m++)
       for (int64_t n = 0; n < N; n++)
-        c->y[m * N + n] = kp_from_f32(c->dtype, silu_mul(kp_to_f32(c->dtype, gu[m * 2 * N + n]),
-                                                         kp_to_f32(c->dtype, gu[m * 2 * N + N + n])));
+        c->y[m * N + n] = kp_from_f32(c->dtype, cpu_silu_mul(kp_to_f32(c->dtype, gu[m * 2 * N + n]),
+                                                             kp_to_f32(c->dtype, gu[m * 2 * N + N + n])));
     stages++;
   }
   free(gu);
   return st;
+}
+
+static int plain_linear(const cpu_call *c) { return blocked(c, 1); }
+
+int cpu_launch_plain(const cpu_call *c, const int32_t params[3]) {
+  return c->op == KPICK_OP_LINEAR ? plain_linear(c) : cpu_gated_by_linear(c, plain_linear);
 }
 
 typedef struct slice {
@@ -289,7 +292,7 @@ int cpu_launch_splitk(const cpu_call *c, const int32_t params[3]) {
         }
       for (int i = 0; i < mb; i++) {
         float out = acc[0][i];
-        if (c->op == KPICK_OP_GATED) out = silu_mul(round_trip(c->dtype, acc[0][i]), round_trip(c->dtype, acc[1][i]));
+        if (c->op == KPICK_OP_GATED) out = cpu_silu_mul(round_trip(c->dtype, acc[0][i]), round_trip(c->dtype, acc[1][i]));
         c->y[(m + i) * N + n] = kp_from_f32(c->dtype, out);
       }
       m += mb;

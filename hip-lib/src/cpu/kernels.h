@@ -4,6 +4,7 @@
 #ifndef KPICK_CPU_KERNELS_H
 #define KPICK_CPU_KERNELS_H
 
+#include <math.h>
 #include <stdint.h>
 
 typedef struct cpu_call {
@@ -36,6 +37,12 @@ int cpu_launch_moe_threads(const cpu_call *c, const int32_t params[3]); /* p0 = 
 int cpu_launch_w8a16(const cpu_call *c, const int32_t params[3]);   /* p0 = R rows per block */
 int cpu_launch_w8a8(const cpu_call *c, const int32_t params[3]);    /* the fp8 class default */
 int cpu_launch_wrong8(const cpu_call *c, const int32_t params[3]);  /* test builds only */
+
+/* silu(g) * u, as every CPU gated candidate computes it */
+static inline float cpu_silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+/* A gated class default: `linear` over all 2N rows of W into a 16-bit buffer of
+ * the activations' type (bf16 for fp8 weights), then silu-mul into y: two passes. */
+int cpu_gated_by_linear(const cpu_call *c, int (*linear)(const cpu_call *lin));
 
 /* Passes over memory made since the last reset: the CPU's "graph nodes". */
 void cpu_stages_reset(void);
