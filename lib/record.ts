@@ -3,22 +3,16 @@
 // their common fields from where they were measured and the rest from what
 // the candidate yielded there.
 import type { Candidate } from './ffi.ts';
-import { STORE_VERSION, type Bucket, type Dtype, type Identity, type Op, type Parity, type StoreRecord } from './schema.ts';
-import { moeFields } from './shape-key.ts';
+import { STORE_VERSION, type Bucket, type Dtype, type Identity, type Parity, type StoreRecord } from './schema.ts';
+import { moeFields, type ShapeKey } from './shape-key.ts';
 
 /** The name the read floor is stored under. */
 export const FLOOR = 'floor' as const;
 
 /** Where a record was measured: the build, the problem, its rows and weight copies. */
-export interface RecordSite {
+export interface RecordSite extends ShapeKey {
   identity: Identity;
-  op: Op;
   dtype: Dtype;
-  n: number;
-  k: number;
-  /** op moe only: experts and top-k */
-  experts?: number;
-  topk?: number;
   rows: Bucket;
   copies: number;
   seed: number;

@@ -13,7 +13,7 @@ import { ParityChecker, computeReference, referenceColumns } from './parity.ts';
 import { FLOOR, storeRecord, type RecordSite } from './record.ts';
 import type { Bucket, Dtype, Identity, Parity, StoreRecord } from './schema.ts';
 import { planUnits, shardKeys, unitKey, type Shard } from './shard.ts';
-import { moeFields, shapeId, shapeText } from './shape-key.ts';
+import { moeFields, shapeId, shapeText, type ShapeKey } from './shape-key.ts';
 import { MIN_SAMPLES } from './promote.ts';
 import { median } from './stats.ts';
 import { recordKey } from './store.ts';
@@ -135,14 +135,8 @@ export const STOP_MARGIN = 0.1;
 export const STOPPED = 'timing stopped after';
 
 /** One candidate on one problem and rows bucket, as timedThrough keys it. */
-export interface Contender {
-  op: StoreRecord['op'];
+export interface Contender extends ShapeKey {
   dtype: Dtype;
-  n: number;
-  k: number;
-  /** op moe only */
-  experts?: number;
-  topk?: number;
   rows: Bucket;
   candidate: string;
 }
