@@ -7,11 +7,17 @@
 #   VARIANTS="name:-DFLAG=v ...;name2:..."   hip-lib/src/gpu/decode.hip built with
 #                      these overrides (its KP_ATTN_* knobs), each linked with this
 #                      build's other objects into build/var-<name>/libkpick-cuda.so
-#   MODELS, CS         serve-bench of this build and of the baseline (interleaved per model)
+#   MODELS, CS         serve-bench of this build and of the baseline (interleaved per model; MODELS="" skips)
 #   VARIANT_MODELS, VARIANT_CS   serve-bench of each variant
 #   BUDGET_S           seconds the steps may take (default 400): a step that would pass it is skipped
 #   PROFILE_C          Nsight Compute over a 2-layer Llama-3.1-8B serve-bench at these (each at most PROFILE_LIMIT_S, 60)
 #                      concurrencies, baseline and this build ("" skips)
+#   TRACE_C, TRACE_MODELS   the timeline of this build's step (default Llama-3.1-8B): serve-bench at these
+#                      concurrencies (8 steps, one run) under bench/gpu/kernel-trace.c, a CUPTI injection library that
+#                      writes every graph kernel's start and end (Nsight Systems is not on the GPU machine); the
+#                      traces as trace-<model>.txt, read by bench/gpu/step-trace.ts ("" skips)
+#   CHECKS=0           skips this build's whole-step checks (a call that only traces or times variants; each
+#                      variant is still checked)
 # This build goes through the whole-step fp64 check of both routes (Qwen3-0.6B,
 # 2 layers, c=1, 5 and 16; Llama-3.1-8B, 1 layer, c=5: one, one, two and four
 # query heads an attention block), each variant through the first. Each library is loaded through KPICK_LIB; the table is
@@ -75,16 +81,44 @@ for v in "${vlist[@]}"; do
 done
 
 lib=$PWD/build/libkpick-cuda.so
-check this "$lib" Qwen3-0.6B 2 1
-check this "$lib" Qwen3-0.6B 2 5
-check this "$lib" Qwen3-0.6B 2 16
-check this "$lib" Llama-3.1-8B 1 5
+if [ "${CHECKS:-1}" != 0 ]; then
+  check this "$lib" Qwen3-0.6B 2 1
+  check this "$lib" Qwen3-0.6B 2 5
+  check this "$lib" Qwen3-0.6B 2 16
+  check this "$lib" Llama-3.1-8B 1 5
+fi
+
+# the step's timeline: every graph kernel's start and end through CUPTI (kernel-trace.c), built
+# against the toolkit's CUPTI where one is found, else the prebuilt one in $KPTRACE_PREBUILT
+if [ -n "${TRACE_C:-}" ]; then
+  cuda_home=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+  cupti_h=$(ls "$cuda_home"/include/cupti.h "$cuda_home"/extras/CUPTI/include/cupti.h 2>/dev/null | head -1)
+  cupti_so=$(ls "$cuda_home"/lib64/libcupti.so "$cuda_home"/extras/CUPTI/lib64/libcupti.so "$cuda_home"/targets/*/lib/libcupti.so 2>/dev/null | head -1)
+  echo "nsys: $(command -v nsys || echo none); cupti.h: ${cupti_h:-none}; libcupti: ${cupti_so:-none}" >> "$dir/summary.txt"
+  tracer=
+  if [ -n "$cupti_h" ] && [ -n "$cupti_so" ] && gcc -O2 -shared -fPIC -I"$(dirname "$cupti_h")" -I"$cuda_home/include" \
+       -o build/kernel-trace.so bench/gpu/kernel-trace.c -L"$(dirname "$cupti_so")" -lcupti > "$dir/build-trace.log" 2>&1; then
+    tracer=$PWD/build/kernel-trace.so trace_libs=$(dirname "$cupti_so")
+  elif [ -f "${KPTRACE_PREBUILT:-}/kernel-trace.so" ]; then
+    tracer=$(cd "$KPTRACE_PREBUILT" && pwd)/kernel-trace.so trace_libs=$(cd "$KPTRACE_PREBUILT" && pwd)
+  fi
+  say "tracer: ${tracer:-none} ($(tail -1 "$dir/build-trace.log" 2>/dev/null))"
+  for m in ${TRACE_MODELS:-Llama-3.1-8B}; do
+    [ -n "$tracer" ] || break
+    room 20 "trace $m" || continue
+    LD_LIBRARY_PATH="$trace_libs:${LD_LIBRARY_PATH:-}" CUDA_INJECTION64_PATH=$tracer KPTRACE_OUT=$dir/trace-$m.txt KPICK_LIB=$lib \
+      timeout 120 node --import tsx scripts/serve-bench.ts --model "$m" --c "$TRACE_C" --steps 8 --runs 1 --identity-steps 0 --json \
+      > "$dir/trace-$m.jsonl" 2> "$dir/trace-$m.log"
+    say "trace $m: exit $?, $(wc -l < "$dir/trace-$m.txt" 2>/dev/null) kernels"
+    grep -E '^ +[0-9]+ ' "$dir/trace-$m.log" | sed "s/^/traced $m: /" | tee -a "$dir/summary.txt"
+  done
+fi
 base_lib=
 if [ -n "${BASE_DIR:-}" ]; then
   wait "$base_build" && base_lib=$(cd "$BASE_DIR" && pwd)/build/libkpick-cuda.so || say "baseline build failed"
   say "baseline built"
 fi
-for m in ${MODELS:-Llama-3.1-8B Qwen3-8B Qwen3-0.6B}; do
+for m in ${MODELS-Llama-3.1-8B Qwen3-8B Qwen3-0.6B}; do
   [ -n "$base_lib" ] && bench base "$base_lib" "$m" "${CS:-1,4,16,64}"
   bench this "$lib" "$m" "${CS:-1,4,16,64}"
 done

@@ -223,8 +223,12 @@ int be_fill_uniform(void *dst, int64_t count, int32_t dtype, uint64_t seed, floa
  * measures the modes below against each other. */
 
 /* 0: plain launches; 1: PDL launches that wait, never release early;
- * 2: release at the start, before the wait; 3: release right after the wait */
-static constexpr int kp_dec_chain = 3;
+ * 2: release at the start, before the wait; 3: release right after the wait
+ * (KP_DEC_CHAIN: bench/gpu/step-variants.sh builds the others as variants) */
+#ifndef KP_DEC_CHAIN
+#define KP_DEC_CHAIN 3
+#endif
+static constexpr int kp_dec_chain = KP_DEC_CHAIN;
 
 /* at the start of an op: mode 2 lets the next kernel launch now */
 __device__ __forceinline__ void kp_dec_release() {
@@ -386,7 +390,8 @@ int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *ga
 /* bench/gpu/step-variants.sh builds this file with these overridden (-D):
  * the passes of the loop a split holds at least, whether the first pass is
  * loaded before the wait, the most query heads of a block (1: always one),
- * and how the block rotates its heads */
+ * how the block rotates its heads, and the blocks per multiprocessor that
+ * the splits aim at */
 #ifndef KP_ATTN_SPLIT_PASSES
 #define KP_ATTN_SPLIT_PASSES 1
 #endif
@@ -398,6 +403,9 @@ int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *ga
 #endif
 #ifndef KP_ATTN_QPB_MAX
 #define KP_ATTN_QPB_MAX 4 /* query heads a block takes at most: 4, 2 or 1 */
+#endif
+#ifndef KP_ATTN_SPLIT_WAVES
+#define KP_ATTN_SPLIT_WAVES 1 /* splits aim at this many blocks per multiprocessor */
 #endif
 
 static constexpr int kp_attn_threads = 256;
@@ -444,7 +452,7 @@ static int kp_attn_pass(int head_dim) { return kp_attn_threads / (head_dim / 8) 
  * no split shorter than one pass over the cap positions a row may hold */
 static int kp_attn_splits(int m, int heads, int kv_heads, int head_dim, int cap) {
   const int64_t blocks = (int64_t)m * (heads / kp_attn_qpb(m, heads, kv_heads));
-  const int64_t want = ((int64_t)kp_dec_units() + blocks - 1) / blocks;
+  const int64_t want = ((int64_t)kp_dec_units() * KP_ATTN_SPLIT_WAVES + blocks - 1) / blocks;
   const int64_t span = kp_attn_pass(head_dim);
   const int64_t most = (cap + span - 1) / span;
   int64_t s = want < most ? want : most;
