@@ -66,19 +66,9 @@ int be_stream_sync(void *stream);
  * values on every backend */
 int be_fill_uniform(void *dst, int64_t count, int32_t dtype, uint64_t seed, float offset, float scale,
                     void *stream);
-/* The weights of the linear that follows a shared op: count ranges of bytes
- * each, the i-th at w + i * stride (a gated linear's gate and up rows: 2), read
- * from their starts. A hint: a GPU op asks the L2 for their first bytes while
- * its own chain of latencies leaves memory idle, so the linear finds them
- * there; no result depends on it, and NULL gives none. */
-typedef struct be_warm {
-  const void *w;
-  int64_t bytes, stride;
-  int32_t count;
-} be_warm;
 /* residual += y (y NULL: nothing added), then out = rmsnorm(residual) * gamma */
 int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *gamma, void *out, int32_t m,
-                   int64_t hidden, float eps, const be_warm *warm, void *stream);
+                   int64_t hidden, float eps, void *stream);
 /* out[m, heads head_dim]: each row's new token attended, rotary embedding and
  * KV append included. The q heads and the new k head of qkv are rotated
  * (rotate-half pairs i, i + head_dim/2, angle pos * theta^(-2i/head_dim)) and
@@ -89,7 +79,7 @@ int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *ga
  * the first call and left so; NULL (allowed always) keeps each row in one block. */
 int be_attention(int32_t dtype, const void *qkv, const int32_t *pos, void *kcache, void *vcache, void *out,
                  int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap, float theta,
-                 void *scratch, const be_warm *warm, void *stream);
+                 void *scratch, void *stream);
 /* bytes of scratch be_attention uses at m rows; 0: it uses none */
 int64_t be_attention_scratch(int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap);
 /* The routing of m rows from their router logits [m, experts] (dtype): each

@@ -75,10 +75,7 @@ static int check_add_rmsnorm_h(bag *b, int dt, uint64_t seed, int corrupt, int H
   *err = 0;
   /* with y, then without: the second call normalises the updated residual again */
   for (int pass = 0; pass < 2; pass++) {
-    /* the second pass also warms the L2 (backend.h's be_warm), which must change nothing */
-    const be_warm warm = {d_gamma, H * 2, 0, 1};
-    KP_TRY(be_add_rmsnorm(dt, d_resid, pass == 0 ? d_y : NULL, d_gamma, d_out, SC_M, H, eps, pass ? &warm : NULL,
-                          b->stream));
+    KP_TRY(be_add_rmsnorm(dt, d_resid, pass == 0 ? d_y : NULL, d_gamma, d_out, SC_M, H, eps, b->stream));
     KP_TRY(be_stream_sync(b->stream));
     KP_TRY(be_dev_download(out, d_out, n * 2));
     KP_TRY(be_dev_download(resid, d_resid, n * 4));
@@ -174,7 +171,7 @@ static int check_rope_append_d(bag *b, int dt, uint64_t seed, int corrupt, int D
     KP_TRY(be_dev_upload(d_kc, kc, ncache * 2)); /* fresh caches: each run must write its slots */
     KP_TRY(be_dev_upload(d_vc, vc, ncache * 2));
     KP_TRY(be_attention(dt, d_qkv, d_pos, d_kc, d_vc, d_out, SC_M, SC_HEADS, SC_KV, D, SC_CAP, sc_theta,
-                        run ? d_scratch : NULL, NULL, b->stream));
+                        run ? d_scratch : NULL, b->stream));
     KP_TRY(be_stream_sync(b->stream));
     KP_TRY(be_dev_download(qkv_got, d_qkv, n * 2));
     KP_TRY(be_dev_download(kg, d_kc, ncache * 2));
@@ -272,10 +269,8 @@ static int check_attention_d(bag *b, int dt, uint64_t seed, int corrupt, int D, 
   for (int run = 0; run < (d_scratch ? 3 : 1); run++) {
     for (int64_t i = 0; i < nout; i++) out[i] = 0xffffu; /* NaN in both dtypes: an unwritten output fails */
     KP_TRY(be_dev_upload(d_out, out, nout * 2));
-    /* the last run also warms the L2 with the value cache (backend.h's be_warm): the same output */
-    const be_warm warm = {d_vc, ncache * 2, 0, 1};
     KP_TRY(be_attention(dt, d_qkv, d_pos, d_kc, d_vc, d_out, SC_M, SC_HEADS, SC_KV, D, SC_CAP, sc_theta,
-                        run ? d_scratch : NULL, run == 2 || !d_scratch ? &warm : NULL, b->stream));
+                        run ? d_scratch : NULL, b->stream));
     KP_TRY(be_stream_sync(b->stream));
     KP_TRY(be_dev_download(out, d_out, nout * 2));
     *err = kp_worst(*err, rel_dtype(out, ref, nout, dt));

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "error.h"
-#include "fp8.h"
 #include "model.h"
 #include "space.h"
 
@@ -56,21 +55,14 @@ static int enqueue_step(void *ctx) {
 
   KP_TRY(be_embed(dt, kp_at(md, L->embed), tokens, resid, m, H, d->vocab, s));
   const void *pending = NULL; /* the last linear's output, not yet in the residual */
-  /* each shared op warms the L2 with the first weights of the linear after it (backend.h) */
-  const int64_t gu_half = kp_weight_bytes(wt, I, H);
   for (int32_t l = 0; l < d->layers; l++) {
     void *kc = kp_cache_at(md, l, 0), *vc = kp_cache_at(md, l, 1);
-    const be_warm to_qkv = {kp_layer_at(md, l, L->wqkv), kp_weight_bytes(wt, L->nqkv, H), 0, 1};
-    const be_warm to_o = {kp_layer_at(md, l, L->wo), kp_weight_bytes(wt, H, L->qdim), 0, 1};
-    const be_warm to_gu = {kp_layer_at(md, l, L->wgu), gu_half, gu_half, 2};
-    KP_TRY(be_add_rmsnorm(dt, resid, pending, kp_layer_at(md, l, L->gamma_attn), hbuf, m, H, d->rms_eps, &to_qkv, s));
+    KP_TRY(be_add_rmsnorm(dt, resid, pending, kp_layer_at(md, l, L->gamma_attn), hbuf, m, H, d->rms_eps, s));
     KP_TRY(be_launch(a->cands[KPICK_LIN_QKV], KPICK_OP_LINEAR, wt, hbuf, kp_layer_at(md, l, L->wqkv), qkv, m, L->nqkv, H, s));
     KP_TRY(be_attention(dt, qkv, pos, kc, vc, attn, m, d->heads, d->kv_heads, d->head_dim, md->cap, d->rope_theta,
-                        attn_scratch, &to_o, s));
+                        attn_scratch, s));
     KP_TRY(be_launch(a->cands[KPICK_LIN_O], KPICK_OP_LINEAR, wt, attn, kp_layer_at(md, l, L->wo), ybuf, m, H, L->qdim, s));
-    /* a moe layer's router is small and its experts are known only on the GPU: no warm-up */
-    KP_TRY(be_add_rmsnorm(dt, resid, ybuf, kp_layer_at(md, l, L->gamma_mlp), hbuf, m, H, d->rms_eps,
-                          d->experts > 0 ? NULL : &to_gu, s));
+    KP_TRY(be_add_rmsnorm(dt, resid, ybuf, kp_layer_at(md, l, L->gamma_mlp), hbuf, m, H, d->rms_eps, s));
     if (d->experts > 0) { /* router, its top-k, then the routed experts in one call */
       const int32_t E = d->experts, k = d->topk;
       int32_t *ids = (int32_t *)kp_at(md, L->ids) + (size_t)l * d->max_batch * k;
@@ -86,10 +78,8 @@ static int enqueue_step(void *ctx) {
     }
     pending = ybuf;
   }
-  const int32_t lt = kp_kind_dtype(d->dtype, KPICK_LIN_LM_HEAD);
-  const be_warm to_lm_head = {kp_at(md, L->lm_head), kp_weight_bytes(lt, d->vocab, H), 0, 1};
-  KP_TRY(be_add_rmsnorm(dt, resid, pending, kp_at(md, L->gamma_final), hbuf, m, H, d->rms_eps, &to_lm_head, s));
-  KP_TRY(be_launch(a->cands[KPICK_LIN_LM_HEAD], KPICK_OP_LINEAR, lt, hbuf, kp_at(md, L->lm_head), kp_at(md, L->logits), m,
+  KP_TRY(be_add_rmsnorm(dt, resid, pending, kp_at(md, L->gamma_final), hbuf, m, H, d->rms_eps, s));
+  KP_TRY(be_launch(a->cands[KPICK_LIN_LM_HEAD], KPICK_OP_LINEAR, kp_kind_dtype(d->dtype, KPICK_LIN_LM_HEAD), hbuf, kp_at(md, L->lm_head), kp_at(md, L->logits), m,
                    d->vocab, H, s));
   return be_argmax_advance(dt, kp_at(md, L->logits), m, d->vocab, tokens, pos,
                            kp_scratch_at(md, L->argmax_scratch, L->argmax_scratch_bytes), s);

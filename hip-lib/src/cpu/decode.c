@@ -53,7 +53,7 @@ int be_fill_uniform(void *dst, int64_t count, int32_t dtype, uint64_t seed, floa
 }
 
 int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *gamma, void *out, int32_t m,
-                   int64_t hidden, float eps, const be_warm *warm, void *stream) {
+                   int64_t hidden, float eps, void *stream) {
   const uint16_t *yv = y, *g = gamma;
   uint16_t *o = out;
   for (int32_t r = 0; r < m; r++) {
@@ -83,7 +83,7 @@ static void rope_head(int32_t dtype, const uint16_t *src, uint16_t *dst, int32_t
 
 int be_attention(int32_t dtype, const void *qkv, const int32_t *pos, void *kcache, void *vcache, void *out, int32_t m,
                  int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap, float theta, void *scratch,
-                 const be_warm *warm, void *stream) {
+                 void *stream) {
   const int64_t nqkv = (int64_t)(heads + 2 * kv_heads) * head_dim;
   const float scale = 1.0f / sqrtf((float)head_dim);
   float *p = malloc(sizeof(float) * (size_t)cap), *acc = malloc(sizeof(float) * (size_t)head_dim);

@@ -263,61 +263,6 @@ static bool kp_dec_pdl() {
 #endif
 }
 
-/* ---- L2 warm-up of the next linear's weights (backend.h's be_warm) ----
- * A shared op is a chain of latencies during which memory idles: on the H200
- * step at one row, the norms and the attention take 14 us a layer of the
- * step's 130 with next to nothing to read (bench/results/h200-2026-12-01-step-
- * profile-*). So the op's blocks ask the L2 for the first weights of the
- * linear that follows (prefetch.global.L2: a line each, no register written,
- * nothing waits on it), before their own wait: no kernel of the step writes a
- * weight. The linear then finds those lines in the L2. How much: about what
- * memory reads in the op's time (KP_WARM_*_KB); the attention warms only up to
- * KP_WARM_ATTN_ROWS rows, beyond which its own reads of the cache, growing
- * with the rows, would evict the lines first. The norm, one block a row, gets
- * KP_WARM_NORM_BLOCKS more blocks that only warm. HIP: nothing. */
-#ifndef KP_WARM_NORM_KB
-#define KP_WARM_NORM_KB 12288
-#endif
-#ifndef KP_WARM_NORM_BLOCKS
-#define KP_WARM_NORM_BLOCKS 32
-#endif
-#ifndef KP_WARM_ATTN_KB
-#define KP_WARM_ATTN_KB 24576
-#endif
-#ifndef KP_WARM_ATTN_ROWS
-#define KP_WARM_ATTN_ROWS 8
-#endif
-
-/* what a kernel warms: count ranges of bytes each (already capped), the i-th at w + i * stride */
-struct kp_warm_arg {
-  const char *w;
-  int64_t bytes, stride;
-  int count;
-};
-
-static kp_warm_arg kp_warm_of(const be_warm *h, int64_t budget) {
-  kp_warm_arg a = {nullptr, 0, 0, 0};
-  if (!h || !h->w || h->count < 1 || h->bytes <= 0 || budget <= 0) return a;
-  a.w = (const char *)h->w;
-  a.bytes = h->bytes < budget / h->count ? h->bytes : budget / h->count;
-  a.stride = h->stride;
-  a.count = h->count;
-  return a;
-}
-
-/* this block's share (part of parts) of the lines, a thread's lines strided by the grid */
-__device__ __forceinline__ void kp_warm_issue(const kp_warm_arg &a, int64_t part, int64_t parts) {
-#if defined(KPICK_GPU_CUDA) && defined(__CUDA_ARCH__)
-  if (!a.w) return;
-  const int64_t lines = (a.bytes + 127) / 128;
-  for (int r = 0; r < a.count; ++r) {
-    const char *base = a.w + (int64_t)r * a.stride;
-    for (int64_t i = part * blockDim.x + threadIdx.x; i < lines; i += parts * blockDim.x)
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(base + i * 128));
-  }
-#endif
-}
-
 /* ---- add + rmsnorm ----
  * One block per row; each thread keeps its C groups of 4 elements in
  * registers, so the row is read once, with every load in flight together. */
@@ -328,13 +273,9 @@ static constexpr int kp_norm_max_chunks = 8; /* groups a thread keeps: hidden <=
 template <int DT, int C>
 __global__ void __launch_bounds__(1024)
     kp_add_rmsnorm_kernel(float *__restrict__ resid, const uint16_t *y, const uint16_t *__restrict__ gamma,
-                          uint16_t *__restrict__ out, int64_t H, float eps, unsigned rows, kp_warm_arg warm) {
+                          uint16_t *__restrict__ out, int64_t H, float eps) {
   __shared__ float red[kp_max_warps];
   kp_dec_release();
-  if (blockIdx.x >= rows) { /* a block past the rows only warms the L2 (above), and waits for nothing */
-    kp_warm_issue(warm, blockIdx.x - rows, gridDim.x - rows);
-    return;
-  }
   const int64_t row = blockIdx.x;
   const bool vec = H % kp_norm_group == 0; /* then rows of resid, y and out are 16-, 8- and 8-byte aligned */
   /* gamma is a weight no kernel of the step writes: load it before the wait */
@@ -392,20 +333,19 @@ __global__ void __launch_bounds__(1024)
 
 template <int DT>
 static hipError_t kp_add_rmsnorm_launch(int chunks, dim3 grid, dim3 block, hipStream_t s, float *resid, const void *y,
-                                        const void *gamma, void *out, int64_t H, float eps, unsigned rows,
-                                        kp_warm_arg warm) {
+                                        const void *gamma, void *out, int64_t H, float eps) {
   const uint16_t *yy = (const uint16_t *)y, *gg = (const uint16_t *)gamma;
   uint16_t *oo = (uint16_t *)out;
   switch (chunks) {
-    case 1: return kp_launch(kp_add_rmsnorm_kernel<DT, 1>, grid, block, s, kp_dec_pdl(), resid, yy, gg, oo, H, eps, rows, warm);
-    case 2: return kp_launch(kp_add_rmsnorm_kernel<DT, 2>, grid, block, s, kp_dec_pdl(), resid, yy, gg, oo, H, eps, rows, warm);
-    case 4: return kp_launch(kp_add_rmsnorm_kernel<DT, 4>, grid, block, s, kp_dec_pdl(), resid, yy, gg, oo, H, eps, rows, warm);
-    default: return kp_launch(kp_add_rmsnorm_kernel<DT, 8>, grid, block, s, kp_dec_pdl(), resid, yy, gg, oo, H, eps, rows, warm);
+    case 1: return kp_launch(kp_add_rmsnorm_kernel<DT, 1>, grid, block, s, kp_dec_pdl(), resid, yy, gg, oo, H, eps);
+    case 2: return kp_launch(kp_add_rmsnorm_kernel<DT, 2>, grid, block, s, kp_dec_pdl(), resid, yy, gg, oo, H, eps);
+    case 4: return kp_launch(kp_add_rmsnorm_kernel<DT, 4>, grid, block, s, kp_dec_pdl(), resid, yy, gg, oo, H, eps);
+    default: return kp_launch(kp_add_rmsnorm_kernel<DT, 8>, grid, block, s, kp_dec_pdl(), resid, yy, gg, oo, H, eps);
   }
 }
 
 int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *gamma, void *out, int32_t m,
-                   int64_t hidden, float eps, const be_warm *warm, void *stream) {
+                   int64_t hidden, float eps, void *stream) {
   const int64_t groups = (hidden + kp_norm_group - 1) / kp_norm_group;
   int chunks = 1;
   while (chunks < kp_norm_max_chunks && groups > (int64_t)chunks * 1024) chunks *= 2;
@@ -415,11 +355,10 @@ int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *ga
   /* the fewest threads (whole 64-lane groups, so any warp width) that cover the row */
   int64_t threads = (groups + chunks - 1) / chunks;
   threads = (threads + 63) / 64 * 64;
-  const kp_warm_arg w = kp_warm_of(warm, (int64_t)KP_WARM_NORM_KB * 1024);
-  const dim3 grid((unsigned)m + (w.w ? KP_WARM_NORM_BLOCKS : 0)), block((unsigned)threads);
+  const dim3 grid((unsigned)m), block((unsigned)threads);
   const hipStream_t s = (hipStream_t)stream;
-  KP_GPU(dtype == KP_DT_BF16 ? kp_add_rmsnorm_launch<KP_DT_BF16>(chunks, grid, block, s, residual, y, gamma, out, hidden, eps, (unsigned)m, w)
-                             : kp_add_rmsnorm_launch<KP_DT_FP16>(chunks, grid, block, s, residual, y, gamma, out, hidden, eps, (unsigned)m, w));
+  KP_GPU(dtype == KP_DT_BF16 ? kp_add_rmsnorm_launch<KP_DT_BF16>(chunks, grid, block, s, residual, y, gamma, out, hidden, eps)
+                             : kp_add_rmsnorm_launch<KP_DT_FP16>(chunks, grid, block, s, residual, y, gamma, out, hidden, eps));
   return KPICK_OK;
 }
 
@@ -460,7 +399,7 @@ int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *ga
 #define KP_ATTN_PREFETCH 1
 #endif
 #ifndef KP_ATTN_ROPE_REGS
-#define KP_ATTN_ROPE_REGS 1 /* each thread rotates with its own angle, one barrier (0: the angles in shared memory first, two) */
+#define KP_ATTN_ROPE_REGS 1 /* each thread rotates with its own angle, one barrier (0: the angles in shared memory first, two barriers; 1 is 17 us a step faster on Llama-3.1-8B at c=1, 30 at c=64: bench/results/h200-2026-12-01-step-profile-*) */
 #endif
 #ifndef KP_ATTN_QPB_MAX
 #define KP_ATTN_QPB_MAX 4 /* query heads a block takes at most: 4, 2 or 1 */
@@ -535,7 +474,7 @@ template <int DT, int D, int QPB>
 __global__ void __launch_bounds__(kp_attn_threads, 2)
     kp_attention_kernel(const uint16_t *qkv, const int32_t *pos, uint16_t *kc, uint16_t *vc,
                         uint16_t *__restrict__ out, unsigned *counters, float *part_o, float *part_ml,
-                        int heads, int kv_heads, int cap, float scale, float theta, kp_warm_arg warm) {
+                        int heads, int kv_heads, int cap, float scale, float theta) {
   constexpr int P = kp_attn_shape<D>::P, KP = kp_attn_shape<D>::KP, U = kp_attn_u, half = D / 2;
   __shared__ float part[KP * QPB * D];
   __shared__ __attribute__((aligned(16))) float qs[QPB * D];
@@ -574,8 +513,6 @@ __global__ void __launch_bounds__(kp_attn_threads, 2)
     }
   };
   if (KP_ATTN_PREFETCH) load(t_begin); /* the cache of earlier steps, before the wait */
-  kp_warm_issue(warm, ((int64_t)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x,
-                (int64_t)gridDim.x * gridDim.y * gridDim.z);
   kp_dec_wait();
 
   /* the block's query heads and the new key rotated (rounded to the dtype),
@@ -794,34 +731,31 @@ __global__ void __launch_bounds__(kp_attn_threads, 2)
 template <int DT, int D>
 static hipError_t kp_attention_qpb(int qpb, dim3 grid, hipStream_t s, const uint16_t *q, const int32_t *pos, uint16_t *k,
                                    uint16_t *v, uint16_t *o, unsigned *counters, float *part_o, float *part_ml,
-                                   int heads, int kv_heads, int cap, float scale, float theta,
-                                   kp_warm_arg warm) {
+                                   int heads, int kv_heads, int cap, float scale, float theta) {
   const dim3 block(kp_attn_threads);
   switch (qpb) {
-    case 4: return kp_launch(kp_attention_kernel<DT, D, 4>, grid, block, s, kp_dec_pdl(), q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta, warm);
-    case 2: return kp_launch(kp_attention_kernel<DT, D, 2>, grid, block, s, kp_dec_pdl(), q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta, warm);
-    default: return kp_launch(kp_attention_kernel<DT, D, 1>, grid, block, s, kp_dec_pdl(), q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta, warm);
+    case 4: return kp_launch(kp_attention_kernel<DT, D, 4>, grid, block, s, kp_dec_pdl(), q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
+    case 2: return kp_launch(kp_attention_kernel<DT, D, 2>, grid, block, s, kp_dec_pdl(), q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
+    default: return kp_launch(kp_attention_kernel<DT, D, 1>, grid, block, s, kp_dec_pdl(), q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
   }
 }
 
 template <int DT>
 static hipError_t kp_attention_dispatch(int head_dim, int qpb, dim3 grid, hipStream_t s, const void *qkv, const int32_t *pos,
                                         void *kcache, void *vcache, void *out, unsigned *counters, float *part_o,
-                                        float *part_ml, int heads, int kv_heads, int cap, float scale, float theta,
-                                        kp_warm_arg warm) {
+                                        float *part_ml, int heads, int kv_heads, int cap, float scale, float theta) {
   const uint16_t *q = (const uint16_t *)qkv;
   uint16_t *k = (uint16_t *)kcache, *v = (uint16_t *)vcache, *o = (uint16_t *)out;
   switch (head_dim) {
-    case 64: return kp_attention_qpb<DT, 64>(qpb, grid, s, q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta, warm);
-    case 128: return kp_attention_qpb<DT, 128>(qpb, grid, s, q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta, warm);
-    case 256: return kp_attention_qpb<DT, 256>(qpb, grid, s, q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta, warm);
+    case 64: return kp_attention_qpb<DT, 64>(qpb, grid, s, q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
+    case 128: return kp_attention_qpb<DT, 128>(qpb, grid, s, q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
+    case 256: return kp_attention_qpb<DT, 256>(qpb, grid, s, q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
     default: return hipErrorNotSupported; /* be_attention checks head_dim first */
   }
 }
 
 int be_attention(int32_t dtype, const void *qkv, const int32_t *pos, void *kcache, void *vcache, void *out, int32_t m,
-                 int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap, float theta, void *scratch,
-                 const be_warm *warm, void *stream) {
+                 int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap, float theta, void *scratch, void *stream) {
   if (head_dim != 64 && head_dim != 128 && head_dim != 256)
     return kp_fail(KPICK_E_UNSUPPORTED, "attention", "head_dim %d: the GPU kernel is built for 64, 128 and 256", head_dim);
   const int qpb = kp_attn_qpb(m, heads, kv_heads);
@@ -831,10 +765,9 @@ int be_attention(int32_t dtype, const void *qkv, const int32_t *pos, void *kcach
   float *part_ml = splits > 1 ? part_o + (size_t)m * heads * splits * head_dim : NULL;
   const dim3 grid((unsigned)(heads / qpb), (unsigned)m, (unsigned)splits);
   const float scale = 1.0f / sqrtf((float)head_dim);
-  const kp_warm_arg w = kp_warm_of(m <= KP_WARM_ATTN_ROWS ? warm : NULL, (int64_t)KP_WARM_ATTN_KB * 1024);
   const hipStream_t s = (hipStream_t)stream;
-  KP_GPU(dtype == KP_DT_BF16 ? kp_attention_dispatch<KP_DT_BF16>(head_dim, qpb, grid, s, qkv, pos, kcache, vcache, out, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta, w)
-                             : kp_attention_dispatch<KP_DT_FP16>(head_dim, qpb, grid, s, qkv, pos, kcache, vcache, out, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta, w));
+  KP_GPU(dtype == KP_DT_BF16 ? kp_attention_dispatch<KP_DT_BF16>(head_dim, qpb, grid, s, qkv, pos, kcache, vcache, out, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta)
+                             : kp_attention_dispatch<KP_DT_FP16>(head_dim, qpb, grid, s, qkv, pos, kcache, vcache, out, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta));
   return KPICK_OK;
 }
 
