@@ -5,7 +5,7 @@
 #   BASE_DIR=dir       a baseline checkout, built here beside this one and timed
 #                      through its build/libkpick-cuda.so (optional)
 #   VARIANTS="name:-DFLAG=v ...;name2:..."   hip-lib/src/gpu/decode.hip built with
-#                      these overrides (its KP_ATTN_* knobs), each linked with this
+#                      these overrides (its KP_ATTN_* and KP_DEC_CHAIN knobs), each linked with this
 #                      build's other objects into build/var-<name>/libkpick-cuda.so
 #   MODELS, CS         serve-bench of this build and of the baseline (interleaved per model; MODELS="" skips)
 #   VARIANT_MODELS, VARIANT_CS   serve-bench of each variant

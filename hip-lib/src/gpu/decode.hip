@@ -399,7 +399,10 @@ int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *ga
 #define KP_ATTN_PREFETCH 1
 #endif
 #ifndef KP_ATTN_ROPE_REGS
-#define KP_ATTN_ROPE_REGS 1 /* each thread rotates with its own angle, one barrier (0: the angles in shared memory first, two barriers; 1 is 17 us a step faster on Llama-3.1-8B at c=1, 30 at c=64: bench/results/h200-2026-12-01-step-profile-*) */
+/* 1: each thread rotates with its own angle, one barrier; 0: the angles in shared
+ * memory first, two (1 is 17 us a step faster on Llama-3.1-8B at c=1 and 30 us at
+ * c=64 on the H200: bench/results/h200-2026-12-01-step-profile-2d9850f) */
+#define KP_ATTN_ROPE_REGS 1
 #endif
 #ifndef KP_ATTN_QPB_MAX
 #define KP_ATTN_QPB_MAX 4 /* query heads a block takes at most: 4, 2 or 1 */
