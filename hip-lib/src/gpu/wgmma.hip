@@ -50,6 +50,26 @@ struct kp_wgmma_args {
 };
 
 #if defined(KP_WGMMA_DEVICE)
+/* dev knobs, for A/B builds of this file only (bench/gpu/wgmma-dev.sh VARIANTS);
+ * the library is built with the defaults */
+#ifndef KP_WG_ACC_MAX
+#define KP_WG_ACC_MAX 4 /* most independent accumulators per consumer (1: one chain) */
+#endif
+#ifndef KP_WG_REL
+#define KP_WG_REL 0 /* 1: free stage i-1 before waiting on stage i (wait_group 0) */
+#endif
+#ifndef KP_WG_WPOL
+#define KP_WG_WPOL 0 /* 0: W loads hint evict-first; 1: no hint (evict-normal) */
+#endif
+
+/* independent accumulators per consumer thread, by N = BN (the padded rows)
+ * and the consumer warpgroups: at most 64 fp32 registers, 128 where one or two
+ * warpgroups leave the room (N = 128); the sum order, so the bits, follow it */
+__device__ static constexpr int kp_wg_acc(int bn, int wg) {
+  const int a = bn <= 32 ? 4 : bn == 64 ? 2 : wg <= 2 ? 2 : 1;
+  return a < KP_WG_ACC_MAX ? a : KP_WG_ACC_MAX;
+}
+
 template <int DT, int BN, int WG, int MODE, bool PDL>
 __global__ void __launch_bounds__(128 * WG + 32)
     kp_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap,
@@ -90,7 +110,8 @@ __global__ void __launch_bounds__(128 * WG + 32)
     if (tid == consumers) {
       kp_prefetch_tensormap(&wmap);
       kp_prefetch_tensormap(&xmap);
-      const uint64_t pol_w = kp_policy_evict_first(), pol_x = kp_policy_evict_last();
+      const uint64_t pol_w = KP_WG_WPOL ? kp_policy_evict_normal() : kp_policy_evict_first(),
+                     pol_x = kp_policy_evict_last();
       auto load_w = [&](int i, int s) {
         uint8_t *dst = ring + (size_t)s * stage_bytes;
         const int32_t k = (b0 + i) * kp_wg_kstep;
@@ -128,25 +149,45 @@ __global__ void __launch_bounds__(128 * WG + 32)
 
   /* ---- consumers: warpgroup role multiplies W rows 64 role.. of the tile ---- */
   const int lane = tid % 32, warp = (tid % 128) / 32;
-  float d[BN / 2];
+  /* ACC independent accumulators: k16 slice kk of every stage adds into
+   * acc[kk % ACC], so a stage's wgmmas do not wait on each other (a chain of
+   * four dependent wgmmas per stage capped a block at ~0.35 us per 8 KB box) */
+  constexpr int ACC = kp_wg_acc(BN, WG);
+  float acc[ACC][BN / 2];
   static_assert((LD * 4) % 16 == 0, "float4 rows");
 #pragma unroll
-  for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
+  for (int a = 0; a < ACC; ++a)
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[a][i] = 0.0f;
   const uint32_t ring_addr = kp_smem_addr(ring);
 #pragma unroll 1
   for (int i = 0; i < nst; ++i) {
     const int s = i % T;
+    if (KP_WG_REL && i > 0) { /* the previous stage's wgmmas retire before this stage's wait */
+      kp_wg_wait<0>();
+      if (lane == 0) kp_mbar_arrive(&empty[(i - 1) % T]);
+    }
     kp_mbar_wait(&full[s], (uint32_t)(i / T) & 1u);
     const uint32_t a = ring_addr + (uint32_t)s * stage_bytes + (uint32_t)role * 64 * 128, b = a - role * 64 * 128 + wbox;
     kp_wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < kp_wg_kstep / 16; ++kk) kp_wgmma<DT, BN>(d, kp_wg_desc(a + kk * 32), kp_wg_desc(b + kk * 32));
+    for (int kk = 0; kk < kp_wg_kstep / 16; ++kk)
+      kp_wgmma<DT, BN>(acc[kk % ACC], kp_wg_desc(a + kk * 32), kp_wg_desc(b + kk * 32));
     kp_wg_commit();
-    /* the previous stage's wgmmas have retired: its buffers may be refilled */
-    kp_wg_wait<1>();
-    if (i > 0 && lane == 0) kp_mbar_arrive(&empty[(i - 1) % T]);
+    if (!KP_WG_REL) { /* the previous stage's wgmmas have retired: its buffers may be refilled */
+      kp_wg_wait<1>();
+      if (i > 0 && lane == 0) kp_mbar_arrive(&empty[(i - 1) % T]);
+    }
   }
   kp_wg_wait<0>();
+  /* the accumulators summed in a fixed order: (a0 + a1) + (a2 + a3) */
+  float d[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) {
+    if constexpr (ACC == 4) d[i] = (acc[0][i] + acc[1][i]) + (acc[2][i] + acc[3][i]);
+    else if constexpr (ACC == 2) d[i] = acc[0][i] + acc[1][i];
+    else d[i] = acc[0][i];
+  }
   if (PDL) asm volatile("griddepcontrol.wait;" ::: "memory"); /* before any global write */
 
   /* every consumer is past its last wgmma: the ring becomes the fp32 tile [BM][LD]
