@@ -5,18 +5,20 @@
  * of wgmma m64nNk16, and multiplies it by the activations as the narrow B
  * operand (N = rows padded up to 8, 16, 32, 64 or 128; padded rows are zeros
  * from the copy engine and never stored). One producer warp streams W and x
- * by TMA through a ring of T shared-memory stages of one box of 64 K
- * elements each, guarded by a full and an empty mbarrier; WG consumer
- * warpgroups (one per 64 W rows) wait on full, issue four k16 wgmmas and free
- * the previous stage once its wgmmas retire, so one stage's math overlaps the
- * next one's wait. (Stages of several boxes were tried: fewer blocks fit an
- * SM and the wgmmas serialised; bench/results/h200-2026-12-01-wgmma-f294847.)
+ * by TMA through a ring of T shared-memory stages, guarded by a full and an
+ * empty mbarrier; a stage holds KB boxes of 64 K elements (kp_wg_boxes: up to
+ * 4 where one wave of the grid leaves at most two blocks per SM, else 1).
+ * WG consumer warpgroups (one per 64 W rows) wait on full, issue four k16
+ * wgmmas per box and free the previous stage once its wgmmas retire, so one
+ * box's math overlaps the next one's wait. (A first try at multi-box stages,
+ * f294847, lost to wgmmas serialised in divergent code; a block alone on its
+ * SM, one box per stage, moved ~25 GB/s: h200-2026-12-01-wgmma-kb-b8d363c.)
  * K is split over the S blocks of a thread-block cluster (grid.y = S): each
  * block leaves its fp32 tile in its shared memory, and after a cluster barrier
  * block q sums the q-th slice of the outputs over the S tiles in rank order
  * (distributed shared memory) and stores y: no scratch, one node, and the bits
  * depend on S only (each block's K range and the fixed sum order), not on WG,
- * or T: one class head per S.
+ * T or the boxes per stage: one class head per S.
  *   gated: the tile is BM/2 gate rows over the matching BM/2 up rows (two TMA
  *          boxes per K box); silu(g) * u in fp32 in the epilogue.
  *   .pdl:  the first T stages' W boxes are issued before griddepcontrol.wait,
@@ -51,26 +53,6 @@ struct kp_wgmma_args {
 };
 
 #if defined(KP_WGMMA_DEVICE)
-/* dev knobs, for A/B builds of this file only (bench/gpu/wgmma-dev.sh VARIANTS);
- * the library is built with the defaults */
-#ifndef KP_WG_ACC_MAX
-#define KP_WG_ACC_MAX 4 /* most independent accumulators per consumer (1: one chain) */
-#endif
-#ifndef KP_WG_REL
-#define KP_WG_REL 0 /* 1: free stage i-1 before waiting on stage i (wait_group 0) */
-#endif
-#ifndef KP_WG_WPOL
-#define KP_WG_WPOL 0 /* 0: W loads hint evict-first; 1: no hint (evict-normal) */
-#endif
-
-/* independent accumulators per consumer thread, by N = BN (the padded rows)
- * and the consumer warpgroups: at most 64 fp32 registers, 128 where one or two
- * warpgroups leave the room (N = 128); the sum order, so the bits, follow it */
-__device__ static constexpr int kp_wg_acc(int bn, int wg) {
-  const int a = bn <= 32 ? 4 : bn == 64 ? 2 : wg <= 2 ? 2 : 1;
-  return a < KP_WG_ACC_MAX ? a : KP_WG_ACC_MAX;
-}
-
 template <int DT, int BN, int WG, int MODE, bool PDL>
 __global__ void __launch_bounds__(128 * WG + 32)
     kp_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap,
@@ -113,8 +95,7 @@ __global__ void __launch_bounds__(128 * WG + 32)
     if (tid == consumers) {
       kp_prefetch_tensormap(&wmap);
       kp_prefetch_tensormap(&xmap);
-      const uint64_t pol_w = KP_WG_WPOL ? kp_policy_evict_normal() : kp_policy_evict_first(),
-                     pol_x = kp_policy_evict_last();
+      const uint64_t pol_w = kp_policy_evict_first(), pol_x = kp_policy_evict_last();
       /* the W boxes of stage i back to back: one row's K chunks leave together */
       auto load_w = [&](int i, int s) {
         for (int j = 0; j < boxes(i); ++j) {
@@ -157,50 +138,31 @@ __global__ void __launch_bounds__(128 * WG + 32)
 
   /* ---- consumers: warpgroup role multiplies W rows 64 role.. of the tile ---- */
   const int lane = tid % 32, warp = (tid % 128) / 32;
-  /* ACC independent accumulators: k16 slice kk of every stage adds into
-   * acc[kk % ACC], so a stage's wgmmas do not wait on each other (a chain of
-   * four dependent wgmmas per stage capped a block at ~0.35 us per 8 KB box) */
-  constexpr int ACC = kp_wg_acc(BN, WG);
-  float acc[ACC][BN / 2];
+  float d[BN / 2];
   static_assert((LD * 4) % 16 == 0, "float4 rows");
 #pragma unroll
-  for (int a = 0; a < ACC; ++a)
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) acc[a][i] = 0.0f;
+  for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
   const uint32_t ring_addr = kp_smem_addr(ring);
+  /* one K box per iteration, the loop of one box per stage, with the barriers
+   * at a stage's first box only (b8d363c looped over a stage's boxes around the
+   * wgmmas and ran N = 64 and 128 4-50 % slower than one box per stage did) */
+  const int nbx = b1 - b0;
 #pragma unroll 1
-  for (int i = 0; i < nst; ++i) {
-    const int s = i % T;
-    if (KP_WG_REL && i > 0) { /* the previous stage's wgmmas retire before this stage's wait */
-      kp_wg_wait<0>();
-      if (lane == 0) kp_mbar_arrive(&empty[(i - 1) % T]);
-    }
-    kp_mbar_wait(&full[s], (uint32_t)(i / T) & 1u);
+  for (int x = 0; x < nbx; ++x) {
+    const int i = x / KB, j = x - i * KB, s = i % T;
+    if (j == 0) kp_mbar_wait(&full[s], (uint32_t)(i / T) & 1u);
+    const uint32_t box = ring_addr + (uint32_t)s * stage_bytes + (uint32_t)j * box_bytes;
+    const uint32_t a = box + (uint32_t)role * 64 * 128, b = box + wbox;
     kp_wg_fence();
-    const int nb = boxes(i);
-#pragma unroll 1
-    for (int j = 0; j < nb; ++j) {
-      const uint32_t box = ring_addr + (uint32_t)s * stage_bytes + (uint32_t)j * box_bytes;
-      const uint32_t a = box + (uint32_t)role * 64 * 128, b = box + wbox;
 #pragma unroll
-      for (int kk = 0; kk < kp_wg_kstep / 16; ++kk)
-        kp_wgmma<DT, BN>(acc[kk % ACC], kp_wg_desc(a + kk * 32), kp_wg_desc(b + kk * 32));
-    }
+    for (int kk = 0; kk < kp_wg_kstep / 16; ++kk) kp_wgmma<DT, BN>(d, kp_wg_desc(a + kk * 32), kp_wg_desc(b + kk * 32));
     kp_wg_commit();
-    if (!KP_WG_REL) { /* the previous stage's wgmmas have retired: its buffers may be refilled */
-      kp_wg_wait<1>();
-      if (i > 0 && lane == 0) kp_mbar_arrive(&empty[(i - 1) % T]);
-    }
+    /* the previous box's wgmmas have retired: at a stage's first box, the
+     * previous stage's buffers may be refilled */
+    kp_wg_wait<1>();
+    if (j == 0 && i > 0 && lane == 0) kp_mbar_arrive(&empty[(i - 1) % T]);
   }
   kp_wg_wait<0>();
-  /* the accumulators summed in a fixed order: (a0 + a1) + (a2 + a3) */
-  float d[BN / 2];
-#pragma unroll
-  for (int i = 0; i < BN / 2; ++i) {
-    if constexpr (ACC == 4) d[i] = (acc[0][i] + acc[1][i]) + (acc[2][i] + acc[3][i]);
-    else if constexpr (ACC == 2) d[i] = acc[0][i] + acc[1][i];
-    else d[i] = acc[0][i];
-  }
   if (PDL) asm volatile("griddepcontrol.wait;" ::: "memory"); /* before any global write */
 
   /* every consumer is past its last wgmma: the ring becomes the fp32 tile [BM][LD]
@@ -291,7 +253,6 @@ int kp_wgmma_fits(int wg, int stages, int s, int32_t m) {
          kp_wg_smem(wg, stages, 1, m) <= kp_wg_smem_cap;
 }
 
-
 #if defined(KPICK_GPU_CUDA) && defined(KPICK_WGMMA_BUILT)
 typedef void (*kp_wgmma_fn)(const CUtensorMap, const CUtensorMap, kp_wgmma_args);
 
@@ -300,18 +261,24 @@ typedef void (*kp_wgmma_fn)(const CUtensorMap, const CUtensorMap, kp_wgmma_args)
 #define KP_WG_KB_MAX 4 /* most K boxes per stage */
 #endif
 #ifndef KP_WG_KB_SPREAD
-#define KP_WG_KB_SPREAD 2 /* stages of several boxes where the grid has at most this many blocks per SM */
+#define KP_WG_KB_SPREAD 2 /* stages of several boxes only where one wave needs at most this many blocks per SM */
 #endif
+static constexpr size_t kp_wg_sm_smem = 228 * 1024; /* shared memory of one sm_90 SM, 1 KB of it reserved per block */
 
-/* K boxes per stage. A block that streams alone on its SM (few tiles: qkv, o,
- * down of a 7-8B model) was capped at about one 8 KB box per DRAM round trip,
- * whatever the ring depth (h200-2026-12-01-wgmma-kb-*): it then takes up to
- * KB_MAX boxes per stage, as many as fit; a grid of many blocks per SM keeps
- * one box per stage, so more blocks stay resident. The bits do not depend on it. */
+/* K boxes per stage. A block alone (or one of two) on its SM moved about one
+ * 8 KB box per DRAM round trip whatever the ring depth, ~25 GB/s, where a
+ * stage of 4 boxes, one row's K chunks requested back to back, streams the
+ * mid shapes near the read floor at rows 8-32 (h200-2026-12-01-wgmma-kb-b8d363c);
+ * a grid of many blocks per SM keeps one box per stage, so they stay resident
+ * (multi-box stages there cost 10-50 %). The stage shrinks until one wave of
+ * the grid fits the SMs' shared memory. The bits do not depend on it. */
 static int kp_wg_boxes(int wg, int stages, int32_t m, int64_t blocks, int sms) {
-  if (blocks > (int64_t)KP_WG_KB_SPREAD * sms) return 1;
+  const int64_t per_sm = (blocks + sms - 1) / sms;
+  if (per_sm > KP_WG_KB_SPREAD) return 1;
+  size_t room = kp_wg_sm_smem / (size_t)per_sm - 2048; /* its reserved KB and the static barriers */
+  if (room > kp_wg_smem_cap) room = kp_wg_smem_cap;
   int kb = KP_WG_KB_MAX;
-  while (kb > 1 && kp_wg_smem(wg, stages, kb, m) > kp_wg_smem_cap) kb /= 2;
+  while (kb > 1 && kp_wg_smem(wg, stages, kb, m) > room) kb /= 2;
   return kb;
 }
 
