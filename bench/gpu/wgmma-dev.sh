@@ -1,38 +1,105 @@
 #!/usr/bin/env bash
 # wgmma-dev.sh: one device call for wgmma-family work, from the repo root with
-# .devcarry carried: the CUDA build, the selftest's parity (every candidate on
-# odd shapes, rows 1..128, bf16 and fp16), Nsight Compute over a plan
-# (profile-wgmma.sh), then sweeps (every candidate, in-step timing, parity
-# before timing) into stores/dev. Logs and stores come back in $OUT/dev.tar.xz.
-#   PLAN=plan-file SWEEPS="sweep args;sweep args" bash bench/gpu/wgmma-dev.sh   (both optional; plan lines as in profile-wgmma.sh)
+# .devcarry carried: the CUDA build, A/B builds of wgmma.hip with its dev
+# knobs (each linked with this build's other objects), the selftest's parity
+# (every candidate on odd shapes, rows 1..128, bf16 and fp16), whole-step fp64
+# checks with every linear or gated call forced onto one candidate, Nsight
+# Compute over a plan (profile-wgmma.sh), then sweeps (in-step timing, parity
+# before timing) into stores/dev, or stores/var-NAME for a variant's. Logs and
+# stores come back in $OUT/dev.tar.xz; the summary in $OUT/summary.txt.
+#   VARIANTS="name:-DKP_WG_X=v ...;name2:..."   wgmma.hip built with these overrides
+#   CHECKS="lib:candidate:model:layers:c;..."   serve-bench --check-step with
+#                             KPICK_FORCE=candidate; lib is "this" or a variant name
+#   PLAN=plan-file            Nsight Compute plan (lines as in profile-wgmma.sh)
+#   SWEEPS="args;@name args;..."  sweeps in this order; "@name " first: variant name's library
+#   BUDGET_S                  seconds the steps may take (default 250): a step that
+#                             would pass it is skipped, and the logs are packed
+# All optional.
 set -uo pipefail
 out=${OUT:-build/gpu-dev}
 mkdir -p "$out" build logs
 t0=$(date +%s)
 log() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/summary.txt"; }
+room() { [ $(( $(date +%s) - t0 + $1 )) -le "${BUDGET_S:-250}" ] || { log "skipped past the budget: $2"; return 1; }; }
+left() { echo $(( ${BUDGET_S:-250} - ($(date +%s) - t0) )); } # seconds of the budget left: a step's timeout
 
 xz -dc .devcarry/node.xz > /usr/local/bin/node && chmod +x /usr/local/bin/node
 [ -d node_modules ] || tar xJf .devcarry/nm.tar.xz
 . bench/gpu/nvcc-env.sh # sets nvcc_cmd
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader >> "$out/summary.txt" 2>&1
+
+# the variants' wgmma.o, compiled beside the plain build
+IFS=';' read -ra vlist <<< "${VARIANTS:-}"
+vpids=()
+for v in "${vlist[@]}"; do
+  name=${v%%:*} flags=${v#*:}
+  mkdir -p "build/var-$name"
+  # shellcheck disable=SC2086
+  $nvcc_cmd -O3 -std=c++17 -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -DKPICK_WGMMA_BUILT -DKPICK_GPU_CUDA \
+    -DKPICK_BACKEND_GPU -DKPICK_GPU_ARCHS='"sm_90"' $flags -x cu -c hip-lib/src/gpu/wgmma.hip -o "build/var-$name/wgmma.o" \
+    > "logs/build-var-$name.log" 2>&1 &
+  vpids+=($!)
+done
 make -j"$(nproc)" GPU=cuda NVCC="$nvcc_cmd" > logs/build.log 2>&1 || { log "build failed"; tail -30 logs/build.log; }
 log "built"
+for p in "${vpids[@]}"; do wait "$p"; done
+objs=$(ls build/cuda/*.o | grep -v '/wgmma\.o$')
+for v in "${vlist[@]}"; do
+  name=${v%%:*}
+  # shellcheck disable=SC2086
+  $nvcc_cmd -shared -o "build/var-$name/libkpick-cuda.so" "build/var-$name/wgmma.o" $objs -cudart shared -lcublasLt \
+    >> "logs/build-var-$name.log" 2>&1 || log "variant $name: build failed: $(tail -3 "logs/build-var-$name.log")"
+done
+log "variants linked: ${#vlist[@]}"
+
 gcc -O2 -std=gnu11 -Wall -o build/selftest bench/gpu/selftest.c -Lbuild -lkpick-cuda -Wl,-rpath,"$PWD/build" -lm
-timeout 90 build/selftest parity > logs/parity.log 2>&1
+timeout "$(left)" build/selftest parity > logs/parity.log 2>&1
 log "selftest parity: exit $? ($(grep -c ' PASS$' logs/parity.log) PASS, $(grep -c ' FAIL$' logs/parity.log) FAIL)"
 grep -E "FAIL|AVAIL|SUMMARY" logs/parity.log | head -20 >> "$out/summary.txt"
+
+export KPICK_BACKEND=cuda NO_COLOR=1
+IFS=';' read -ra checks <<< "${CHECKS:-}"
+for c in "${checks[@]}"; do
+  IFS=':' read -r which cand model layers conc <<< "$c"
+  clib=$PWD/build/libkpick-cuda.so
+  [ "$which" = this ] || clib=$PWD/build/var-$which/libkpick-cuda.so
+  tag="$which-$cand-$model-c$conc"
+  room 8 "check $tag" || continue
+  KPICK_LIB=$clib KPICK_FORCE=$cand timeout "$(left)" node --import tsx scripts/serve-bench.ts --model "$model" --layers "$layers" \
+    --c "$conc" --steps 4 --runs 1 --identity-steps 8 --check-step --json > "logs/check-$tag.jsonl" 2> "logs/check-$tag.log"
+  rc=$?
+  log "check $tag: exit $rc; $(grep -h 'step check' "logs/check-$tag.log" | tr '\n' ' ' | cut -c1-400)"
+done
 
 if [ -n "${PLAN:-}" ]; then
   OUT=$PWD/logs PROFILE_LIMIT_S=40 bash bench/gpu/profile-wgmma.sh "$PLAN" > logs/profile.log 2>&1
   log "profile: $(tail -1 logs/profile.log)"
 fi
 
-export KPICK_BACKEND=cuda NO_COLOR=1
+# sweep TAG LIB STORE ARGS...
+sweep() {
+  local tag=$1 lib=$2 store=$3
+  shift 3
+  room 12 "sweep $tag" || return 0
+  local s=$(date +%s)
+  KPICK_LIB=$lib timeout "$(left)" node --import tsx scripts/sweep.ts "$@" --store "$store" > "logs/sweep-$tag.jsonl" 2> "logs/sweep-$tag.log"
+  log "sweep $tag ($*): exit $? in $(( $(date +%s) - s )) s; $(grep -o '[0-9]* failed parity' "logs/sweep-$tag.log" | tail -1)"
+}
+lib=$PWD/build/libkpick-cuda.so
 IFS=';' read -ra sweeps <<< "${SWEEPS:-}"
 n=0
 for args in "${sweeps[@]}"; do
-  n=$((n + 1)); s=$(date +%s)
-  timeout 150 node --import tsx scripts/sweep.ts $args --store stores/dev > "logs/sweep-$n.jsonl" 2> "logs/sweep-$n.log"
-  log "sweep $n ($args): exit $? in $(( $(date +%s) - s )) s"
+  n=$((n + 1))
+  if [[ $args == @* ]]; then
+    name=${args%% *} name=${name#@} args=${args#* }
+    [ -f "build/var-$name/libkpick-cuda.so" ] || { log "sweep $n: no library for variant $name"; continue; }
+    # shellcheck disable=SC2086
+    sweep "$n-var-$name" "$PWD/build/var-$name/libkpick-cuda.so" "stores/var-$name" $args
+  else
+    # shellcheck disable=SC2086
+    sweep "$n" "$lib" stores/dev $args
+  fi
 done
+
 tar cJf "$out/dev.tar.xz" stores logs 2>/dev/null
 log "packed $(du -h "$out/dev.tar.xz" | cut -f1)"

@@ -5,18 +5,20 @@
  * of wgmma m64nNk16, and multiplies it by the activations as the narrow B
  * operand (N = rows padded up to 8, 16, 32, 64 or 128; padded rows are zeros
  * from the copy engine and never stored). One producer warp streams W and x
- * by TMA through a ring of T shared-memory stages of one box of 64 K
- * elements each, guarded by a full and an empty mbarrier; WG consumer
- * warpgroups (one per 64 W rows) wait on full, issue four k16 wgmmas and free
- * the previous stage once its wgmmas retire, so one stage's math overlaps the
- * next one's wait. (Stages of several boxes were tried: fewer blocks fit an
- * SM and the wgmmas serialised; bench/results/h200-2026-12-01-wgmma-f294847.)
+ * by TMA through a ring of T shared-memory stages, guarded by a full and an
+ * empty mbarrier; a stage holds KB boxes of 64 K elements (kp_wg_boxes: up to
+ * 4 where one wave of the grid leaves at most two blocks per SM, else 1).
+ * WG consumer warpgroups (one per 64 W rows) wait on full, issue four k16
+ * wgmmas per box and free the previous stage once its wgmmas retire, so one
+ * box's math overlaps the next one's wait. (A first try at multi-box stages,
+ * f294847, lost to wgmmas serialised in divergent code; a block alone on its
+ * SM, one box per stage, moved ~25 GB/s: h200-2026-12-01-wgmma-kb-b8d363c.)
  * K is split over the S blocks of a thread-block cluster (grid.y = S): each
  * block leaves its fp32 tile in its shared memory, and after a cluster barrier
  * block q sums the q-th slice of the outputs over the S tiles in rank order
  * (distributed shared memory) and stores y: no scratch, one node, and the bits
  * depend on S only (each block's K range and the fixed sum order), not on WG,
- * or T: one class head per S.
+ * T or the boxes per stage: one class head per S.
  *   gated: the tile is BM/2 gate rows over the matching BM/2 up rows (two TMA
  *          boxes per K box); silu(g) * u in fp32 in the epilogue.
  *   .pdl:  the first T stages' W boxes are issued before griddepcontrol.wait,
@@ -47,6 +49,7 @@ struct kp_wgmma_args {
   int64_t n;      /* output columns */
   int32_t nbox;   /* ceil(K / 64) */
   int32_t stages; /* T */
+  int32_t kb;     /* K boxes per stage (kp_wg_boxes) */
 };
 
 #if defined(KP_WGMMA_DEVICE)
@@ -55,7 +58,7 @@ __global__ void __launch_bounds__(128 * WG + 32)
     kp_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap,
                     kp_wgmma_args p) {
   constexpr int BM = 64 * WG, consumers = 128 * WG;
-  constexpr uint32_t wbox = BM * 128, xbox = BN * 128, stage_bytes = wbox + xbox;
+  constexpr uint32_t wbox = BM * 128, xbox = BN * 128, box_bytes = wbox + xbox;
   constexpr int LD = BN + kp_wg_pad; /* epilogue tile row stride, in floats */
   constexpr int OUT = MODE == KP_WG_GATED ? BM / 2 : BM;
   if (PDL) kp_pdl_trigger();
@@ -63,7 +66,8 @@ __global__ void __launch_bounds__(128 * WG + 32)
   extern __shared__ uint8_t kp_wg_raw[];
   __shared__ uint64_t full[kp_wg_max_stages], empty[kp_wg_max_stages];
   uint8_t *const ring = (uint8_t *)(((uintptr_t)kp_wg_raw + 1023) & ~(uintptr_t)1023);
-  const int T = p.stages;
+  const int T = p.stages, KB = p.kb;
+  const uint32_t stage_bytes = (uint32_t)KB * box_bytes;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -77,7 +81,8 @@ __global__ void __launch_bounds__(128 * WG + 32)
 
   const int S = gridDim.y, sp = blockIdx.y, tile = blockIdx.x;
   const int b0 = (int)((int64_t)sp * p.nbox / S), b1 = (int)((int64_t)(sp + 1) * p.nbox / S);
-  const int nst = b1 - b0;
+  const int nst = (b1 - b0 + KB - 1) / KB;                              /* stages */
+  auto boxes = [&](int i) { return min(KB, b1 - b0 - i * KB); };       /* K boxes of stage i */
   const int64_t N = p.n;
   const int M = p.m;
   const int64_t n0 = (int64_t)tile * OUT;
@@ -91,20 +96,23 @@ __global__ void __launch_bounds__(128 * WG + 32)
       kp_prefetch_tensormap(&wmap);
       kp_prefetch_tensormap(&xmap);
       const uint64_t pol_w = kp_policy_evict_first(), pol_x = kp_policy_evict_last();
+      /* the W boxes of stage i back to back: one row's K chunks leave together */
       auto load_w = [&](int i, int s) {
-        uint8_t *dst = ring + (size_t)s * stage_bytes;
-        const int32_t k = (b0 + i) * kp_wg_kstep;
-        if constexpr (MODE == KP_WG_GATED) {
-          kp_tma_load(dst, &wmap, k, (int32_t)n0, &full[s], pol_w);
-          kp_tma_load(dst + wbox / 2, &wmap, k, (int32_t)(N + n0), &full[s], pol_w);
-        } else {
-          kp_tma_load(dst, &wmap, k, (int32_t)n0, &full[s], pol_w);
+        for (int j = 0; j < boxes(i); ++j) {
+          uint8_t *dst = ring + (size_t)s * stage_bytes + (size_t)j * box_bytes;
+          const int32_t k = (b0 + i * KB + j) * kp_wg_kstep;
+          if constexpr (MODE == KP_WG_GATED) {
+            kp_tma_load(dst, &wmap, k, (int32_t)n0, &full[s], pol_w);
+            kp_tma_load(dst + wbox / 2, &wmap, k, (int32_t)(N + n0), &full[s], pol_w);
+          } else {
+            kp_tma_load(dst, &wmap, k, (int32_t)n0, &full[s], pol_w);
+          }
         }
       };
       /* PDL: the weights of the first stages stream while the previous kernel ends */
       const int pre = PDL ? (T < nst ? T : nst) : 0;
       for (int i = 0; i < pre; ++i) {
-        kp_mbar_expect_tx(&full[i], stage_bytes);
+        kp_mbar_expect_tx(&full[i], (uint32_t)boxes(i) * box_bytes);
         load_w(i, i);
       }
       if (PDL) asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -112,10 +120,12 @@ __global__ void __launch_bounds__(128 * WG + 32)
         const int s = i % T, round = i / T;
         if (i >= pre) {
           if (round > 0) kp_mbar_wait(&empty[s], (uint32_t)(round - 1) & 1u);
-          kp_mbar_expect_tx(&full[s], stage_bytes);
+          kp_mbar_expect_tx(&full[s], (uint32_t)boxes(i) * box_bytes);
           load_w(i, s);
         }
-        kp_tma_load(ring + (size_t)s * stage_bytes + wbox, &xmap, (b0 + i) * kp_wg_kstep, 0, &full[s], pol_x);
+        for (int j = 0; j < boxes(i); ++j)
+          kp_tma_load(ring + (size_t)s * stage_bytes + (size_t)j * box_bytes + wbox, &xmap,
+                      (b0 + i * KB + j) * kp_wg_kstep, 0, &full[s], pol_x);
       }
     }
     __syncwarp();
@@ -133,18 +143,24 @@ __global__ void __launch_bounds__(128 * WG + 32)
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
   const uint32_t ring_addr = kp_smem_addr(ring);
+  /* one K box per iteration, the loop of one box per stage, with the barriers
+   * at a stage's first box only (b8d363c looped over a stage's boxes around the
+   * wgmmas and ran N = 64 and 128 4-50 % slower than one box per stage did) */
+  const int nbx = b1 - b0;
 #pragma unroll 1
-  for (int i = 0; i < nst; ++i) {
-    const int s = i % T;
-    kp_mbar_wait(&full[s], (uint32_t)(i / T) & 1u);
-    const uint32_t a = ring_addr + (uint32_t)s * stage_bytes + (uint32_t)role * 64 * 128, b = a - role * 64 * 128 + wbox;
+  for (int x = 0; x < nbx; ++x) {
+    const int i = x / KB, j = x - i * KB, s = i % T;
+    if (j == 0) kp_mbar_wait(&full[s], (uint32_t)(i / T) & 1u);
+    const uint32_t box = ring_addr + (uint32_t)s * stage_bytes + (uint32_t)j * box_bytes;
+    const uint32_t a = box + (uint32_t)role * 64 * 128, b = box + wbox;
     kp_wg_fence();
 #pragma unroll
     for (int kk = 0; kk < kp_wg_kstep / 16; ++kk) kp_wgmma<DT, BN>(d, kp_wg_desc(a + kk * 32), kp_wg_desc(b + kk * 32));
     kp_wg_commit();
-    /* the previous stage's wgmmas have retired: its buffers may be refilled */
+    /* the previous box's wgmmas have retired: at a stage's first box, the
+     * previous stage's buffers may be refilled */
     kp_wg_wait<1>();
-    if (i > 0 && lane == 0) kp_mbar_arrive(&empty[(i - 1) % T]);
+    if (j == 0 && i > 0 && lane == 0) kp_mbar_arrive(&empty[(i - 1) % T]);
   }
   kp_wg_wait<0>();
   if (PDL) asm volatile("griddepcontrol.wait;" ::: "memory"); /* before any global write */
@@ -224,21 +240,47 @@ static constexpr int kp_wg_bn(int32_t m) { return m <= 8 ? 8 : m <= 16 ? 16 : m 
 
 static constexpr size_t kp_wg_smem_cap = 227 * 1024; /* sm_90 opt-in limit per block */
 
-static size_t kp_wg_smem(int wg, int stages, int32_t m) {
+static size_t kp_wg_smem(int wg, int stages, int kb, int32_t m) {
   const size_t bn = (size_t)kp_wg_bn(m), bm = 64 * (size_t)wg;
   /* the tile's stride must be the kernel's: a stale one under-allocated the
    * configurations whose tile outgrows the ring (h200-2026-12-01-wgmma-12adcac) */
-  const size_t ring = (size_t)stages * (bm + bn) * 128, tile = bm * (bn + kp_wg_pad) * 4;
+  const size_t ring = (size_t)stages * kb * (bm + bn) * 128, tile = bm * (bn + kp_wg_pad) * 4;
   return (ring > tile ? ring : tile) + 1024; /* + the 1024-byte alignment of the ring */
 }
 
 int kp_wgmma_fits(int wg, int stages, int s, int32_t m) {
   return stages >= 2 && stages <= kp_wg_max_stages && s >= 1 && s <= kp_wg_max_split &&
-         kp_wg_smem(wg, stages, m) <= kp_wg_smem_cap;
+         kp_wg_smem(wg, stages, 1, m) <= kp_wg_smem_cap;
 }
 
 #if defined(KPICK_GPU_CUDA) && defined(KPICK_WGMMA_BUILT)
 typedef void (*kp_wgmma_fn)(const CUtensorMap, const CUtensorMap, kp_wgmma_args);
+
+/* dev knobs of the stage size, for A/B builds (bench/gpu/wgmma-dev.sh VARIANTS) */
+#ifndef KP_WG_KB_MAX
+#define KP_WG_KB_MAX 4 /* most K boxes per stage */
+#endif
+#ifndef KP_WG_KB_SPREAD
+#define KP_WG_KB_SPREAD 2 /* stages of several boxes only where one wave needs at most this many blocks per SM */
+#endif
+static constexpr size_t kp_wg_sm_smem = 228 * 1024; /* shared memory of one sm_90 SM, 1 KB of it reserved per block */
+
+/* K boxes per stage. A block alone (or one of two) on its SM moved about one
+ * 8 KB box per DRAM round trip whatever the ring depth, ~25 GB/s, where a
+ * stage of 4 boxes, one row's K chunks requested back to back, streams the
+ * mid shapes near the read floor at rows 8-32 (h200-2026-12-01-wgmma-kb-b8d363c);
+ * a grid of many blocks per SM keeps one box per stage, so they stay resident
+ * (multi-box stages there cost 10-50 %). The stage shrinks until one wave of
+ * the grid fits the SMs' shared memory. The bits do not depend on it. */
+static int kp_wg_boxes(int wg, int stages, int32_t m, int64_t blocks, int sms) {
+  const int64_t per_sm = (blocks + sms - 1) / sms;
+  if (per_sm > KP_WG_KB_SPREAD) return 1;
+  size_t room = kp_wg_sm_smem / (size_t)per_sm - 2048; /* its reserved KB and the static barriers */
+  if (room > kp_wg_smem_cap) room = kp_wg_smem_cap;
+  int kb = KP_WG_KB_MAX;
+  while (kb > 1 && kp_wg_smem(wg, stages, kb, m) > room) kb /= 2;
+  return kb;
+}
 
 /* The kernels of one wgmma row of space.def (rows.h): k[dtype][log2(BN / 8)]
  * for every BN its rows reach (kp_wg_bn); empty for rows of other families. */
@@ -314,13 +356,20 @@ int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s) {
   if (!k || wg != kp_defs[c->cand].p0 || !kp_wgmma_fits(wg, stages, s, c->m))
     return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "no kernel for m=%d, WG=%d, T=%d, S=%d, pdl=%d", (int)c->m, wg,
                    stages, s, c->pdl);
-  const size_t smem = kp_wg_smem(wg, stages, c->m);
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      n = 0;
+    return n > 0 ? n : 132;
+  }();
   /* built per launch: encoding is host work only (no device call) */
   CUtensorMap wmap, xmap;
   KP_TRY(kp_wg_map(&wmap, c->dtype, c->w, gated ? 2 * c->n : c->n, c->k, gated ? 32 * wg : 64 * wg));
   KP_TRY(kp_wg_map(&xmap, c->dtype, c->x, c->m, c->k, bn));
   const int64_t rows = gated ? 32 * wg : 64 * wg, tiles = (c->n + rows - 1) / rows;
-  kp_wgmma_args a = {(uint16_t *)c->y, c->m, c->n, (int32_t)((c->k + kp_wg_kstep - 1) / kp_wg_kstep), stages};
+  const int kb = kp_wg_boxes(wg, stages, c->m, tiles * s, sms);
+  const size_t smem = kp_wg_smem(wg, stages, kb, c->m);
+  kp_wgmma_args a = {(uint16_t *)c->y, c->m, c->n, (int32_t)((c->k + kp_wg_kstep - 1) / kp_wg_kstep), stages, kb};
   KP_GPU(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[2];
