@@ -5,13 +5,15 @@
 # parity of every candidate on every decode linear of the five presets at
 # every rows bucket. Run from the repo root with .devcarry carried
 # (../shared/device/prep.sh; node_modules packed as .devcarry/nm.tar.xz).
-#   bash bench/gpu/pipeline.sh [step ...]   steps: build sweep promote bench parity timing serve pdl-rows peer profile shard abi
+#   bash bench/gpu/pipeline.sh [step ...]   steps: build sweep promote bench parity timing serve pdl-rows peer profile shard x2 abi
 #   (default: sweep promote bench parity; build: only the build every call does; timing: a fresh Llama-3.1-8B sweep, for
 #   the 60 s target; serve: serve-bench of the presets through the table; pdl-rows: the same serve-bench through a
 #   second table promoted from the same store with the old rule, --pdl-rows 2, into tables-pdl2/; peer: the whole-step
 #   check, then serve-bench and the PyTorch peer of bench/peers/ on $PEER_MODELS at $PEER_C, joined in
 #   $OUT/peer-summary.jsonl; shard: a sharded sweep on one GPU against an unsharded one, their tables compared, and the
-#   fleet check plain and beside a bandwidth hog; abi: the route, route-fuzz and kpick_linear suites of tests/ against
+#   fleet check plain and beside a bandwidth hog; x2: the same on a two-GPU host, one shard per GPU against one GPU
+#   alone (the two-GPU records join stores/h200); SWEEP_GPUS=0,1 makes the sweep step shard each preset over GPUs;
+#   SWEEP_PRESETS replaces its preset list; abi: the route, route-fuzz and kpick_linear suites of tests/ against
 #   build/libkpick-cuda.so, with the table in tables/, into logs/abi.log)
 # Everything comes back as $OUT/pipeline.tar.xz (stores, tables, logs) and
 # $OUT/summary.txt; each step has its own time limit so the pack always runs.
@@ -58,7 +60,15 @@ for want in $steps; do
   case $want in
     build) ;; # every call builds first: this step adds nothing
     sweep)
-      for m in $presets; do step "sweep-$m" 150 node --import tsx scripts/sweep.ts --model "$m" --rows $rows --store stores/h200; done ;;
+      # SWEEP_GPUS=0,1: each preset as one shard per GPU (deploy/one-host.sh) into the same store
+      for m in ${SWEEP_PRESETS:-$presets}; do
+        if [ -n "${SWEEP_GPUS:-}" ]; then
+          step "sweep-$m" 150 env KPICK_GPUS="$SWEEP_GPUS" KPICK_LOG_DIR="logs/sweep-$m" bash deploy/one-host.sh --model "$m" --rows $rows --store stores/h200
+          grep -h 'sweep:' logs/sweep-"$m"/shard-*.log >> "$summary"
+        else
+          step "sweep-$m" 150 node --import tsx scripts/sweep.ts --model "$m" --rows $rows --store stores/h200
+        fi
+      done ;;
     promote)
       step promote 60 node --import tsx scripts/promote.ts --store stores/h200 --tables-dir tables --json
       step refuse-check 30 node --import tsx scripts/refuse-check.ts --tables-dir tables --json
@@ -144,6 +154,39 @@ for want in $steps; do
       step shard-fleet-pool 30 node --import tsx scripts/fleet.ts logs/shard-fleet-plain.jsonl logs/shard-fleet-hog.jsonl --json
       tail -n 1 logs/shard-fleet-pool-plain.log >> "$summary"
       cat logs/shard-fleet-pool.log >> "$summary" ;;
+    x2)
+      # issue 15 on a two-GPU host: the $X2_MODELS sweep as one shard per GPU
+      # (deploy/one-host.sh, GPUs 0 and 1) into the table's store, against the same
+      # sweep on GPU 0 alone into stores/x2-one, wall time of each; both promoted,
+      # their choices compared. Then the fleet check of each GPU against the
+      # two-GPU table, pooled (must pass), and GPU 1 again beside a bandwidth hog
+      # on GPU 1, pooled with GPU 0 (must flag GPU 1 alone).
+      xm=${X2_MODELS:-Llama-3.1-8B Qwen3-8B}
+      rm -rf stores/x2-two stores/x2-one tables-x2two tables-x2one logs/x2-*
+      s=$(date +%s)
+      for m in $xm; do step "x2-two-$m" 150 env KPICK_GPUS=0,1 KPICK_LOG_DIR="logs/x2-two-$m" bash deploy/one-host.sh --model "$m" --rows $rows --store stores/x2-two; done
+      two=$(( $(date +%s) - s )); s=$(date +%s)
+      for m in $xm; do step "x2-one-$m" 150 env CUDA_VISIBLE_DEVICES=0 node --import tsx scripts/sweep.ts --model "$m" --rows $rows --store stores/x2-one; done
+      one=$(( $(date +%s) - s ))
+      log "x2: the $xm sweep took $two s on two GPUs (one shard each), $one s on one GPU: ratio $(awk "BEGIN{printf \"%.3f\", $two/$one}") (target <= 0.6)"
+      grep -h 'sweep:' logs/x2-two-*/shard-*.log logs/x2-one-*.log >> "$summary"
+      # the two-GPU records are also the table's (promote pools shards of one identity)
+      mkdir -p stores/h200 && cp stores/x2-two/*.jsonl stores/h200/
+      step x2-promote-two 60 node --import tsx scripts/promote.ts --store stores/x2-two --tables-dir tables-x2two --json
+      step x2-promote-one 60 node --import tsx scripts/promote.ts --store stores/x2-one --tables-dir tables-x2one --json
+      t2=$(find tables-x2two -name decode_gemm.json | head -1); t1=$(find tables-x2one -name decode_gemm.json | head -1)
+      step x2-agree 30 node --import tsx scripts/agree.ts --table "$t2" --table "$t1" --json
+      tail -n 1 logs/x2-agree.log >> "$summary"
+      for g in 0 1; do step "x2-fleet-gpu$g" 90 env CUDA_VISIBLE_DEVICES=$g node --import tsx scripts/check.ts --quick --table "$t2" --node "h200-gpu$g"; done
+      step x2-fleet-pool 30 node --import tsx scripts/fleet.ts logs/x2-fleet-gpu0.jsonl logs/x2-fleet-gpu1.jsonl --json
+      CUDA_VISIBLE_DEVICES=1 python3 bench/gpu/bandwidth-hog.py logs/x2-hog.ready 150 2> logs/x2-hog.log & hog=$!
+      for _ in $(seq 60); do [ -e logs/x2-hog.ready ] && break; sleep 1; done
+      [ -e logs/x2-hog.ready ] && log "x2: bandwidth hog running on GPU 1" || log "x2: the bandwidth hog did not start (logs/x2-hog.log)"
+      step x2-fleet-gpu1-hog 90 env CUDA_VISIBLE_DEVICES=1 node --import tsx scripts/check.ts --quick --table "$t2" --node h200-gpu1-hog
+      kill $hog 2>/dev/null; wait $hog 2>/dev/null
+      step x2-fleet-pool-hog 30 node --import tsx scripts/fleet.ts logs/x2-fleet-gpu0.jsonl logs/x2-fleet-gpu1-hog.jsonl --json
+      tail -q -n 1 logs/x2-fleet-gpu*.log >> "$summary"
+      cat logs/x2-fleet-pool.log logs/x2-fleet-pool-hog.log >> "$summary" ;;
     abi)
       # The CPU suites, unchanged, on the GPU build (tests/helpers/route-tables.ts
       # follows KPICK_BACKEND): TS and C agree on every entry and bucket of the
@@ -159,5 +202,5 @@ for want in $steps; do
       tail -q -n 3 logs/parity-*.log >> "$summary" ;;
   esac
 done
-tar cJf "$out/pipeline.tar.xz" stores tables logs $(ls -d tables-pdl2 tables-shard* 2>/dev/null) 2>/dev/null
+tar cJf "$out/pipeline.tar.xz" stores tables logs $(ls -d tables-pdl2 tables-shard* tables-x2* 2>/dev/null) 2>/dev/null
 log "packed $(du -h "$out/pipeline.tar.xz" | cut -f1)"
