@@ -219,6 +219,210 @@ int kp_w8a16_launch(const struct kp_call *c, int rows_per_block, int rows_per_wa
   return KPICK_OK;
 }
 
+/* ---- w8a16.mma: the tensor-core W8A16 tile ----
+ * One block per 16 weight rows (linear: outputs n0..n0+15; gated: gate rows
+ * n0..n0+7 over their up rows N+n0..N+n0+7, so a lane holds g and u of the
+ * same output), W warps splitting K in 64-wide blocks (warp w takes blocks w,
+ * w + W, ...), U blocks of weight loads in flight. In a 64-wide block lane l
+ * (group g = l / 4, quarter q = l % 4) loads 16 codes of its two tile rows g
+ * and g + 8 and the 16 bf16 x values of x row g (and g + 8 past 8 rows) at k
+ * = 16 q: four m16n8k16 bf16 steps, step s taking codes and x values 4s..4s+3
+ * of the quarter. That is a permutation of k applied alike to both operands,
+ * so the sums are the plain dot products. Codes become bf16 exactly (e4m3 ->
+ * f16 pair -> fp32 -> bf16 pair; every e4m3 value is a bf16), x goes in as
+ * loaded. The warps' fp32 tiles are summed in warp order through shared
+ * memory: bits depend on W (one class head per W), never on U. NVIDIA sm_89
+ * and later (the e4m3 conversion); absent elsewhere. */
+static constexpr int kp_w8a16_mma_max_warps = 8;
+
+#if defined(KPICK_GPU_CUDA) && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890)
+#define KP_W8A16_MMA 1
+#endif
+
+/* codes 2i, 2i+1 of a word (i = 0: the low pair) as a bf16 pair, low first */
+template <int I>
+__device__ __forceinline__ uint32_t kp_e4m3_bf16x2(uint32_t word) {
+  float lo, hi;
+  kp_e4m3_pair<I>(word, lo, hi);
+  uint32_t r = 0;
+#if defined(KP_W8A16_MMA)
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+  return r;
+}
+
+__device__ __forceinline__ void kp_mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(KP_W8A16_MMA)
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  __builtin_trap();
+#endif
+}
+
+/* T x-row tiles of 8 (M <= 8 T) */
+template <int T, int U, bool GATED, bool PDL>
+__global__ void __launch_bounds__(kp_w8a16_mma_max_warps * 32)
+    kp_w8a16_mma_kernel(const uint16_t *__restrict__ x, const uint8_t *__restrict__ w, uint16_t *__restrict__ y, int32_t M,
+                        int64_t N, int64_t K, int64_t w_rows) {
+#if defined(KP_W8A16_MMA)
+  __shared__ float red[kp_w8a16_mma_max_warps][32][4 * T];
+  if (PDL) kp_pdl_trigger();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  const int g = lane / 4, q = lane % 4;
+  /* the lane's two weight rows (clamped to the last real one: loaded, never stored) */
+  int64_t r0, r1, n_out;
+  if (GATED) {
+    n_out = (int64_t)blockIdx.x * 8 + g;
+    const int64_t n = n_out < N ? n_out : N - 1;
+    r0 = n;
+    r1 = N + n;
+  } else {
+    n_out = (int64_t)blockIdx.x * 16 + g;
+    r0 = n_out < N ? n_out : N - 1;
+    r1 = n_out + 8 < N ? n_out + 8 : N - 1;
+  }
+  const uint8_t *w0 = w + r0 * K + q * 16, *w1 = w + r1 * K + q * 16;
+  /* the lane's x rows g and g + 8 (zeros past M) */
+  const uint16_t *xr[T];
+  bool xv[T];
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    xv[t] = g + 8 * t < M;
+    xr[t] = x + (int64_t)(xv[t] ? g + 8 * t : 0) * K + q * 16;
+  }
+  float acc[T][4];
+#pragma unroll
+  for (int t = 0; t < T; ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
+  const int64_t nblocks = (K + 63) / 64;
+  bool first = true;
+  for (int64_t b0 = warp; b0 < nblocks; b0 += (int64_t)nwarps * U) {
+    kp_v16 wa[U], wb[U];
+    bool in[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t kb = b0 + (int64_t)u * nwarps, k = kb * 64 + q * 16;
+      in[u] = kb < nblocks && k < K; /* K % 16 == 0: a quarter is all in or all out */
+      wa[u] = in[u] ? kp_ld_stream(w0 + kb * 64) : kp_v16{0u, 0u, 0u, 0u};
+      wb[u] = in[u] ? kp_ld_stream(w1 + kb * 64) : kp_v16{0u, 0u, 0u, 0u};
+    }
+    kp_batch_fence(first);
+    first = false;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t kb = b0 + (int64_t)u * nwarps;
+      kp_v16 xa[T], xb[T];
+#pragma unroll
+      for (int t = 0; t < T; ++t) {
+        const bool ok = in[u] && xv[t];
+        xa[t] = ok ? kp_ld_act(xr[t] + kb * 64) : kp_v16{0u, 0u, 0u, 0u};
+        xb[t] = ok ? kp_ld_act(xr[t] + kb * 64 + 8) : kp_v16{0u, 0u, 0u, 0u};
+      }
+      const uint32_t ra[4] = {wa[u].x, wa[u].y, wa[u].z, wa[u].w}, rb[4] = {wb[u].x, wb[u].y, wb[u].z, wb[u].w};
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const uint32_t a[4] = {kp_e4m3_bf16x2<0>(ra[s]), kp_e4m3_bf16x2<0>(rb[s]), kp_e4m3_bf16x2<1>(ra[s]),
+                               kp_e4m3_bf16x2<1>(rb[s])};
+#pragma unroll
+        for (int t = 0; t < T; ++t) {
+          const uint32_t xs[8] = {xa[t].x, xa[t].y, xa[t].z, xa[t].w, xb[t].x, xb[t].y, xb[t].z, xb[t].w};
+          kp_mma_bf16_16816(acc[t], a, xs[2 * s], xs[2 * s + 1]);
+        }
+      }
+    }
+  }
+  kp_batch_fence(true); /* warps with no block still wait before any store */
+#pragma unroll
+  for (int t = 0; t < T; ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) red[warp][lane][4 * t + i] = acc[t][i];
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int t = 0; t < T; ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float v = red[0][lane][4 * t + i];
+      for (int j = 1; j < nwarps; ++j) v += red[j][lane][4 * t + i];
+      acc[t][i] = v;
+    }
+  const float *scales = reinterpret_cast<const float *>(w + KPICK_FP8_SCALES_AT(w_rows, K));
+#pragma unroll
+  for (int t = 0; t < T; ++t)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int m = 8 * t + 2 * q + c;
+      if (m >= M) continue;
+      if (GATED) {
+        if (n_out < N)
+          y[(int64_t)m * N + n_out] = kp_round<KP_DT_BF16>(
+              kp_silu_mul(kp_bf16_round(acc[t][c] * scales[n_out]), kp_bf16_round(acc[t][2 + c] * scales[N + n_out])));
+      } else {
+        if (n_out < N) y[(int64_t)m * N + n_out] = kp_round<KP_DT_BF16>(acc[t][c] * scales[n_out]);
+        if (n_out + 8 < N) y[(int64_t)m * N + n_out + 8] = kp_round<KP_DT_BF16>(acc[t][2 + c] * scales[n_out + 8]);
+      }
+    }
+#else
+  __builtin_trap();
+#endif
+}
+
+typedef void (*kp_w8a16_mma_fn)(const uint16_t *, const uint8_t *, uint16_t *, int32_t, int64_t, int64_t, int64_t);
+
+/* The kernels of one w8a16mma row (rows.h): k[0] for rows 1..8, k[1] for 9..16 */
+struct kp_w8a16_mma_set {
+  kp_w8a16_mma_fn k[2];
+};
+
+template <int ID>
+static kp_w8a16_mma_set kp_w8a16_mma_row() {
+  constexpr kp_def r = kp_defs[ID];
+  kp_w8a16_mma_set s = {};
+  if constexpr (r.family == KP_FAM_w8a16mma && (!r.pdl() || kp_pdl_built)) {
+    static_assert(r.rows_max >= 1 && r.rows_max <= 16, "w8a16.mma: rows stop at 16 (two tiles of 8)");
+    static_assert(r.p0 >= 1 && r.p0 <= kp_w8a16_mma_max_warps, "w8a16.mma: W is 1..8 warps");
+    static_assert(r.p1 == 1 || r.p1 == 2 || r.p1 == 4, "w8a16.mma: U is 1, 2 or 4 blocks in flight");
+    constexpr bool gated = r.op == KPICK_OP_GATED;
+    s.k[0] = kp_w8a16_mma_kernel<1, r.p1, gated, r.pdl()>;
+    if constexpr (r.rows_max > 8) s.k[1] = kp_w8a16_mma_kernel<2, r.p1, gated, r.pdl()>;
+  }
+  return s;
+}
+
+static const kp_w8a16_mma_set kp_w8a16_mma_sets[KP_NCAND] = {
+#define CPU(...)
+#define GPU(id, ...) kp_w8a16_mma_row<KP_CAND_##id>(),
+#include "../space.def"
+};
+
+int kp_w8a16_mma_built(int32_t cand) {
+#if defined(KP_W8A16_MMA)
+  return kp_w8a16_mma_sets[cand].k[0] != nullptr;
+#else
+  return 0;
+#endif
+}
+
+int kp_w8a16_mma_launch(const struct kp_call *c, int warps) {
+  const kp_w8a16_mma_fn k = c->m >= 1 && c->m <= 8 ? kp_w8a16_mma_sets[c->cand].k[0]
+                            : c->m <= 16           ? kp_w8a16_mma_sets[c->cand].k[1]
+                                                   : nullptr;
+  if (!k || warps < 1 || warps > kp_w8a16_mma_max_warps || c->warp != 32)
+    return kp_fail(KPICK_E_UNSUPPORTED, "w8a16.mma", "no kernel for m=%d, W=%d, pdl=%d", (int)c->m, warps, c->pdl);
+  if (c->dtype != KPICK_FP8 || c->k % 16 != 0)
+    return kp_fail(KPICK_E_UNSUPPORTED, "w8a16.mma", "takes fp8 weights with K %% 16 == 0 (dtype %d, K %lld)", (int)c->dtype,
+                   (long long)c->k);
+  const bool gated = c->op == KPICK_OP_GATED;
+  const int64_t per_block = gated ? 8 : 16, w_rows = gated ? 2 * c->n : c->n;
+  const dim3 grid((unsigned)((c->n + per_block - 1) / per_block)), block(warps * 32);
+  KP_GPU(kp_launch(k, grid, block, c->stream, c->pdl != 0, (const uint16_t *)c->x, (const uint8_t *)c->w, (uint16_t *)c->y,
+                   c->m, c->n, c->k, w_rows));
+  return KPICK_OK;
+}
+
 /* ---- w8a8: the activation quant and the unit-scale epilogue ---- */
 
 static constexpr int kp_quant_threads = 256;

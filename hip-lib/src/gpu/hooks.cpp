@@ -245,6 +245,13 @@ static int launch_w8a16(const kp_row *r, const kp_call *c) { return kp_w8a16_lau
 static int available_w8a16(int32_t cand) { return kp_w8a16_built(cand) && kp_blas_fp8_built(); }
 static int supports_w8a16(const struct kpick_problem *p, const kp_row *r) { return p->k % 16 == 0; }
 
+static int launch_w8a16mma(const kp_row *r, const kp_call *c) { return kp_w8a16_mma_launch(c, r->params[0]); }
+/* the e4m3 pair conversion it decodes with is sm_89's; beside the W8A8 default only, as w8a16 */
+static int available_w8a16mma(int32_t cand) {
+  return kp_w8a16_mma_built(cand) && kp_blas_fp8_built() && strncmp(g.arch, "sm_", 3) == 0 && atoi(g.arch + 3) >= 89;
+}
+static int supports_w8a16mma(const struct kpick_problem *p, const kp_row *r) { return p->k % 16 == 0; }
+
 struct kp_family_hooks {
   int (*launch)(const kp_row *r, const kp_call *c);
   /* this build holds the row's kernels and the device runs them */

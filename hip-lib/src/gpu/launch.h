@@ -61,6 +61,9 @@ int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s);
  * sums d[m, rows] (rows = n, or 2n for the gated op) */
 int kp_w8a16_built(int32_t cand);
 int kp_w8a16_launch(const struct kp_call *c, int rows_per_block, int rows_per_warp);
+/* the tensor-core W8A16 tile: 16 weight rows a block, W warps splitting K (CUDA sm_89+) */
+int kp_w8a16_mma_built(int32_t cand);
+int kp_w8a16_mma_launch(const struct kp_call *c, int warps);
 int kp_e4m3_quant_launch(const void *x, void *xq, float *sx, int32_t m, int64_t k, hipStream_t stream);
 int kp_w8a8_epilogue_launch(int32_t op, const float *d, const float *sx, const float *sw, void *y, int32_t m, int64_t n,
                             hipStream_t stream);
