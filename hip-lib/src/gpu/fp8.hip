@@ -10,6 +10,9 @@
  *        y = bf16(sum * scale[n]); gated: silu(bf16(g)) * bf16(u), as the CPU
  *        rows round them. Each lane takes its pieces in chunk order, element
  *        by element, so R, U and N never change a bit: one class head per op.
+ *   w8a16.mma.wW.uU[.pdl]   W8A16 on the tensor cores (NVIDIA sm_89+): a
+ *        16-row tile of W a block, codes decoded exactly to bf16, m16n8k16
+ *        with fp32 sums, W warps splitting K (bits depend on W alone).
  *   w8a8 quant   the W8A8 default's first node (blaslt.cpp runs the fp8
  *        matmul after it): each row of x quantized to e4m3 with its own scale
  *        amax / 448 (1 for a zero row), as common/numeric.h's kp_e4m3_quant_row
@@ -21,7 +24,7 @@
  * The decode of a code pair is one cvt.rn.f16x2.e4m3x2 on NVIDIA sm_89 and
  * later; elsewhere (HIP, older NVIDIA) bit moves into an fp32 scaled by 2^120,
  * as cpu/fp8.c decodes, exact for subnormal codes too.
- * The gemv kernels are those of the w8a16 rows of space.def (rows.h). */
+ * The kernels are those of the w8a16 and w8a16mma rows of space.def (rows.h). */
 #include "../common/error.h"
 #include "check.h"
 #include "dtype.h"
@@ -223,7 +226,8 @@ int kp_w8a16_launch(const struct kp_call *c, int rows_per_block, int rows_per_wa
  * One block per 16 weight rows (linear: outputs n0..n0+15; gated: gate rows
  * n0..n0+7 over their up rows N+n0..N+n0+7, so a lane holds g and u of the
  * same output), W warps splitting K in 64-wide blocks (warp w takes blocks w,
- * w + W, ...), U blocks of weight loads in flight. In a 64-wide block lane l
+ * w + W, ...), U blocks of weight loads a batch, each batch's loads issued
+ * while the batch before it computes (two register sets). In a 64-wide block lane l
  * (group g = l / 4, quarter q = l % 4) loads 16 codes of its two tile rows g
  * and g + 8 and the 16 bf16 x values of x row g (and g + 8 past 8 rows) at k
  * = 16 q: four m16n8k16 bf16 steps, step s taking codes and x values 4s..4s+3
@@ -297,30 +301,31 @@ __global__ void __launch_bounds__(kp_w8a16_mma_max_warps * 32)
   for (int t = 0; t < T; ++t)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
-  const int64_t nblocks = (K + 63) / 64;
-  bool first = true;
-  for (int64_t b0 = warp; b0 < nblocks; b0 += (int64_t)nwarps * U) {
-    kp_v16 wa[U], wb[U];
-    bool in[U];
+  const int64_t nblocks = (K + 63) / 64, step = (int64_t)nwarps * U;
+  /* a batch: the U blocks b, b + W, ... of this warp; its loads are issued a
+   * batch ahead (two register sets), so a warp always has one in flight */
+  auto load = [&](int64_t b, kp_v16(&wa)[U], kp_v16(&wb)[U], bool(&in)[U]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t kb = b0 + (int64_t)u * nwarps, k = kb * 64 + q * 16;
-      in[u] = kb < nblocks && k < K; /* K % 16 == 0: a quarter is all in or all out */
+      const int64_t kb = b + (int64_t)u * nwarps;
+      in[u] = kb < nblocks && kb * 64 + q * 16 < K; /* K % 16 == 0: a quarter is all in or all out */
       wa[u] = in[u] ? kp_ld_stream(w0 + kb * 64) : kp_v16{0u, 0u, 0u, 0u};
       wb[u] = in[u] ? kp_ld_stream(w1 + kb * 64) : kp_v16{0u, 0u, 0u, 0u};
     }
-    kp_batch_fence(first);
-    first = false;
+  };
+  auto compute = [&](int64_t b, const kp_v16(&wa)[U], const kp_v16(&wb)[U], const bool(&in)[U]) {
+    kp_v16 xa[U][T], xb[U][T];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t kb = b0 + (int64_t)u * nwarps;
-      kp_v16 xa[T], xb[T];
+    for (int u = 0; u < U; ++u)
 #pragma unroll
       for (int t = 0; t < T; ++t) {
+        const int64_t kb = b + (int64_t)u * nwarps;
         const bool ok = in[u] && xv[t];
-        xa[t] = ok ? kp_ld_act(xr[t] + kb * 64) : kp_v16{0u, 0u, 0u, 0u};
-        xb[t] = ok ? kp_ld_act(xr[t] + kb * 64 + 8) : kp_v16{0u, 0u, 0u, 0u};
+        xa[u][t] = ok ? kp_ld_act(xr[t] + kb * 64) : kp_v16{0u, 0u, 0u, 0u};
+        xb[u][t] = ok ? kp_ld_act(xr[t] + kb * 64 + 8) : kp_v16{0u, 0u, 0u, 0u};
       }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
       const uint32_t ra[4] = {wa[u].x, wa[u].y, wa[u].z, wa[u].w}, rb[4] = {wb[u].x, wb[u].y, wb[u].z, wb[u].w};
 #pragma unroll
       for (int s = 0; s < 4; ++s) {
@@ -328,13 +333,29 @@ __global__ void __launch_bounds__(kp_w8a16_mma_max_warps * 32)
                                kp_e4m3_bf16x2<1>(rb[s])};
 #pragma unroll
         for (int t = 0; t < T; ++t) {
-          const uint32_t xs[8] = {xa[t].x, xa[t].y, xa[t].z, xa[t].w, xb[t].x, xb[t].y, xb[t].z, xb[t].w};
+          const uint32_t xs[8] = {xa[u][t].x, xa[u][t].y, xa[u][t].z, xa[u][t].w,
+                                  xb[u][t].x, xb[u][t].y, xb[u][t].z, xb[u][t].w};
           kp_mma_bf16_16816(acc[t], a, xs[2 * s], xs[2 * s + 1]);
         }
       }
     }
+  };
+  kp_v16 wa0[U], wb0[U], wa1[U], wb1[U];
+  bool in0[U], in1[U];
+  int64_t b = warp;
+  if (b < nblocks) load(b, wa0, wb0, in0);
+  kp_batch_fence(true); /* the first weights are in flight; x only after the wait (every warp) */
+  /* unrolled by two so each register set keeps a fixed name (no local memory) */
+#pragma unroll 1
+  while (b < nblocks) {
+    if (b + step < nblocks) load(b + step, wa1, wb1, in1);
+    compute(b, wa0, wb0, in0);
+    b += step;
+    if (b >= nblocks) break;
+    if (b + step < nblocks) load(b + step, wa0, wb0, in0);
+    compute(b, wa1, wb1, in1);
+    b += step;
   }
-  kp_batch_fence(true); /* warps with no block still wait before any store */
 #pragma unroll
   for (int t = 0; t < T; ++t)
 #pragma unroll
