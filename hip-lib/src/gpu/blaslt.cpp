@@ -213,7 +213,9 @@ int kp_blas_matmul(int algo, int32_t dtype, const void *x, const void *w, void *
  * library and the device take them: a small matmul tries it once per process
  * (the heuristic alone may offer an algo that the call then refuses). Where
  * they are refused, the matmul runs with unit scales into fp32 and fp8.hip's
- * epilogue applies x scale * W scale, one more graph node.
+ * epilogue applies x scale * W scale, one more graph node. cuBLASLt 13.1.0
+ * on the H200 (sm_90) refuses them (bench/gpu/fp8-scale-probe.cu): the
+ * epilogue path is the one that runs there.
  * hipBLASLt: its e4m3 type on gfx942 is the FNUZ encoding (bias 8, another
  * code for every value), not the OCP E4M3FN of KPICK_FP8; the OCP type runs
  * on gfx950 only. So the HIP build has no fp8 matmul: its W8A8 default is
