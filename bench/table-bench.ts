@@ -22,7 +22,7 @@ import { median } from '../lib/stats.ts';
 import { type Op } from '../lib/schema.ts';
 import { moeFields, shapeId, shapeText } from '../lib/shape-key.ts';
 import { defaultTablePath } from '../lib/table.ts';
-import { moeSummaries, moeTargetVerdicts, summaries, summaryTable, targetVerdicts, verdictLine } from '../lib/targets.ts';
+import { fp8Summaries, fp8TargetVerdicts, moeSummaries, moeTargetVerdicts, summaries, summaryTable, targetVerdicts, verdictLine } from '../lib/targets.ts';
 
 const PRESETS = 'Llama-3.1-8B,Qwen3-8B,Qwen3-4B,Qwen3-1.7B,Qwen3-0.6B';
 /** the preset issue 14 sets the moe targets on */
@@ -32,7 +32,7 @@ const MOE_ROUTINGS: readonly Routing[] = ['uniform', 'skewed'];
 const OPTIONS = {
   model: { flag: '--model <list>', help: 'model presets, comma separated', default: PRESETS },
   rows: opt.rows('1,2,4,8,16,32,64,128'),
-  dtype: { flag: '--dtype <name>', help: 'bf16 or fp16', default: 'bf16' },
+  dtype: { flag: '--dtype <name>', help: 'bf16, fp16 or fp8 (fp8: judged by the fp8 targets, against the W8A8 default)', default: 'bf16' },
   table: { flag: '--table <file>', help: "table to route through (default: this machine's)" },
   tablesDir: opt.tablesDir(),
   samples: opt.samples(10),
@@ -147,7 +147,9 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
   }
 
-  const list = summaries(out);
+  // an fp8 run answers to the fp8 targets (pick vs the W8A8 default, the fp8 read floor), not the dense ones
+  const fp8 = dtype === 'fp8';
+  const list = fp8 ? fp8Summaries(out) : summaries(out);
   const moeList = moeSummaries(out);
   for (const summary of [...list, ...moeList]) printJsonLine({ kind: 'summary', ...summary });
   const defaults = [...new Set(out.map((r) => r.default))].sort();
@@ -159,7 +161,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       for (const line of summaryTable(moeList)) say(line);
     }
   }
-  const verdicts = [...targetVerdicts(out), ...moeTargetVerdicts(out)];
+  const verdicts = [...(fp8 ? fp8TargetVerdicts(out) : targetVerdicts(out)), ...moeTargetVerdicts(out)];
   for (const v of verdicts) {
     printJsonLine({ kind: 'target', ...v });
     say(verdictLine(v));

@@ -48,6 +48,9 @@ export const MOE_GROUPS: readonly RowsGroup[] = [
   { label: 'moe rows 16-128', buckets: [16, 32, 64, 128], floorMax: 1.3, worstMin: 1 },
 ];
 
+/** The fp8 targets of issue 14 (table-bench --dtype fp8): rows 1-16 near the fp8 read floor and 1.3x the W8A8 default (cuBLASLt's fp8 matmul after the activation quant). */
+export const FP8_GROUPS: readonly RowsGroup[] = [{ label: 'fp8 rows 1-16', buckets: [1, 2, 4, 8, 16], floorMax: 1.15, speedupMin: 1.3 }];
+
 const isMoe = (r: BenchRow) => r.op === 'moe';
 
 export interface Summary {
@@ -98,6 +101,11 @@ export function moeSummaries(rows: readonly BenchRow[]): Summary[] {
   return summariesOf(rows.filter(isMoe), MOE_GROUPS, 'moe ');
 }
 
+/** The same over fp8 rows (a table-bench --dtype fp8 run), labelled "fp8 rows 1", ..., then the fp8 group. */
+export function fp8Summaries(rows: readonly BenchRow[]): Summary[] {
+  return summariesOf(rows.filter((r) => !isMoe(r)), FP8_GROUPS, 'fp8 ');
+}
+
 export type VerdictStatus = 'met' | 'missed' | 'not measured';
 
 export interface Verdict {
@@ -145,6 +153,13 @@ export function targetVerdicts(rows: readonly BenchRow[]): Verdict[] {
   const dense = rows.filter((r) => !isMoe(r));
   const all = [...new Set(GROUPS.flatMap((g) => g.buckets))];
   return [...groupVerdicts(GROUPS, dense), worstVerdict('every shape and rows vs default', WORST_SPEEDUP_MIN, dense, all)];
+}
+
+/** Every fp8 target over fp8 rows, in a fixed order: the group's pick/floor and speedup, then the worst shape at any rows. */
+export function fp8TargetVerdicts(rows: readonly BenchRow[]): Verdict[] {
+  const dense = rows.filter((r) => !isMoe(r));
+  const all = [...new Set(dense.map((r) => r.rows))].sort((a, b) => a - b);
+  return [...groupVerdicts(FP8_GROUPS, dense), worstVerdict('fp8 every shape and rows vs default', WORST_SPEEDUP_MIN, dense, all)];
 }
 
 /** Every moe target over the moe rows, in a fixed order; none when the run timed no moe shape. */

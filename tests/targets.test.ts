@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { BUCKETS } from '../lib/schema.ts';
-import { GROUPS, MOE_GROUPS, moeSummaries, moeTargetVerdicts, summaries, summarize, summaryTable, targetVerdicts, verdictLine, WORST_SPEEDUP_MIN, type BenchRow } from '../lib/targets.ts';
+import { FP8_GROUPS, fp8Summaries, fp8TargetVerdicts, GROUPS, MOE_GROUPS, moeSummaries, moeTargetVerdicts, summaries, summarize, summaryTable, targetVerdicts, verdictLine, WORST_SPEEDUP_MIN, type BenchRow } from '../lib/targets.ts';
 
 const row = (rows: number, speedup: number, pick_over_floor: number, n = 4096): BenchRow => ({ op: 'linear', n, k: 4096, rows, speedup, pick_over_floor });
 const moeRow = (rows: number, speedup: number, pick_over_floor: number, routing = 'uniform'): BenchRow =>
@@ -142,6 +142,22 @@ test('moe summaries: per rows bucket over both routings, then per moe group, in 
     assert.match(line.slice(0, end), /\d$/, line);
     assert.is(line[end], ' ', line);
   }
+});
+
+test('the fp8 targets are the issue-14 ones: rows 1-16 within 1.15x the fp8 floor and 1.3x the W8A8 default, no shape below 0.98x', () => {
+  assert.equal(FP8_GROUPS.map((g) => [g.label, g.buckets, g.floorMax, g.speedupMin]), [['fp8 rows 1-16', [1, 2, 4, 8, 16], 1.15, 1.3]]);
+  const good = BUCKETS.map((m) => row(m, m <= 16 ? 1.4 : 1.0, m <= 16 ? 1.1 : 1.5));
+  assert.equal(fp8TargetVerdicts(good).map((v) => [v.target, v.status]), [
+    ['fp8 rows 1-16 pick/floor geomean', 'met'],
+    ['fp8 rows 1-16 vs default geomean', 'met'],
+    ['fp8 every shape and rows vs default', 'met'],
+  ]);
+  // rows 1-16 at 1.2x the floor and 1.25x the default miss both; one shape at rows 64 below 0.98x misses the worst
+  const bad = [...BUCKETS.map((m) => row(m, m <= 16 ? 1.25 : 1.0, 1.2)), row(64, 0.9, 1.0, 1024)];
+  const v = fp8TargetVerdicts(bad);
+  assert.equal(v.map((x) => x.status), ['missed', 'missed', 'missed']);
+  assert.is(v[2]!.where, 'linear 1024x4096 M=64');
+  assert.equal(fp8Summaries(bad).map((s) => s.group).slice(-2), ['fp8 rows 128', 'fp8 rows 1-16']);
 });
 
 test.run();

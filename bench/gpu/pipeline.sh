@@ -5,7 +5,7 @@
 # parity of every candidate on every decode linear of the five presets at
 # every rows bucket. Run from the repo root with .devcarry carried
 # (../shared/device/prep.sh; node_modules packed as .devcarry/nm.tar.xz).
-#   bash bench/gpu/pipeline.sh [step ...]   steps: build sweep promote bench parity timing serve pdl-rows peer profile shard x2 abi
+#   bash bench/gpu/pipeline.sh [step ...]   steps: build sweep promote bench parity timing serve pdl-rows peer profile shard x2 abi fp8
 #   (default: sweep promote bench parity; build: only the build every call does; timing: a fresh Llama-3.1-8B sweep, for
 #   the 60 s target; serve: serve-bench of the presets through the table; pdl-rows: the same serve-bench through a
 #   second table promoted from the same store with the old rule, --pdl-rows 2, into tables-pdl2/; peer: the whole-step
@@ -14,7 +14,8 @@
 #   fleet check plain and beside a bandwidth hog; x2: the same on a two-GPU host, one shard per GPU against one GPU
 #   alone (the two-GPU records join stores/h200); SWEEP_GPUS=0,1 makes the sweep step shard each preset over GPUs;
 #   SWEEP_PRESETS replaces its preset list; abi: the route, route-fuzz and kpick_linear suites of tests/ against
-#   build/libkpick-cuda.so, with the table in tables/, into logs/abi.log)
+#   build/libkpick-cuda.so, with the table in tables/, into logs/abi.log; fp8: the Llama-3.1-8B --dtype fp8 parts of
+#   sweep, bench, parity and serve (a 2-layer --check-step) alone, and a promote)
 # Everything comes back as $OUT/pipeline.tar.xz (stores, tables, logs) and
 # $OUT/summary.txt; each step has its own time limit so the pack always runs.
 set -uo pipefail
@@ -56,6 +57,23 @@ step() {
 
 presets="Llama-3.1-8B Qwen3-8B Qwen3-4B Qwen3-1.7B Qwen3-0.6B"
 rows=1,2,4,8,16,32,64,128
+# fp8 weights (issue 14) on Llama-3.1-8B, after the dense presets in each step (fp8: all of them, alone)
+fp8_sweep() {
+  if [ -n "${SWEEP_GPUS:-}" ]; then
+    step sweep-fp8-Llama-3.1-8B 150 env KPICK_GPUS="$SWEEP_GPUS" KPICK_LOG_DIR=logs/sweep-fp8 bash deploy/one-host.sh --model Llama-3.1-8B --dtype fp8 --rows $rows --store stores/h200
+  else
+    step sweep-fp8-Llama-3.1-8B 150 node --import tsx scripts/sweep.ts --model Llama-3.1-8B --dtype fp8 --rows $rows --store stores/h200
+  fi
+}
+fp8_bench() {
+  step table-bench-fp8 150 node --import tsx bench/table-bench.ts --model Llama-3.1-8B --dtype fp8 --rows $rows
+  grep -E '^(fp8 rows|target)' logs/table-bench-fp8.log >> "$summary"
+}
+fp8_parity() { step parity-fp8-Llama-3.1-8B 120 node --import tsx scripts/parity.ts --model Llama-3.1-8B --rows $rows --dtype fp8; tail -n 3 logs/parity-fp8-Llama-3.1-8B.log >> "$summary"; }
+fp8_serve_check() {
+  step serve-check-fp8 90 node --import tsx scripts/serve-bench.ts --model Llama-3.1-8B --dtype fp8 --layers 2 --c 1,8 --steps 8 --runs 1 --identity-steps 16 --check-step --json
+  grep -hiE "step check|fail|differs|error|tok/s|^ +[0-9]+ " logs/serve-check-fp8.log | sed 's/^/fp8: /' >> "$summary"
+}
 for want in $steps; do
   case $want in
     build) ;; # every call builds first: this step adds nothing
@@ -68,23 +86,28 @@ for want in $steps; do
         else
           step "sweep-$m" 150 node --import tsx scripts/sweep.ts --model "$m" --rows $rows --store stores/h200
         fi
-      done ;;
+      done
+      fp8_sweep ;;
     promote)
       step promote 60 node --import tsx scripts/promote.ts --store stores/h200 --tables-dir tables --json
       step refuse-check 30 node --import tsx scripts/refuse-check.ts --tables-dir tables --json
       cat logs/refuse-check.log >> "$summary" ;;
     bench)
       step table-bench 150 node --import tsx bench/table-bench.ts --rows $rows
-      grep -E '^(rows|target)' logs/table-bench.log >> "$summary" ;;
+      grep -E '^(rows|target)' logs/table-bench.log >> "$summary"
+      fp8_bench ;;
     timing)
       step sweep-timing-Llama-3.1-8B 120 node --import tsx scripts/sweep.ts --model Llama-3.1-8B --rows $rows --store stores/timing
       grep -h 'sweep:' logs/sweep-timing-*.log >> "$summary" ;;
     serve)
       step serve-check 60 node --import tsx scripts/serve-bench.ts --model Qwen3-0.6B --layers 2 --c 1,8 --steps 8 --runs 1 --identity-steps 16 --check-step --json
+      fp8_serve_check
       for m in ${SERVE_MODELS:-Qwen3-0.6B Qwen3-1.7B Qwen3-8B Llama-3.1-8B}; do
         step "serve-$m" 90 node --import tsx scripts/serve-bench.ts --model "$m" --c 1,4,8,16,32,64 --steps ${SERVE_STEPS:-32} --runs 2 --identity-steps 256 --json
         tail -n 12 "logs/serve-$m.log" >> "$summary"
-      done ;;
+      done
+      step serve-fp8-Llama-3.1-8B 120 node --import tsx scripts/serve-bench.ts --model Llama-3.1-8B --dtype fp8 --c 1,4,8,16,32,64 --steps ${SERVE_STEPS:-32} --runs 2 --identity-steps 256 --json
+      tail -n 12 logs/serve-fp8-Llama-3.1-8B.log | sed 's/^/fp8: /' >> "$summary" ;;
     pdl-rows)
       # promote's old rule (.pdl picks only at rows <= 2) against its default
       # (any rows), on one store: compare serve-pdl2-* with serve-* of this call
@@ -199,7 +222,13 @@ for want in $steps; do
       grep -E "^(refuse-check|kpick: )|Total|Passed|FAIL" logs/abi.log | head -20 >> "$summary" ;;
     parity)
       for m in $presets; do step "parity-$m" 120 node --import tsx scripts/parity.ts --model "$m" --rows $rows --dtype bf16,fp16; done
-      tail -q -n 3 logs/parity-*.log >> "$summary" ;;
+      tail -q -n 3 logs/parity-*.log >> "$summary"
+      fp8_parity ;;
+    fp8)
+      # the fp8 parts of parity, sweep, promote, bench and serve, alone
+      fp8_parity; fp8_sweep
+      step promote 60 node --import tsx scripts/promote.ts --store stores/h200 --tables-dir tables --json
+      fp8_bench; fp8_serve_check ;;
   esac
 done
 tar cJf "$out/pipeline.tar.xz" stores tables logs $(ls -d tables-pdl2 tables-shard* tables-x2* 2>/dev/null) 2>/dev/null

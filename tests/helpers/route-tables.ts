@@ -24,7 +24,7 @@ export const build: Build = buildOf(kpick);
 export const native = new NativeRoute(kpick);
 /** A GPU build: kpick_linear takes device memory (DeviceBuffers), not host arrays. */
 export const onDevice = build.identity.backend !== 'cpu';
-/** Does this build compute fp8 (the CPU does; a GPU build has no fp8 candidate yet)? */
+/** Does this build compute fp8 (the CPU and CUDA do; HIP has no fp8 matmul for the W8A8 default, so no fp8 row)? */
 export const fp8Here = build.candidates.some((c) => c.available && takesDtype(c, 'fp8'));
 /** The dtypes of the real table: fp8 too where the build computes it. */
 export const TABLE_DTYPES: readonly Dtype[] = fp8Here ? ['bf16', 'fp16', 'fp8'] : ['bf16', 'fp16'];

@@ -10,9 +10,11 @@
  * fp8 model: bf16, with the qkv, o, gate_up and down weights in fp8, packed
  * as kpick.h's KPICK_FP8 says, from the bf16 values a bf16 model would get). */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "fp8.h"
@@ -207,20 +209,53 @@ static int fill(struct kpick_model *md, void *dst, int64_t count, uint64_t strea
   return be_fill_uniform(dst, count, kp_act_dtype(md->d.dtype), stream, offset, scale, md->stream);
 }
 
+/* An fp8 linear's rows r0..r1-1: drawn as fill() draws them, with each row's
+ * gain (kp_fp8_row_gain), rounded to bf16, packed. */
+typedef struct fp8_rows_job {
+  uint16_t *w16;
+  void *packed;
+  int64_t rows, k, r0, r1;
+  uint64_t stream;
+  float scale;
+} fp8_rows_job;
+
+static void *fp8_rows(void *arg) {
+  const fp8_rows_job *j = arg;
+  for (int64_t i = j->r0 * j->k; i < j->r1 * j->k; i++)
+    j->w16[i] = kp_f32_to_bf16(kp_fp8_row_gain(i / j->k) * j->scale * kp_uniform(j->stream, (uint64_t)i));
+  kp_fp8_pack_rows(j->w16, j->rows, j->k, j->r0, j->r1, j->packed);
+  return NULL;
+}
+
 /* One linear's weight [rows][k]: filled as fill() does; in an fp8 model the
- * same values with each row's gain (kp_fp8_row_gain), in bf16, packed on the
- * host and uploaded. */
+ * same values with each row's gain, in bf16, packed on the host and uploaded.
+ * The host work is split over the cores by rows (a Llama-3.1-8B step has 7e9
+ * fp8 weights: minutes on one core); the bytes do not depend on the split. */
 static int fill_linear(struct kpick_model *md, int32_t kind, void *dst, int64_t rows, int64_t k, uint64_t stream, float scale) {
   if (kp_kind_dtype(md->d.dtype, kind) != KPICK_FP8) return fill(md, dst, rows * k, stream, 0.0f, scale);
+  const int64_t bytes = kp_weight_bytes(KPICK_FP8, rows, k);
   uint16_t *w16 = malloc((size_t)(rows * k) * 2);
-  void *packed = malloc((size_t)kp_weight_bytes(KPICK_FP8, rows, k));
+  void *packed = malloc((size_t)bytes);
   int st = w16 && packed ? KPICK_OK : kp_fail(KPICK_E_NOMEM, "model", "host allocation failed");
   if (st == KPICK_OK) {
-    for (int64_t i = 0; i < rows * k; i++)
-      w16[i] = kp_f32_to_bf16(kp_fp8_row_gain(i / k) * scale * kp_uniform(stream, (uint64_t)i));
-    kp_fp8_pack(w16, rows, k, packed);
+    enum { MAX_THREADS = 32 };
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t n = cores < 1 ? 1 : cores > MAX_THREADS ? MAX_THREADS : cores;
+    if (n > rows) n = rows;
+    fp8_rows_job jobs[MAX_THREADS];
+    pthread_t tid[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    memset((char *)packed + rows * k, 0, (size_t)(KPICK_FP8_SCALES_AT(rows, k) - rows * k)); /* the padding */
+    for (int64_t t = 0; t < n; t++) {
+      jobs[t] = (fp8_rows_job){w16, packed, rows, k, rows * t / n, rows * (t + 1) / n, stream, scale};
+      started[t] = t > 0 && pthread_create(&tid[t], NULL, fp8_rows, &jobs[t]) == 0;
+    }
+    for (int64_t t = 0; t < n; t++)
+      if (!started[t]) fp8_rows(&jobs[t]); /* job 0, and any a thread could not take */
+    for (int64_t t = 0; t < n; t++)
+      if (started[t]) pthread_join(tid[t], NULL);
     st = be_stream_sync(md->stream);
-    if (st == KPICK_OK) st = be_dev_upload(dst, packed, (size_t)kp_weight_bytes(KPICK_FP8, rows, k));
+    if (st == KPICK_OK) st = be_dev_upload(dst, packed, (size_t)bytes);
   }
   free(w16);
   free(packed);

@@ -82,8 +82,8 @@ static inline int32_t kp_row_numeric(const kp_row *r) {
 static inline int kp_row_takes(const kp_row *r, int32_t dtype) {
   return (kp_row_numeric(r) != KPICK_NUM_W16A16) == (dtype == KPICK_FP8);
 }
-/* 1 when an available candidate of this build computes op in dtype (abi.c):
- * a GPU build has no fp8 candidate yet, so its fp8 calls are KPICK_E_UNSUPPORTED. */
+/* 1 when an available candidate of this build computes op in dtype (abi.c);
+ * else the op's calls in dtype are KPICK_E_UNSUPPORTED (a GPU build's moe). */
 int kp_space_takes(int32_t op, int32_t dtype);
 
 #endif

@@ -70,6 +70,7 @@ typedef struct kp_blas_plan {
   int32_t dtype, m;
   int64_t n, k;
   int count; /* usable heuristic answers */
+  int scaled; /* fp8: 1 when the library applies the outer-vector scales */
   hipblasLtMatmulDesc_t desc;
   hipblasLtMatrixLayout_t a, b, d;
   hipblasLtMatmulHeuristicResult_t algos[KP_BLAS_MAX_ALGOS];
@@ -112,7 +113,10 @@ int kp_blas_version(char *out, size_t cap) {
 
 size_t kp_blas_workspace_bytes(void) { return kp_blas_ws; }
 
+static int plan_build_fp8(kp_blas_plan *pl);
+
 static int plan_build(kp_blas_plan *pl) {
+  if (pl->dtype == 2) return plan_build_fp8(pl); /* KPICK_FP8 */
   const hipDataType t = pl->dtype == 0 ? HIP_R_16BF : HIP_R_16F;
   const hipblasOperation_t opt = HIPBLAS_OP_T, opn = HIPBLAS_OP_N;
   KP_BLAS(hipblasLtMatmulDescCreate(&pl->desc, HIPBLAS_COMPUTE_32F, HIP_R_32F));
@@ -197,4 +201,188 @@ int kp_blas_matmul(int algo, int32_t dtype, const void *x, const void *w, void *
   KP_BLAS(hipblasLtMatmul(handle, pl->desc, &one, w, pl->a, x, pl->b, &zero, y, pl->d, y, pl->d,
                           &pl->algos[algo].algo, workspace, kp_blas_ws, stream));
   return KPICK_OK;
+}
+
+/* ---- fp8: the W8A8 default's matmul (blaslt.h) ----
+ * cuBLASLt's fp8 rules: A transposed and B not (the TN form above), e4m3
+ * inputs, fp32 compute and scale type, K and the leading dimensions multiples
+ * of 16 (the caller's problems have K % 16 == 0), 16-byte aligned pointers.
+ * Per-row x scales and per-channel W scales go in as outer-vector scales
+ * (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F: A's vector has one scale per
+ * row of op(A), our W rows; B's one per column of B, our x rows) where the
+ * library and the device take them: a small matmul tries it once per process
+ * (the heuristic alone may offer an algo that the call then refuses). Where
+ * they are refused, the matmul runs with unit scales into fp32 and fp8.hip's
+ * epilogue applies x scale * W scale, one more graph node. cuBLASLt 13.1.0
+ * on the H200 (sm_90) refuses them (bench/gpu/fp8-scale-probe.cu): the
+ * epilogue path is the one that runs there.
+ * hipBLASLt: its e4m3 type on gfx942 is the FNUZ encoding (bias 8, another
+ * code for every value), not the OCP E4M3FN of KPICK_FP8; the OCP type runs
+ * on gfx950 only. So the HIP build has no fp8 matmul: its W8A8 default is
+ * absent there, which KPICK_FP8's GEMVs do not need. */
+#if defined(KPICK_GPU_CUDA)
+static int fp8_outer = -1; /* -1 untried, 0 refused, 1 works; under blas_lock */
+
+static void plan_drop(kp_blas_plan *pl) {
+  if (pl->desc) cublasLtMatmulDescDestroy(pl->desc);
+  if (pl->a) cublasLtMatrixLayoutDestroy(pl->a);
+  if (pl->b) cublasLtMatrixLayoutDestroy(pl->b);
+  if (pl->d) cublasLtMatrixLayoutDestroy(pl->d);
+  pl->desc = NULL;
+  pl->a = pl->b = pl->d = NULL;
+  pl->count = 0;
+}
+
+/* descriptors and heuristic answers for one mode; no record on refusal (the
+ * caller may try the other mode) */
+static cublasStatus_t fp8_try(kp_blas_plan *pl, int outer) {
+  const cublasOperation_t opt = CUBLAS_OP_T, opn = CUBLAS_OP_N;
+  const cudaDataType_t out = outer ? CUDA_R_16BF : CUDA_R_32F;
+  cublasStatus_t st = cublasLtMatmulDescCreate(&pl->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescSetAttribute(pl->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opt, sizeof opt);
+  if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescSetAttribute(pl->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opn, sizeof opn);
+  if (outer) {
+    const cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = cublasLtMatmulDescSetAttribute(pl->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode);
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = cublasLtMatmulDescSetAttribute(pl->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode);
+  }
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatrixLayoutCreate(&pl->a, CUDA_R_8F_E4M3, (uint64_t)pl->k, (uint64_t)pl->n, (int64_t)pl->k);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatrixLayoutCreate(&pl->b, CUDA_R_8F_E4M3, (uint64_t)pl->k, (uint64_t)pl->m, (int64_t)pl->k);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatrixLayoutCreate(&pl->d, out, (uint64_t)pl->n, (uint64_t)pl->m, (int64_t)pl->n);
+  cublasLtMatmulPreference_t pref = NULL;
+  if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceCreate(&pref);
+  const uint64_t ws = kp_blas_ws;
+  const uint32_t align = 16; /* the scratch and y are 16-byte aligned, W's scales too */
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align, sizeof align);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align, sizeof align);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof align);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof align);
+  int returned = 0;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulAlgoGetHeuristic(handle, pl->desc, pl->a, pl->b, pl->d, pl->d, pref, KP_BLAS_MAX_ALGOS, pl->algos,
+                                        &returned);
+  if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  pl->count = 0;
+  while (st == CUBLAS_STATUS_SUCCESS && pl->count < returned && pl->algos[pl->count].state == CUBLAS_STATUS_SUCCESS &&
+         pl->algos[pl->count].workspaceSize <= kp_blas_ws)
+    pl->count++;
+  if (st == CUBLAS_STATUS_SUCCESS && pl->count == 0) st = CUBLAS_STATUS_NOT_SUPPORTED;
+  if (st != CUBLAS_STATUS_SUCCESS) plan_drop(pl);
+  pl->scaled = st == CUBLAS_STATUS_SUCCESS ? outer : 0;
+  return st;
+}
+
+static cublasStatus_t fp8_call(const kp_blas_plan *pl, int algo, const void *xq, const float *sx, const void *wq,
+                               const float *sw, void *d, void *workspace, cudaStream_t stream) {
+  if (pl->scaled) {
+    /* the vectors of this call: set on the plan's descriptor, read by the enqueue (under blas_lock) */
+    cublasStatus_t st = cublasLtMatmulDescSetAttribute(pl->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sw, sizeof sw);
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = cublasLtMatmulDescSetAttribute(pl->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sx, sizeof sx);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+  }
+  const float one = 1.0f, zero = 0.0f;
+  return cublasLtMatmul(handle, pl->desc, &one, wq, pl->a, xq, pl->b, &zero, d, pl->d, d, pl->d, &pl->algos[algo].algo,
+                        workspace, kp_blas_ws, stream);
+}
+
+/* Once per process: does a 64 x 64 x 1 matmul with outer-vector scales run,
+ * and give the scaled sums? Codes 0x38 (1.0) everywhere, x scale 2, W row i's
+ * scale i + 1: output i is 64 * 2 * (i + 1), exact in bf16, and a vector read
+ * on the wrong side gives other values. Under blas_lock. */
+static int fp8_probe_outer(void) {
+  if (fp8_outer >= 0) return fp8_outer;
+  const int64_t n = 64, k = 64;
+  kp_blas_plan pl;
+  memset(&pl, 0, sizeof pl);
+  pl.dtype = 2;
+  pl.m = 1;
+  pl.n = n;
+  pl.k = k;
+  int ok = 0;
+  if (fp8_try(&pl, 1) == CUBLAS_STATUS_SUCCESS) {
+    char *buf = NULL;
+    void *ws = NULL;
+    const size_t at_x = 4096, at_s = 8192, at_d = 12288, bytes = 16384;
+    if (cudaMalloc((void **)&buf, bytes) == cudaSuccess && cudaMalloc(&ws, kp_blas_ws) == cudaSuccess) {
+      float scales[65];
+      for (int i = 0; i < 64; i++) scales[i] = (float)(i + 1);
+      scales[64] = 2.0f;
+      uint16_t out[64] = {0};
+      cudaStream_t s = NULL;
+      if (cudaMemset(buf, 0x38, (size_t)(n * k + k)) == cudaSuccess &&
+          cudaMemcpy(buf + at_s, scales, sizeof scales, cudaMemcpyHostToDevice) == cudaSuccess &&
+          fp8_call(&pl, 0, buf + at_x, (const float *)(buf + at_s + 256), buf, (const float *)(buf + at_s), buf + at_d, ws, s) ==
+              CUBLAS_STATUS_SUCCESS &&
+          cudaDeviceSynchronize() == cudaSuccess && cudaMemcpy(out, buf + at_d, sizeof out, cudaMemcpyDeviceToHost) == cudaSuccess) {
+        ok = 1;
+        for (int i = 0; i < 64; i++) {
+          const float want = 128.0f * (float)(i + 1);
+          uint32_t bits;
+          memcpy(&bits, &want, 4);
+          ok &= out[i] == (uint16_t)(bits >> 16);
+        }
+      }
+    }
+    (void)cudaGetLastError();
+    if (buf) cudaFree(buf);
+    if (ws) cudaFree(ws);
+    plan_drop(&pl);
+  }
+  fp8_outer = ok;
+  return ok;
+}
+
+static int plan_build_fp8(kp_blas_plan *pl) {
+  if (fp8_probe_outer() && fp8_try(pl, 1) == CUBLAS_STATUS_SUCCESS) return KPICK_OK;
+  const cublasStatus_t st = fp8_try(pl, 0);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return kp_fail(KPICK_E_UNSUPPORTED, "blaslt", "no fp8 matmul for m=%d rows=%lld k=%lld: %s", (int)pl->m,
+                   (long long)pl->n, (long long)pl->k, KP_BLAS_WHY(st));
+  return KPICK_OK;
+}
+
+int kp_blas_fp8_built(void) { return 1; }
+#else
+static int plan_build_fp8(kp_blas_plan *pl) {
+  return kp_fail(KPICK_E_UNSUPPORTED, "blaslt", "no fp8 matmul on HIP (hipBLASLt's gfx942 e4m3 is FNUZ, not KPICK_FP8's)");
+}
+int kp_blas_fp8_built(void) { return 0; }
+#endif
+
+int kp_blas_fp8_plan(int32_t m, int64_t rows, int64_t k, int *count, int *scaled) {
+  kp_blas_plan *pl;
+  KP_TRY(plan_get(2, m, rows, k, &pl));
+  *count = pl->count;
+  *scaled = pl->scaled;
+  return KPICK_OK;
+}
+
+int kp_blas_fp8_matmul(int algo, const void *xq, const float *sx, const void *wq, const float *sw, void *d, int32_t m,
+                       int64_t rows, int64_t k, void *workspace, hipStream_t stream) {
+#if defined(KPICK_GPU_CUDA)
+  kp_blas_plan *pl;
+  KP_TRY(plan_get(2, m, rows, k, &pl));
+  if (algo < 0 || algo >= pl->count)
+    return kp_fail(KPICK_E_UNSUPPORTED, "blaslt", "fp8 heuristic algo %d of %d for m=%d rows=%lld k=%lld", algo, pl->count,
+                   (int)m, (long long)rows, (long long)k);
+  pthread_mutex_lock(&blas_lock);
+  const cublasStatus_t st = fp8_call(pl, algo, xq, sx, wq, sw, d, workspace, stream);
+  pthread_mutex_unlock(&blas_lock);
+  KP_BLAS(st);
+  return KPICK_OK;
+#else
+  return kp_fail(KPICK_E_UNSUPPORTED, "blaslt", "no fp8 matmul on HIP");
+#endif
 }

@@ -29,6 +29,21 @@ int kp_blas_algo_count(int32_t dtype, int32_t m, int64_t n, int64_t k, int *coun
 int kp_blas_matmul(int algo, int32_t dtype, const void *x, const void *w, void *y, int32_t m, int64_t n, int64_t k,
                    void *workspace, hipStream_t stream);
 
+/* ---- fp8 (KPICK_FP8): the W8A8 default's matmul ----
+ * d = xq[m, k] wq[rows, k]^T over e4m3 codes, fp32 sums: with per-row scales
+ * (sx[m] of x, sw[rows] of W) applied by the library into bf16 d where it
+ * takes outer-vector scales, else unit-scale fp32 sums (the caller applies
+ * the scales: fp8.hip's epilogue). 1 when this build has an fp8 matmul
+ * (cuBLASLt; not hipBLASLt, blaslt.cpp says why). */
+int kp_blas_fp8_built(void);
+/* heuristic algos for the shape, and *scaled: 1 when the library applies the
+ * scales (bf16 out), 0 when it gives unit-scale fp32 sums */
+int kp_blas_fp8_plan(int32_t m, int64_t rows, int64_t k, int *count, int *scaled);
+/* enqueue it with heuristic algo `algo`; d is bf16 [m, rows] when the plan
+ * is scaled, else fp32 [m, rows]; sx, sw are device fp32 vectors */
+int kp_blas_fp8_matmul(int algo, const void *xq, const float *sx, const void *wq, const float *sw, void *d, int32_t m,
+                       int64_t rows, int64_t k, void *workspace, hipStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -27,6 +27,7 @@
 #include "arch.h"
 #include "blaslt.h"
 #include "check.h"
+#include "dtype.h"
 #include "launch.h"
 
 #ifndef KPICK_GPU_ARCHS
@@ -147,8 +148,37 @@ static int scratch_get(size_t temp_bytes, size_t counters_len, hipStream_t s, kp
  * (the table below is built from the same lines, so a family without its
  * three functions does not compile). */
 
+/* fp8's W8A8 default (space.def w8a8.blaslt): the scratch holds the matmul's
+ * output [m, rows] (fp32 at most), then x's codes [m, k] and scales [m] */
+static size_t kp_align256(size_t v) { return (v + 255) / 256 * 256; }
+static size_t fp8_temp_bytes(int32_t m, int64_t rows, int64_t k) {
+  return kp_align256((size_t)m * (size_t)rows * 4) + kp_align256((size_t)m * (size_t)k) + (size_t)m * 4;
+}
+
+static int launch_blaslt_fp8(const kp_row *r, const kp_call *c) {
+  const int64_t rows = c->op == KPICK_OP_GATED ? 2 * c->n : c->n;
+  kp_scratch ws;
+  KP_TRY(scratch_get(fp8_temp_bytes(c->m, rows, c->k), 0, c->stream, &ws));
+  char *d = (char *)ws.temp;
+  uint8_t *xq = (uint8_t *)(d + kp_align256((size_t)c->m * (size_t)rows * 4));
+  float *sx = (float *)(xq + kp_align256((size_t)c->m * (size_t)c->k));
+  const float *sw = (const float *)((const char *)c->w + KPICK_FP8_SCALES_AT(rows, c->k));
+  int count = 0, scaled = 0;
+  KP_TRY(kp_blas_fp8_plan(c->m, rows, c->k, &count, &scaled));
+  KP_TRY(kp_e4m3_quant_launch(c->x, xq, sx, c->m, c->k, c->stream));
+  if (!scaled) { /* unit-scale fp32 sums, then the scales (and silu-mul) in the epilogue */
+    KP_TRY(kp_blas_fp8_matmul(r->params[0], xq, sx, c->w, sw, d, c->m, rows, c->k, ws.blas, c->stream));
+    return kp_w8a8_epilogue_launch(c->op, (const float *)d, sx, sw, c->y, c->m, c->n, c->stream);
+  }
+  if (c->op == KPICK_OP_LINEAR)
+    return kp_blas_fp8_matmul(r->params[0], xq, sx, c->w, sw, c->y, c->m, rows, c->k, ws.blas, c->stream);
+  KP_TRY(kp_blas_fp8_matmul(r->params[0], xq, sx, c->w, sw, d, c->m, rows, c->k, ws.blas, c->stream));
+  return kp_silu_mul_launch(KP_DT_BF16, d, c->y, c->m, c->n, c->stream);
+}
+
 static int launch_blaslt(const kp_row *r, const kp_call *c) {
   kp_scratch ws;
+  if (c->dtype == KPICK_FP8) return launch_blaslt_fp8(r, c);
   if (c->op == KPICK_OP_LINEAR) {
     KP_TRY(scratch_get(0, 0, c->stream, &ws));
     return kp_blas_matmul(r->params[0], c->dtype, c->x, c->w, c->y, c->m, c->n, c->k, ws.blas, c->stream);
@@ -158,10 +188,16 @@ static int launch_blaslt(const kp_row *r, const kp_call *c) {
   KP_TRY(kp_blas_matmul(r->params[0], c->dtype, c->x, c->w, ws.temp, c->m, 2 * c->n, c->k, ws.blas, c->stream));
   return kp_silu_mul_launch(c->dtype, ws.temp, c->y, c->m, c->n, c->stream);
 }
-static int available_blaslt(int32_t cand) { return 1; }
+static int available_blaslt(int32_t cand) { return kp_row_numeric(&kp_space[cand]) == KPICK_NUM_W16A16 || kp_blas_fp8_built(); }
 static int supports_blaslt(const struct kpick_problem *p, const kp_row *r) {
   int count = 0;
-  if (kp_blas_algo_count(p->dtype, p->m, p->op == KPICK_OP_GATED ? 2 * p->n : p->n, p->k, &count) != KPICK_OK) return 0;
+  const int64_t rows = p->op == KPICK_OP_GATED ? 2 * p->n : p->n;
+  if (p->dtype == KPICK_FP8) { /* cuBLASLt's fp8 layout rules (blaslt.cpp) */
+    int scaled = 0;
+    if (p->k % 16 != 0 || rows % 16 != 0 || kp_blas_fp8_plan(p->m, rows, p->k, &count, &scaled) != KPICK_OK) return 0;
+    return r->params[0] < count;
+  }
+  if (kp_blas_algo_count(p->dtype, p->m, rows, p->k, &count) != KPICK_OK) return 0;
   return r->params[0] < count;
 }
 
@@ -202,6 +238,19 @@ static int available_wgmma(int32_t cand) { return g.has_wgmma && kp_wgmma_built(
 static int supports_wgmma(const struct kpick_problem *p, const kp_row *r) {
   return kp_wgmma_fits(r->params[0], r->params[1], r->params[2], p->m);
 }
+
+static int launch_w8a16(const kp_row *r, const kp_call *c) { return kp_w8a16_launch(c, r->params[0], r->params[2]); }
+/* offered only beside the fp8 class default: a HIP build, which has no fp8
+ * matmul (blaslt.cpp), keeps answering fp8 calls KPICK_E_UNSUPPORTED */
+static int available_w8a16(int32_t cand) { return kp_w8a16_built(cand) && kp_blas_fp8_built(); }
+static int supports_w8a16(const struct kpick_problem *p, const kp_row *r) { return p->k % 16 == 0; }
+
+static int launch_w8a16mma(const kp_row *r, const kp_call *c) { return kp_w8a16_mma_launch(c, r->params[0]); }
+/* the e4m3 pair conversion it decodes with is sm_89's; beside the W8A8 default only, as w8a16 */
+static int available_w8a16mma(int32_t cand) {
+  return kp_w8a16_mma_built(cand) && kp_blas_fp8_built() && strncmp(g.arch, "sm_", 3) == 0 && atoi(g.arch + 3) >= 89;
+}
+static int supports_w8a16mma(const struct kpick_problem *p, const kp_row *r) { return p->k % 16 == 0; }
 
 struct kp_family_hooks {
   int (*launch)(const kp_row *r, const kp_call *c);
@@ -326,6 +375,7 @@ static void scratch_need(const struct kpick_problem *p, size_t *temp, size_t *co
   *temp = 0;
   *counters = 0;
   if (p->op == KPICK_OP_GATED) *temp = (size_t)p->m_max * (size_t)p->n * 2 * 2;
+  if (p->dtype == KPICK_FP8) *temp = fp8_temp_bytes(p->m_max, p->w_rows, p->k);
   for (int32_t i = 0; i < KP_NCAND; i++) {
     const kp_row *r = &kp_space[i];
     if (r->op != p->op || r->family_id != KP_FAM_splitk) continue;

@@ -55,6 +55,18 @@ int kp_gated_mma_launch(const struct kp_call *c, int warps);
 int kp_wgmma_built(int32_t cand);
 int kp_wgmma_fits(int wg, int stages, int s, int32_t m);
 int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s);
+/* fp8.hip: fp8 weights (KPICK_FP8). w8a16.gemv: one warp per rows_per_warp
+ * output rows; the W8A8 default's activation quant (x[m, k] -> e4m3 codes
+ * xq[m, k] and per-row scales sx[m]) and its epilogue from unit-scale fp32
+ * sums d[m, rows] (rows = n, or 2n for the gated op) */
+int kp_w8a16_built(int32_t cand);
+int kp_w8a16_launch(const struct kp_call *c, int rows_per_block, int rows_per_warp);
+/* the tensor-core W8A16 tile: 16 weight rows a block, W warps splitting K (CUDA sm_89+) */
+int kp_w8a16_mma_built(int32_t cand);
+int kp_w8a16_mma_launch(const struct kp_call *c, int warps);
+int kp_e4m3_quant_launch(const void *x, void *xq, float *sx, int32_t m, int64_t k, hipStream_t stream);
+int kp_w8a8_epilogue_launch(int32_t op, const float *d, const float *sx, const float *sw, void *y, int32_t m, int64_t n,
+                            hipStream_t stream);
 /* util.hip: the read floor, the producer of in-step timing, the silu-mul node,
  * the warp probe. pdl: launch with programmatic dependent launch (CUDA sm_90). */
 int kp_floor_launch(const void *w, size_t bytes, float *sink, hipStream_t stream, int pdl);
