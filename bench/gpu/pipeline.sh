@@ -52,7 +52,7 @@ step() {
   log "$name: exit $? in $(( $(date +%s) - s )) s"
 }
 
-presets="Llama-3.1-8B Qwen3-8B Qwen3-4B Qwen3-1.7B Qwen3-0.6B"
+presets="Llama-3.1-8B Qwen3-8B Qwen3-4B Qwen3-1.7B Qwen3-0.6B Qwen3-30B-A3B" # the last: moe (bf16) beside its dense linears
 rows=1,2,4,8,16,32,64,128
 for want in $steps; do
   case $want in
@@ -64,13 +64,14 @@ for want in $steps; do
       step refuse-check 30 node --import tsx scripts/refuse-check.ts --tables-dir tables --json
       cat logs/refuse-check.log >> "$summary" ;;
     bench)
-      step table-bench 150 node --import tsx bench/table-bench.ts --rows $rows
+      step table-bench 150 node --import tsx bench/table-bench.ts --model "$(echo $presets | tr ' ' ,)" --rows $rows
       grep -E '^(rows|target)' logs/table-bench.log >> "$summary" ;;
     timing)
       step sweep-timing-Llama-3.1-8B 120 node --import tsx scripts/sweep.ts --model Llama-3.1-8B --rows $rows --store stores/timing
       grep -h 'sweep:' logs/sweep-timing-*.log >> "$summary" ;;
     serve)
       step serve-check 60 node --import tsx scripts/serve-bench.ts --model Qwen3-0.6B --layers 2 --c 1,8 --steps 8 --runs 1 --identity-steps 16 --check-step --json
+      step serve-check-moe 60 node --import tsx scripts/serve-bench.ts --model Qwen3-30B-A3B --layers 2 --c 1,8 --steps 8 --runs 1 --identity-steps 16 --check-step --json
       for m in ${SERVE_MODELS:-Qwen3-0.6B Qwen3-1.7B Qwen3-8B Llama-3.1-8B}; do
         step "serve-$m" 90 node --import tsx scripts/serve-bench.ts --model "$m" --c 1,4,8,16,32,64 --steps ${SERVE_STEPS:-32} --runs 2 --identity-steps 256 --json
         tail -n 12 "logs/serve-$m.log" >> "$summary"
