@@ -464,21 +464,22 @@ static struct {
   kp_cublas_batched_fn gemm;
 } kp_cublas = {PTHREAD_MUTEX_INITIALIZER, 0, 0, NULL, NULL, NULL, NULL};
 
+extern "C" size_t cublasLtGetVersion(void); /* linked (gpu.mk): its folder holds cuBLAS too */
+
 static void kp_cublas_open(void) {
   const char *names[] = {"libcublas.so", "libcublas.so.13", "libcublas.so.12"};
   void *lib = NULL;
-  for (int i = 0; i < 3 && !lib; ++i) lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
   Dl_info info;
-  void *lt = dlsym(RTLD_DEFAULT, "cublasLtCreate");
-  if (!lib && lt && dladdr(lt, &info) && info.dli_fname) { /* the folder of the loaded cuBLASLt */
+  if (dladdr((void *)&cublasLtGetVersion, &info) && info.dli_fname) { /* first the linked cuBLASLt's folder */
     char path[1024];
     const char *slash = strrchr(info.dli_fname, '/');
     const int dir = slash ? (int)(slash - info.dli_fname) : 0;
-    for (int i = 0; i < 3 && !lib; ++i) {
+    for (int i = 0; i < 3 && !lib && slash; ++i) {
       snprintf(path, sizeof path, "%.*s/%s", dir, info.dli_fname, names[i]);
       lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     }
   }
+  for (int i = 0; i < 3 && !lib; ++i) lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
   if (!lib) return;
   kp_cublas_create_fn create = (kp_cublas_create_fn)dlsym(lib, "cublasCreate_v2");
   kp_cublas.set_stream = (kp_cublas_stream_fn)dlsym(lib, "cublasSetStream_v2");
