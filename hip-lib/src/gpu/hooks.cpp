@@ -23,7 +23,9 @@
 
 #include "../common/backend.h"
 #include "../common/error.h"
-#include "../common/moe.h"
+extern "C" {
+#include "../common/moe.h" /* C: moe.h has no extern "C" of its own */
+}
 #include "../common/space.h"
 #include "arch.h"
 #include "blaslt.h"
