@@ -4,7 +4,8 @@
  *   plan            one block turns ids[m, topk] into the active experts
  *                   (ascending id), each expert's (row, slot) pairs (rows
  *                   ascending), their positions, and work items of at most C
- *                   pairs of one expert. The first node of every family below.
+ *                   pairs of one expert (the families here take one item per
+ *                   expert). The first node of the gemv and mma families.
  *   moe.blas        the class default, what an engine without kpick runs: per
  *                   (row, expert) pair, the vendor BLAS's batched GEMM from
  *                   device pointer arrays (cublasGemmBatchedEx) for gate/up,
@@ -17,9 +18,11 @@
  *                   the active experts in ascending id, so each expert's
  *                   weights are read once and no float atomics are needed.
  *   moe.mma.wW.uU.tT grouped tensor-core tile (mma_core.h): a block multiplies
- *                   a 16-row tile of one expert by T x kp_mma_cols of the rows
- *                   routed to it; gate/up with silu*mul, down into fp32 per
- *                   pair, then a combine kernel sums each row's pairs.
+ *                   a 16-row tile of one active expert by the rows routed to
+ *                   it, T x kp_mma_cols at a time (the tile's weights come
+ *                   from L2 after the first pass); gate/up with silu*mul, down
+ *                   into fp32 per pair, then a combine kernel sums each row's
+ *                   pairs.
  * Every family sums a row's experts in ascending expert id, in fp32, rounding
  * once; h = silu(g)*u is rounded to the dtype between the two GEMMs. Bits of
  * the gemv family do not depend on R or U (a lane accumulates its pieces in
@@ -94,12 +97,12 @@ __global__ void __launch_bounds__(kp_moe_plan_threads)
   __shared__ int32_t off[KPICK_MAX_EXPERTS];
   __shared__ int32_t sc[3][kp_moe_plan_threads];
   if (PDL) kp_pdl_trigger();
-  const int tid = threadIdx.x, P = m * topk;
+  const int tid = threadIdx.x, nt = blockDim.x, P = m * topk;
   if (tid < E)
     for (int w = 0; w < 4; ++w) mask[tid][w] = 0u;
   kp_batch_fence(true); /* under PDL: ids are the previous kernel's output */
   __syncthreads();
-  for (int i = tid; i < P; i += kp_moe_plan_threads) {
+  for (int i = tid; i < P; i += nt) {
     const int e = ids[i], t = i / topk;
     if (e >= 0 && e < E) atomicOr(&mask[e][t >> 5], 1u << (t & 31));
   }
@@ -110,7 +113,7 @@ __global__ void __launch_bounds__(kp_moe_plan_threads)
   const int used = cnt > 0, nit = used ? (cnt + chunk - 1) / chunk : 0;
   sc[0][tid] = used, sc[1][tid] = cnt, sc[2][tid] = nit;
   __syncthreads();
-  for (int d = 1; d < kp_moe_plan_threads; d <<= 1) { /* inclusive scans */
+  for (int d = 1; d < nt; d <<= 1) { /* inclusive scans */
     int a = 0, b = 0, c = 0;
     if (tid >= d) a = sc[0][tid - d], b = sc[1][tid - d], c = sc[2][tid - d];
     __syncthreads();
@@ -124,14 +127,14 @@ __global__ void __launch_bounds__(kp_moe_plan_threads)
     pl->start[u] = at;
     for (int q = 0; q < nit; ++q) pl->item_u[it + q] = u, pl->item_r0[it + q] = q * chunk;
   }
-  if (tid == kp_moe_plan_threads - 1) {
+  if (tid == nt - 1) {
     pl->nused = sc[0][tid];
     pl->nitems = sc[2][tid];
     pl->start[sc[0][tid]] = sc[1][tid];
   }
-  for (int i = tid; i < P; i += kp_moe_plan_threads) pl->order[i] = 0; /* a repeated id leaves a slot */
+  for (int i = tid; i < P; i += nt) pl->order[i] = 0; /* a repeated id leaves a slot */
   __syncthreads();
-  for (int i = tid; i < P; i += kp_moe_plan_threads) {
+  for (int i = tid; i < P; i += nt) {
     const int e = ids[i], t = i / topk;
     if (e < 0 || e >= E) {
       pl->pos[i] = -1;
@@ -147,7 +150,9 @@ __global__ void __launch_bounds__(kp_moe_plan_threads)
 static int kp_moe_plan_launch(const int32_t *ids, int32_t m, int32_t topk, int32_t E, int32_t chunk, kp_moe_plan *pl,
                               hipStream_t s, bool pdl) {
   const auto k = pdl ? kp_moe_plan_kernel<kp_pdl_built> : kp_moe_plan_kernel<false>;
-  KP_GPU(kp_launch(k, dim3(1), dim3(kp_moe_plan_threads), s, pdl, ids, m, topk, E, chunk, pl));
+  /* a thread per expert (a block of E, at least one warp): fewer threads, cheaper barriers */
+  const int threads = E < 32 ? 32 : (E + 31) / 32 * 32;
+  KP_GPU(kp_launch(k, dim3(1), dim3((unsigned)threads), s, pdl, ids, m, topk, E, chunk, pl));
   return KPICK_OK;
 }
 
@@ -156,9 +161,9 @@ static int kp_moe_plan_launch(const int32_t *ids, int32_t m, int32_t topk, int32
 /* acc[r][i] += this lane's share of dot(w[r], xr[i]) over len, i < rows:
  * pieces of kp_warp * 8 elements in order, U loads of each weight row in
  * flight; pieces past len count as zeros. */
-template <int DT, int NR, int U>
-__device__ __forceinline__ void kp_moe_dot(const uint16_t *const (&w)[NR], const uint16_t *const (&xr)[kp_moe_gemv_rows],
-                                           int64_t len, int lane, int rows, float (&acc)[NR][kp_moe_gemv_rows]) {
+template <int DT, int NR, int U, int M>
+__device__ __forceinline__ void kp_moe_dot(const uint16_t *const (&w)[NR], const uint16_t *const (&xr)[M],
+                                           int64_t len, int lane, int rows, float (&acc)[NR][M]) {
   constexpr int64_t chunk = (int64_t)kp_warp * 8;
   const int64_t nq = (len + chunk - 1) / chunk;
   const kp_v16 zero = {0u, 0u, 0u, 0u};
@@ -181,7 +186,7 @@ __device__ __forceinline__ void kp_moe_dot(const uint16_t *const (&w)[NR], const
 #pragma unroll
       for (int r = 0; r < NR; ++r) kp_unpack8<DT>(wv[r][b], wf[r]);
 #pragma unroll
-      for (int i = 0; i < kp_moe_gemv_rows; ++i) {
+      for (int i = 0; i < M; ++i) {
         if (i >= rows) continue;
         float xf[8];
         kp_unpack8<DT>(kp_ld_act(xr[i] + off), xf);
@@ -199,7 +204,7 @@ __device__ __forceinline__ void kp_moe_dot(const uint16_t *const (&w)[NR], const
 
 /* h[pair] = silu(x Wg^T) * (x Wu^T) for every pair of active expert blockIdx.y:
  * a warp per column n, the expert's rows 8 at a time. */
-template <int DT, int U, bool PDL>
+template <int DT, int M, int U, bool PDL>
 __global__ void __launch_bounds__(8 * KP_WARP)
     kp_moe_gemv_up_kernel(const uint16_t *__restrict__ x, const uint16_t *__restrict__ wgu, const kp_moe_plan *pl,
                           uint16_t *__restrict__ h, int32_t topk, int64_t N, int64_t K) {
@@ -213,19 +218,19 @@ __global__ void __launch_bounds__(8 * KP_WARP)
   const int64_t e = pl->used[u];
   const int s = pl->start[u], cnt = pl->start[u + 1] - s;
   const uint16_t *w[2] = {wgu + (e * 2 * N + n) * K, wgu + (e * 2 * N + N + n) * K};
-  for (int base = 0; base < cnt; base += kp_moe_gemv_rows) {
-    const int rows = cnt - base < kp_moe_gemv_rows ? cnt - base : kp_moe_gemv_rows;
-    const uint16_t *xr[kp_moe_gemv_rows];
+  for (int base = 0; base < cnt; base += M) {
+    const int rows = cnt - base < M ? cnt - base : M;
+    const uint16_t *xr[M];
 #pragma unroll
-    for (int i = 0; i < kp_moe_gemv_rows; ++i)
+    for (int i = 0; i < M; ++i)
       xr[i] = x + (int64_t)(pl->order[s + base + (i < rows ? i : rows - 1)] / topk) * K;
-    float acc[2][kp_moe_gemv_rows];
+    float acc[2][M];
 #pragma unroll
-    for (int i = 0; i < kp_moe_gemv_rows; ++i) acc[0][i] = acc[1][i] = 0.0f;
-    kp_moe_dot<DT, 2, U>(w, xr, K, lane, rows, acc);
+    for (int i = 0; i < M; ++i) acc[0][i] = acc[1][i] = 0.0f;
+    kp_moe_dot<DT, 2, U, M>(w, xr, K, lane, rows, acc);
     float mine = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kp_moe_gemv_rows; ++i) {
+    for (int i = 0; i < M; ++i) {
       if (i >= rows) continue;
       const float g = kp_warp_sum<kp_warp>(acc[0][i]), up = kp_warp_sum<kp_warp>(acc[1][i]);
       if (lane == i) mine = kp_silu_mul(g, up);
@@ -236,8 +241,8 @@ __global__ void __launch_bounds__(8 * KP_WARP)
 
 /* y[t, c] = sum over t's experts, ascending id, of weight * dot(h[pair], Wd[e][c]):
  * a warp per output column c walks (expert, piece) in order with U pieces in
- * flight across experts; lane t keeps row t's sum (m <= 8). */
-template <int DT, int U, bool PDL>
+ * flight across experts; lane t keeps row t's sum; M = m <= 8 (an expert has at most m rows). */
+template <int DT, int M, int U, bool PDL>
 __global__ void __launch_bounds__(8 * KP_WARP)
     kp_moe_gemv_down_kernel(const uint16_t *__restrict__ h, const uint16_t *__restrict__ wd, const kp_moe_plan *pl,
                             const float *__restrict__ weights, uint16_t *__restrict__ y, int32_t m, int32_t topk,
@@ -257,9 +262,9 @@ __global__ void __launch_bounds__(8 * KP_WARP)
   constexpr int64_t chunk = (int64_t)kp_warp * 8;
   const int64_t nq = (N + chunk - 1) / chunk, total = (int64_t)nused * nq;
   const kp_v16 zero = {0u, 0u, 0u, 0u};
-  float acc[kp_moe_gemv_rows];
+  float acc[M];
 #pragma unroll
-  for (int i = 0; i < kp_moe_gemv_rows; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < M; ++i) acc[i] = 0.0f;
   float mine = 0.0f;
 #pragma unroll 1
   for (int64_t i0 = 0; i0 < total; i0 += U) {
@@ -279,7 +284,7 @@ __global__ void __launch_bounds__(8 * KP_WARP)
         float wf[8];
         kp_unpack8<DT>(wv[b], wf);
 #pragma unroll
-        for (int r = 0; r < kp_moe_gemv_rows; ++r) {
+        for (int r = 0; r < M; ++r) {
           if (r >= cnt) continue;
           float xf[8];
           kp_unpack8<DT>(kp_ld_act(h + (int64_t)(s + r) * N + off), xf);
@@ -291,7 +296,7 @@ __global__ void __launch_bounds__(8 * KP_WARP)
       }
       if (q == nq - 1) { /* the expert's last piece: its rows' dots are complete */
 #pragma unroll
-        for (int r = 0; r < kp_moe_gemv_rows; ++r) {
+        for (int r = 0; r < M; ++r) {
           if (r >= cnt) continue;
           const float d = kp_warp_sum<kp_warp>(acc[r]);
           const int pair = pl->order[s + r];
@@ -315,7 +320,7 @@ struct kp_moe_mma_args {
 };
 
 #if defined(KP_MMA_NV) || defined(KP_MMA_MFMA)
-/* One work item (blockIdx.y: up to NT * kp_mma_cols pairs of one expert) by a
+/* One work item (blockIdx.y: the pairs of one expert, NT * kp_mma_cols at a time) by a
  * tile of its weights (blockIdx.x): gate/up (MODE gated, 8 gate rows over
  * their 8 up rows, len K) or down (MODE linear, 16 rows of W_down, len N).
  * The warps split the steps; partial tiles meet in shared memory in warp
@@ -328,8 +333,7 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
   const int it = blockIdx.y;
   if (it >= pl->nitems) return;
   const int lane = threadIdx.x % kp_warp, warp = threadIdx.x / kp_warp, nwarps = blockDim.x / kp_warp;
-  const int u = pl->item_u[it], s = pl->start[u] + pl->item_r0[it];
-  const int left = pl->start[u + 1] - s, cnt = left < NT * kp_mma_cols ? left : NT * kp_mma_cols;
+  const int u = pl->item_u[it], s_item = pl->start[u] + pl->item_r0[it], rows_item = pl->start[u + 1] - s_item;
   const int64_t e = pl->used[u], N = a.n, K = a.k;
   const bool up = MODE == KP_MMA_GATED;
   const int64_t rows = up ? N : K, len = up ? K : N; /* tile rows (per half for gate/up), reduction length */
@@ -342,50 +346,54 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
   const uint16_t *wr[kp_mma_wrows];
 #pragma unroll
   for (int j = 0; j < kp_mma_wrows; ++j) wr[j] = w + kp_tile_wrow<MODE>(n0, kp_lane_tile_row(lane, j), rows) * len + koff;
-  const uint16_t *xr[NT];
+  /* the item's rows a tile at a time: after the first, the tile's weights come from L2 */
+  for (int r0 = 0; r0 < rows_item; r0 += NT * kp_mma_cols) {
+    const int s = s_item + r0, cnt = rows_item - r0 < NT * kp_mma_cols ? rows_item - r0 : NT * kp_mma_cols;
+    const uint16_t *xr[NT];
 #pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    const int col = t * kp_mma_cols + kp_lane_col(lane), at = s + (col < cnt ? col : cnt - 1);
-    xr[t] = up ? a.x + (int64_t)(pl->order[at] / a.topk) * K + koff : a.x + (int64_t)at * N + koff;
-  }
-  kp_frag acc[NT];
-#pragma unroll
-  for (int t = 0; t < NT; ++t)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
-  const int64_t e1 = s1 < full ? s1 : full;
-  int64_t st = s0;
-#pragma unroll 1
-  for (; st + U <= e1; st += U) kp_mma_steps<DT, NT, U>(wr, xr, st * kp_mma_step, acc, false);
-  if constexpr (U > 8) if (st + 8 <= e1) { kp_mma_steps<DT, NT, 8>(wr, xr, st * kp_mma_step, acc, false); st += 8; }
-  if constexpr (U > 4) if (st + 4 <= e1) { kp_mma_steps<DT, NT, 4>(wr, xr, st * kp_mma_step, acc, false); st += 4; }
-  if (st + 2 <= e1) { kp_mma_steps<DT, NT, 2>(wr, xr, st * kp_mma_step, acc, false); st += 2; }
-  if (st + 1 <= e1) { kp_mma_steps<DT, NT, 1>(wr, xr, st * kp_mma_step, acc, false); st += 1; }
-  if (st < s1) kp_mma_step_masked<DT, NT>(wr, xr, st * kp_mma_step, st * kp_mma_step + koff < len, acc, false);
-
-  __shared__ float red[kp_mma_max_warps][kp_mma_cols][kp_mma_pad];
-#pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    if (t * kp_mma_cols >= cnt) continue; /* block-uniform */
-#pragma unroll
-    for (int i = 0; i < 4; ++i) red[warp][kp_frag_col(lane, i)][kp_frag_row(lane, i)] = acc[t][i];
-    __syncthreads();
-    const int live = (up ? 8 : 16) * kp_mma_cols;
-    for (int q = threadIdx.x; q < live; q += blockDim.x) {
-      const int row = up ? q % 8 : q % 16, col = up ? q / 8 : q / 16, p = t * kp_mma_cols + col;
-      const int64_t n = n0 + row;
-      if (p >= cnt || n >= rows) continue;
-      float v = red[0][col][row];
-      for (int r = 1; r < nwarps; ++r) v += red[r][col][row];
-      if (up) {
-        float g = red[0][col][row + 8];
-        for (int r = 1; r < nwarps; ++r) g += red[r][col][row + 8];
-        ((uint16_t *)a.out)[(int64_t)(s + p) * N + n] = kp_round<DT>(kp_silu_mul(v, g));
-      } else {
-        ((float *)a.out)[(int64_t)(s + p) * K + n] = v;
-      }
+    for (int t = 0; t < NT; ++t) {
+      const int col = t * kp_mma_cols + kp_lane_col(lane), at = s + (col < cnt ? col : cnt - 1);
+      xr[t] = up ? a.x + (int64_t)(pl->order[at] / a.topk) * K + koff : a.x + (int64_t)at * N + koff;
     }
-    __syncthreads();
+    kp_frag acc[NT];
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
+    const int64_t e1 = s1 < full ? s1 : full;
+    int64_t st = s0;
+#pragma unroll 1
+    for (; st + U <= e1; st += U) kp_mma_steps<DT, NT, U>(wr, xr, st * kp_mma_step, acc, false);
+    if constexpr (U > 8) if (st + 8 <= e1) { kp_mma_steps<DT, NT, 8>(wr, xr, st * kp_mma_step, acc, false); st += 8; }
+    if constexpr (U > 4) if (st + 4 <= e1) { kp_mma_steps<DT, NT, 4>(wr, xr, st * kp_mma_step, acc, false); st += 4; }
+    if (st + 2 <= e1) { kp_mma_steps<DT, NT, 2>(wr, xr, st * kp_mma_step, acc, false); st += 2; }
+    if (st + 1 <= e1) { kp_mma_steps<DT, NT, 1>(wr, xr, st * kp_mma_step, acc, false); st += 1; }
+    if (st < s1) kp_mma_step_masked<DT, NT>(wr, xr, st * kp_mma_step, st * kp_mma_step + koff < len, acc, false);
+
+    __shared__ float red[kp_mma_max_warps][kp_mma_cols][kp_mma_pad];
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      if (t * kp_mma_cols >= cnt) continue; /* block-uniform */
+#pragma unroll
+      for (int i = 0; i < 4; ++i) red[warp][kp_frag_col(lane, i)][kp_frag_row(lane, i)] = acc[t][i];
+      __syncthreads();
+      const int live = (up ? 8 : 16) * kp_mma_cols;
+      for (int q = threadIdx.x; q < live; q += blockDim.x) {
+        const int row = up ? q % 8 : q % 16, col = up ? q / 8 : q / 16, p = t * kp_mma_cols + col;
+        const int64_t n = n0 + row;
+        if (p >= cnt || n >= rows) continue;
+        float v = red[0][col][row];
+        for (int r = 1; r < nwarps; ++r) v += red[r][col][row];
+        if (up) {
+          float g = red[0][col][row + 8];
+          for (int r = 1; r < nwarps; ++r) g += red[r][col][row + 8];
+          ((uint16_t *)a.out)[(int64_t)(s + p) * N + n] = kp_round<DT>(kp_silu_mul(v, g));
+        } else {
+          ((float *)a.out)[(int64_t)(s + p) * K + n] = v;
+        }
+      }
+      __syncthreads();
+    }
   }
 }
 #else
@@ -397,7 +405,7 @@ __global__ void kp_moe_mma_kernel(kp_moe_mma_args a) {
 
 /* y[t, c] = sum over t's valid slots in ascending expert id of weight * o,
  * fp32, rounded once; o is fp32 in plan order (PAIR = false) or the dtype
- * per pair (PAIR = true: moe.blas). A block per row. */
+ * per pair (PAIR = true: moe.blas). A block per (row, 256 columns). */
 template <int DT, bool PAIR>
 __global__ void __launch_bounds__(256)
     kp_moe_combine_kernel(const void *__restrict__ o, const kp_moe_plan *pl, const int32_t *__restrict__ ids,
@@ -418,8 +426,10 @@ __global__ void __launch_bounds__(256)
     n = k;
   }
   __syncthreads();
-  for (int64_t c = threadIdx.x; c < K; c += blockDim.x) {
+  const int64_t c = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
+  if (c < K) {
     float sum = 0.0f;
+#pragma unroll 4
     for (int i = 0; i < n; ++i) {
       const float v = PAIR ? kp_load1<DT>((const uint16_t *)o + (int64_t)where[i] * K + c)
                            : ((const float *)o)[(int64_t)where[i] * K + c];
@@ -536,7 +546,7 @@ template <int DT>
 static int kp_moe_combine(const struct kp_call *c, const void *o, const kp_moe_plan *pl, bool pair) {
   const struct kp_moe_call *mc = c->moe;
   const auto k = pair ? kp_moe_combine_kernel<DT, true> : kp_moe_combine_kernel<DT, false>;
-  KP_GPU(kp_launch(k, dim3((unsigned)c->m), dim3(256), c->stream, false, o, pl, mc->ids, mc->weights,
+  KP_GPU(kp_launch(k, dim3((unsigned)c->m, (unsigned)((c->k + 255) / 256)), dim3(256), c->stream, false, o, pl, mc->ids, mc->weights,
                    (uint16_t *)c->y, mc->topk, mc->experts, c->k));
   return KPICK_OK;
 }
@@ -561,10 +571,18 @@ typedef void (*kp_moe_up_fn)(const uint16_t *, const uint16_t *, const kp_moe_pl
                              int64_t);
 typedef void (*kp_moe_down_fn)(const uint16_t *, const uint16_t *, const kp_moe_plan *, const float *, uint16_t *,
                                int32_t, int32_t, int64_t, int64_t);
+/* the kernels of one gemv row: [dtype][m - 1], m = 1 .. rows_max */
 struct kp_moe_gemv_set {
-  kp_moe_up_fn up[2];
-  kp_moe_down_fn down[2];
+  kp_moe_up_fn up[2][kp_moe_gemv_rows];
+  kp_moe_down_fn down[2][kp_moe_gemv_rows];
 };
+
+template <int DT, int U, bool PDL, int M>
+static void kp_moe_gemv_fill(kp_moe_gemv_set &s) {
+  s.up[DT][M - 1] = kp_moe_gemv_up_kernel<DT, M, U, PDL>;
+  s.down[DT][M - 1] = kp_moe_gemv_down_kernel<DT, M, U, PDL>;
+  if constexpr (M > 1) kp_moe_gemv_fill<DT, U, PDL, M - 1>(s);
+}
 
 template <int ID>
 static kp_moe_gemv_set kp_moe_gemv_row() {
@@ -574,8 +592,10 @@ static kp_moe_gemv_set kp_moe_gemv_row() {
                   "moe gemv: rows stop at 8 (lane t keeps row t)");
     static_assert(r.p0 >= 1 && r.p0 <= 8, "moe gemv: R is 1..8 warps per block");
     static_assert(r.p1 == 4 || r.p1 == 8 || r.p1 == 16, "moe gemv: U is 4, 8 or 16");
-    return kp_moe_gemv_set{{kp_moe_gemv_up_kernel<KP_DT_BF16, r.p1, r.pdl()>, kp_moe_gemv_up_kernel<KP_DT_FP16, r.p1, r.pdl()>},
-                           {kp_moe_gemv_down_kernel<KP_DT_BF16, r.p1, r.pdl()>, kp_moe_gemv_down_kernel<KP_DT_FP16, r.p1, r.pdl()>}};
+    kp_moe_gemv_set s = {};
+    kp_moe_gemv_fill<KP_DT_BF16, r.p1, r.pdl(), r.rows_max>(s);
+    kp_moe_gemv_fill<KP_DT_FP16, r.p1, r.pdl(), r.rows_max>(s);
+    return s;
   } else {
     return kp_moe_gemv_set{};
   }
@@ -587,13 +607,15 @@ static const kp_moe_gemv_set kp_moe_gemv_sets[KP_NCAND] = {
 #include "../space.def"
 };
 
-int kp_moe_gemv_built(int32_t cand) { return kp_moe_gemv_sets[cand].up[0] != nullptr; }
+int kp_moe_gemv_built(int32_t cand) { return kp_moe_gemv_sets[cand].up[0][0] != nullptr; }
 
 int kp_moe_gemv_launch(const struct kp_call *c, int rows_per_block) {
   const struct kp_moe_call *mc = c->moe;
   const kp_moe_gemv_set &set = kp_moe_gemv_sets[c->cand];
   const int d = c->dtype == KP_DT_BF16 ? 0 : 1;
-  if (!set.up[0] || rows_per_block < 1 || rows_per_block > 8 || c->m > kp_moe_gemv_rows)
+  const kp_moe_up_fn up = c->m >= 1 && c->m <= kp_moe_gemv_rows ? set.up[d][c->m - 1] : nullptr;
+  const kp_moe_down_fn down = c->m >= 1 && c->m <= kp_moe_gemv_rows ? set.down[d][c->m - 1] : nullptr;
+  if (!up || !down || rows_per_block < 1 || rows_per_block > 8)
     return kp_fail(KPICK_E_UNSUPPORTED, "moe.gemv", "no kernel for m=%d, R=%d, pdl=%d", (int)c->m, rows_per_block, c->pdl);
   const kp_moe_layout l = kp_moe_layout_of(c->m, mc->topk, c->n, c->k);
   char *base = (char *)mc->ws->temp;
@@ -603,10 +625,10 @@ int kp_moe_gemv_launch(const struct kp_call *c, int rows_per_block) {
   const bool pdl = c->pdl != 0;
   KP_TRY(kp_moe_plan_launch(mc->ids, c->m, mc->topk, mc->experts, 1 << 20, pl, c->stream, pdl));
   const dim3 block(rows_per_block * c->warp);
-  KP_GPU(kp_launch(set.up[d], dim3((unsigned)((c->n + rows_per_block - 1) / rows_per_block), (unsigned)max_used), block,
+  KP_GPU(kp_launch(up, dim3((unsigned)((c->n + rows_per_block - 1) / rows_per_block), (unsigned)max_used), block,
                    c->stream, pdl, (const uint16_t *)c->x, (const uint16_t *)c->w, (const kp_moe_plan *)pl, h,
                    mc->topk, c->n, c->k));
-  KP_GPU(kp_launch(set.down[d], dim3((unsigned)((c->k + rows_per_block - 1) / rows_per_block)), block, c->stream, pdl,
+  KP_GPU(kp_launch(down, dim3((unsigned)((c->k + rows_per_block - 1) / rows_per_block)), block, c->stream, pdl,
                    (const uint16_t *)h, (const uint16_t *)mc->w_down, (const kp_moe_plan *)pl, mc->weights,
                    (uint16_t *)c->y, c->m, mc->topk, c->n, c->k));
   return KPICK_OK;
@@ -624,7 +646,7 @@ static kp_moe_mma_set kp_moe_mma_row() {
   if constexpr (r.family == KP_FAM_moe_mma && (!r.pdl() || kp_pdl_built)) {
     static_assert(r.p0 >= 1 && r.p0 <= kp_mma_max_warps, "moe mma: W is 1..8 warps");
     static_assert(r.p1 == 8 || r.p1 == 16, "moe mma: U is 8 or 16");
-    static_assert(r.p2 == 1 || r.p2 == 2 || r.p2 == 4, "moe mma: T is 1, 2 or 4 column tiles");
+    static_assert(r.p2 == 1 || r.p2 == 2 || r.p2 == 4 || r.p2 == 8, "moe mma: T is 1, 2, 4 or 8 column tiles");
     return kp_moe_mma_set{{kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_GATED, r.pdl()>,
                            kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_GATED, r.pdl()>},
                           {kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl()>,
@@ -652,9 +674,8 @@ int kp_moe_mma_launch(const struct kp_call *c, int warps) {
   const kp_moe_layout l = kp_moe_layout_of(c->m, mc->topk, c->n, c->k);
   char *base = (char *)mc->ws->temp;
   kp_moe_plan *pl = (kp_moe_plan *)(base + l.plan);
-  const int P = c->m * mc->topk, chunk = set.tiles * kp_mma_cols;
-  /* items: one per active expert and one more per chunk of its pairs past the first */
-  const int max_items = (P < mc->experts ? P : mc->experts) + P / chunk;
+  /* an item per active expert (the kernel walks its rows a tile at a time) */
+  const int P = c->m * mc->topk, chunk = 1 << 20, max_items = P < mc->experts ? P : mc->experts;
   const bool pdl = c->pdl != 0;
   KP_TRY(kp_moe_plan_launch(mc->ids, c->m, mc->topk, mc->experts, chunk, pl, c->stream, pdl));
   const dim3 block(warps * c->warp);
