@@ -317,10 +317,11 @@ struct kp_moe_mma_args {
   const kp_moe_plan *pl;
   int32_t topk;
   int64_t n, k;        /* the expert's N (intermediate) and K (hidden) */
+  int32_t chunk;       /* the plan's rows per item */
 };
 
 #if defined(KP_MMA_NV) || defined(KP_MMA_MFMA)
-/* One work item (blockIdx.y: the pairs of one expert, NT * kp_mma_cols at a time) by a
+/* One work item (blockIdx.y: up to a.chunk pairs of one expert, NT * kp_mma_cols at a time) by a
  * tile of its weights (blockIdx.x): gate/up (MODE gated, 8 gate rows over
  * their 8 up rows, len K) or down (MODE linear, 16 rows of W_down, len N).
  * The warps split the steps; partial tiles meet in shared memory in warp
@@ -333,7 +334,8 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
   const int it = blockIdx.y;
   if (it >= pl->nitems) return;
   const int lane = threadIdx.x % kp_warp, warp = threadIdx.x / kp_warp, nwarps = blockDim.x / kp_warp;
-  const int u = pl->item_u[it], s_item = pl->start[u] + pl->item_r0[it], rows_item = pl->start[u + 1] - s_item;
+  const int u = pl->item_u[it], s_item = pl->start[u] + pl->item_r0[it], left = pl->start[u + 1] - s_item;
+  const int rows_item = left < a.chunk ? left : a.chunk;
   const int64_t e = pl->used[u], N = a.n, K = a.k;
   const bool up = MODE == KP_MMA_GATED;
   const int64_t rows = up ? N : K, len = up ? K : N; /* tile rows (per half for gate/up), reduction length */
@@ -635,6 +637,8 @@ int kp_moe_gemv_launch(const struct kp_call *c, int rows_per_block) {
 }
 
 typedef void (*kp_moe_mma_fn)(kp_moe_mma_args);
+/* rows of one expert a block takes at most (4 tiles of 8 on NVIDIA) */
+static constexpr int kp_moe_mma_chunk = 4 * kp_mma_cols;
 struct kp_moe_mma_set {
   kp_moe_mma_fn up[2], down[2];
   int tiles;
@@ -674,15 +678,18 @@ int kp_moe_mma_launch(const struct kp_call *c, int warps) {
   const kp_moe_layout l = kp_moe_layout_of(c->m, mc->topk, c->n, c->k);
   char *base = (char *)mc->ws->temp;
   kp_moe_plan *pl = (kp_moe_plan *)(base + l.plan);
-  /* an item per active expert (the kernel walks its rows a tile at a time) */
-  const int P = c->m * mc->topk, chunk = 1 << 20, max_items = P < mc->experts ? P : mc->experts;
+  /* an item per active expert and one more per kp_moe_mma_chunk rows past its first (the
+   * kernel walks an item's rows a tile at a time): where rows share an expert (skewed
+   * routing) its rows spread over blocks, while each item keeps its tile's weights in L2 */
+  const int tile = set.tiles * kp_mma_cols, chunk = tile > kp_moe_mma_chunk ? tile : kp_moe_mma_chunk;
+  const int P = c->m * mc->topk, max_items = (P < mc->experts ? P : mc->experts) + P / chunk;
   const bool pdl = c->pdl != 0;
   KP_TRY(kp_moe_plan_launch(mc->ids, c->m, mc->topk, mc->experts, chunk, pl, c->stream, pdl));
   const dim3 block(warps * c->warp);
-  kp_moe_mma_args up = {(const uint16_t *)c->x, (const uint16_t *)c->w, base + l.h, pl, mc->topk, c->n, c->k};
+  kp_moe_mma_args up = {(const uint16_t *)c->x, (const uint16_t *)c->w, base + l.h, pl, mc->topk, c->n, c->k, chunk};
   KP_GPU(kp_launch(set.up[d], dim3((unsigned)((c->n + 7) / 8), (unsigned)max_items), block, c->stream, pdl, up));
   kp_moe_mma_args down = {(const uint16_t *)(base + l.h), (const uint16_t *)mc->w_down, base + l.o, pl, mc->topk,
-                          c->n, c->k};
+                          c->n, c->k, chunk};
   KP_GPU(kp_launch(set.down[d], dim3((unsigned)((c->k + 15) / 16), (unsigned)max_items), block, c->stream, pdl, down));
   return c->dtype == KP_DT_BF16 ? kp_moe_combine<KP_DT_BF16>(c, base + l.o, pl, false)
                                 : kp_moe_combine<KP_DT_FP16>(c, base + l.o, pl, false);
