@@ -55,7 +55,7 @@ step() {
   log "$name: exit $? in $(( $(date +%s) - s )) s"
 }
 
-presets="Llama-3.1-8B Qwen3-8B Qwen3-4B Qwen3-1.7B Qwen3-0.6B"
+presets="Llama-3.1-8B Qwen3-8B Qwen3-4B Qwen3-1.7B Qwen3-0.6B Qwen3-30B-A3B" # the last: moe (bf16) beside its dense linears
 rows=1,2,4,8,16,32,64,128
 # fp8 weights (issue 14) on Llama-3.1-8B, after the dense presets in each step (fp8: all of them, alone)
 fp8_sweep() {
@@ -93,7 +93,7 @@ for want in $steps; do
       step refuse-check 30 node --import tsx scripts/refuse-check.ts --tables-dir tables --json
       cat logs/refuse-check.log >> "$summary" ;;
     bench)
-      step table-bench 150 node --import tsx bench/table-bench.ts --rows $rows
+      step table-bench 150 node --import tsx bench/table-bench.ts --model "$(echo $presets | tr ' ' ,)" --rows $rows
       grep -E '^(rows|target)' logs/table-bench.log >> "$summary"
       fp8_bench ;;
     timing)
@@ -102,6 +102,7 @@ for want in $steps; do
     serve)
       step serve-check 60 node --import tsx scripts/serve-bench.ts --model Qwen3-0.6B --layers 2 --c 1,8 --steps 8 --runs 1 --identity-steps 16 --check-step --json
       fp8_serve_check
+      step serve-check-moe 60 node --import tsx scripts/serve-bench.ts --model Qwen3-30B-A3B --layers 2 --c 1,8 --steps 8 --runs 1 --identity-steps 16 --check-step --json
       for m in ${SERVE_MODELS:-Qwen3-0.6B Qwen3-1.7B Qwen3-8B Llama-3.1-8B}; do
         step "serve-$m" 90 node --import tsx scripts/serve-bench.ts --model "$m" --c 1,4,8,16,32,64 --steps ${SERVE_STEPS:-32} --runs 2 --identity-steps 256 --json
         tail -n 12 "logs/serve-$m.log" >> "$summary"

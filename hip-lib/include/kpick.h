@@ -165,8 +165,9 @@ int kpick_problem_create(int32_t op, int32_t dtype, int64_t n, int64_t k,
  * x[m_max, K], W_gate_up and W_down of all E experts, and the routing of m_max
  * rows drawn from seed as `routing` says. Copies <= 0 sizes the rotation by
  * the bytes one row's topk experts read (what a call reads at least).
- * KPICK_E_UNSUPPORTED where the build has no moe candidate (the GPU backends
- * for now). Everything below takes it: y is [m, K], kpick_reference's columns
+ * KPICK_E_UNSUPPORTED where the build has no moe candidate it can run (a HIP
+ * build has the grouped ones but no moe default, which is CUDA's cuBLAS, so
+ * its route has no moe answer). Everything below takes it: y is [m, K], kpick_reference's columns
  * are K's, and the read floor streams the distinct experts of the active rows. */
 int kpick_problem_create_moe(int32_t dtype, int32_t experts, int32_t topk, int64_t n, int64_t k, int32_t m_max,
                              int32_t routing, int32_t copies, uint64_t seed, kpick_problem **out);

@@ -59,7 +59,7 @@ $(CUDA_OBJ)/common_%.o: $(SRC)/common/%.c $(COMMON_HDRS) $(GPU_KERNELS) $(GPU_HO
 
 $(BUILD)/libkpick-cuda.so: GPU_COMPILER = nvcc $(NVCC_VERSION) $(NVCC_FLAGS) (wgmma.hip: $(WGMMA_ARCH))
 $(BUILD)/libkpick-cuda.so: $(CUDA_OBJS)
-	$(NVCC) -shared -o $@.tmp.so $(CUDA_OBJS) -cudart shared -lcublasLt && mv $@.tmp.so $@
+	$(NVCC) -shared -o $@.tmp.so $(CUDA_OBJS) -cudart shared -lcublasLt -ldl && mv $@.tmp.so $@
 
 # compile-only: every kernel and the hooks, no BLAS headers needed; wgmma.hip
 # for sm_90a as the library builds it, and for sm_80 (its trap path)

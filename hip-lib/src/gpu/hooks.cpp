@@ -23,6 +23,9 @@
 
 #include "../common/backend.h"
 #include "../common/error.h"
+extern "C" {
+#include "../common/moe.h" /* C: moe.h has no extern "C" of its own */
+}
 #include "../common/space.h"
 #include "arch.h"
 #include "blaslt.h"
@@ -68,6 +71,11 @@ struct gpu_problem {
   hipGraphExec_t floor[KP_ROWS_SLOTS];    /* (producer, read floor) pairs */
   hipGraphExec_t producer[KP_ROWS_SLOTS]; /* the producer alone */
   int calls;            /* calls per timing batch */
+  /* moe only: the routing on the device, and per rows slot the experts the
+   * active rows read (the read floor's list; kept while its graph lives) */
+  int32_t *ids;
+  float *gates;
+  int32_t *floor_used;  /* [KP_ROWS_SLOTS][experts] */
 };
 
 /* ---- scratch ---- */
@@ -252,6 +260,19 @@ static int available_w8a16mma(int32_t cand) {
 }
 static int supports_w8a16mma(const struct kpick_problem *p, const kp_row *r) { return p->k % 16 == 0; }
 
+/* moe: the batched-BLAS default, the grouped gemv and the grouped mma (moe.hip) */
+static int launch_moe_blas(const kp_row *r, const kp_call *c) { return kp_moe_blas_launch(c); }
+static int available_moe_blas(int32_t cand) { return kp_moe_blas_available(); }
+static int supports_moe_blas(const struct kpick_problem *p, const kp_row *r) { return 1; }
+
+static int launch_moe_gemv(const kp_row *r, const kp_call *c) { return kp_moe_gemv_launch(c, r->params[0]); }
+static int available_moe_gemv(int32_t cand) { return kp_moe_gemv_built(cand); }
+static int supports_moe_gemv(const struct kpick_problem *p, const kp_row *r) { return p->n % 8 == 0; }
+
+static int launch_moe_mma(const kp_row *r, const kp_call *c) { return kp_moe_mma_launch(c, r->params[0]); }
+static int available_moe_mma(int32_t cand) { return g.has_mma && kp_moe_mma_built(cand); }
+static int supports_moe_mma(const struct kpick_problem *p, const kp_row *r) { return p->n % 8 == 0; }
+
 struct kp_family_hooks {
   int (*launch)(const kp_row *r, const kp_call *c);
   /* this build holds the row's kernels and the device runs them */
@@ -376,6 +397,7 @@ static void scratch_need(const struct kpick_problem *p, size_t *temp, size_t *co
   *counters = 0;
   if (p->op == KPICK_OP_GATED) *temp = (size_t)p->m_max * (size_t)p->n * 2 * 2;
   if (p->dtype == KPICK_FP8) *temp = fp8_temp_bytes(p->m_max, p->w_rows, p->k);
+  if (p->op == KPICK_OP_MOE) *temp = kp_moe_scratch_bytes(p->m_max, p->topk, p->n, p->k);
   for (int32_t i = 0; i < KP_NCAND; i++) {
     const kp_row *r = &kp_space[i];
     if (r->op != p->op || r->family_id != KP_FAM_splitk) continue;
@@ -396,7 +418,7 @@ int be_problem_init(struct kpick_problem *p) {
 
   size_t temp = 0, counters = 0;
   scratch_need(p, &temp, &counters);
-  const size_t x_bytes = (size_t)p->m_max * (size_t)p->k * 2, y_bytes = (size_t)p->m_max * (size_t)p->n * 2;
+  const size_t x_bytes = (size_t)p->m_max * (size_t)p->k * 2, y_bytes = (size_t)p->m_max * (size_t)p->y_cols * 2;
   const size_t grow = (temp > scratch.temp_bytes ? temp : 0) + (scratch.blas ? 0 : kp_blas_workspace_bytes());
   const double need = (double)p->copies * (double)p->w_bytes + 2.0 * (double)x_bytes + (double)y_bytes + (double)grow;
   int64_t free_b = 0, total_b = 0;
@@ -414,6 +436,14 @@ int be_problem_init(struct kpick_problem *p) {
   KP_GPU(hipMemcpy(gp->x_src, p->x_host, x_bytes, hipMemcpyHostToDevice));
   KP_GPU(hipMemcpy(gp->w[0], p->w_host, p->w_bytes, hipMemcpyHostToDevice));
   for (int32_t i = 1; i < p->copies; i++) KP_GPU(hipMemcpy(gp->w[i], gp->w[0], p->w_bytes, hipMemcpyDeviceToDevice));
+  if (p->op == KPICK_OP_MOE) {
+    const size_t routed = (size_t)p->m_max * (size_t)p->topk * 4;
+    KP_GPU(hipMalloc((void **)&gp->ids, routed));
+    KP_GPU(hipMalloc((void **)&gp->gates, routed));
+    KP_GPU(hipMalloc((void **)&gp->floor_used, (size_t)KP_ROWS_SLOTS * (size_t)p->experts * 4));
+    KP_GPU(hipMemcpy(gp->ids, p->ids_host, routed, hipMemcpyHostToDevice));
+    KP_GPU(hipMemcpy(gp->gates, p->gates_host, routed, hipMemcpyHostToDevice));
+  }
   KP_GPU(hipDeviceSynchronize());
 
   kp_scratch ws;
@@ -444,6 +474,9 @@ void be_problem_free(struct kpick_problem *p) {
   if (gp->x_src) (void)hipFree(gp->x_src);
   if (gp->y) (void)hipFree(gp->y);
   if (gp->sink) (void)hipFree(gp->sink);
+  if (gp->ids) (void)hipFree(gp->ids);
+  if (gp->gates) (void)hipFree(gp->gates);
+  if (gp->floor_used) (void)hipFree(gp->floor_used);
   free(gp->w);
   free(gp->graphs);
   free(gp);
@@ -452,7 +485,7 @@ void be_problem_free(struct kpick_problem *p) {
 
 int be_poison(struct kpick_problem *p) {
   struct gpu_problem *gp = (struct gpu_problem *)p->be;
-  KP_GPU(hipMemsetAsync(gp->y, 0xFF, (size_t)p->m_max * (size_t)p->n * 2, g.stream));
+  KP_GPU(hipMemsetAsync(gp->y, 0xFF, (size_t)p->m_max * (size_t)p->y_cols * 2, g.stream));
   KP_GPU(hipStreamSynchronize(g.stream));
   return KPICK_OK;
 }
@@ -470,25 +503,46 @@ int be_launch(int32_t cand, int32_t op, int32_t dtype, const void *x, const void
                    (int)r->rows_max, (int)m);
   if (r->family_id != KP_FAM_blaslt && (k % 8 != 0 || (((uintptr_t)x | (uintptr_t)w) & 15) != 0))
     return kp_fail(KPICK_E_UNSUPPORTED, "launch", "%s needs K %% 8 == 0 and 16-byte aligned x and w", r->name);
-  kp_call c = {cand, op, dtype, x, w, y, m, n, k, (hipStream_t)stream, (r->flags & KF_PDL) != 0, g.prop.warpSize};
+  kp_call c = {cand, op, dtype, x, w, y, m, n, k, (hipStream_t)stream, (r->flags & KF_PDL) != 0, g.prop.warpSize, NULL};
   return families[r->family_id].launch(r, &c);
 }
 
-/* No moe kernel is written for the GPU yet: space.def has no GPU moe row, so
- * the route has no moe default here and kpick_problem_create_moe refuses. */
+/* ids and weights are device memory the kernels read (never the host: the
+ * call is graph-capturable); an id outside 0..experts-1 contributes nothing. */
 int be_launch_moe(int32_t cand, int32_t dtype, const void *x, const void *w_gate_up, const void *w_down,
                   const int32_t *ids, const float *weights, void *y, int32_t m, int32_t experts, int32_t topk,
                   int64_t n, int64_t k, void *stream) {
-  return kp_fail(KPICK_E_UNSUPPORTED, "launch", "the GPU backend has no moe kernels yet");
+  if (!g.ready) return kp_fail(KPICK_E_STATE, "launch", "the GPU backend is not initialised");
+  const kp_row *r = &kp_space[cand];
+  if (r->op != KPICK_OP_MOE) return kp_fail(KPICK_E_ARG, "launch", "%s is a candidate of op %d, not moe", r->name, (int)r->op);
+  if (m < r->rows_min || m > r->rows_max)
+    return kp_fail(KPICK_E_UNSUPPORTED, "launch", "%s takes %d..%d rows, not %d", r->name, (int)r->rows_min,
+                   (int)r->rows_max, (int)m);
+  if (r->family_id != KP_FAM_moe_blas &&
+      (k % 8 != 0 || n % 8 != 0 || (((uintptr_t)x | (uintptr_t)w_gate_up | (uintptr_t)w_down) & 15) != 0))
+    return kp_fail(KPICK_E_UNSUPPORTED, "launch", "%s needs N %% 8 == 0, K %% 8 == 0 and 16-byte aligned x and weights",
+                   r->name);
+  kp_scratch ws;
+  KP_TRY(scratch_get(kp_moe_scratch_bytes(m, topk, n, k), 0, (hipStream_t)stream, &ws));
+  const kp_moe_call mc = {w_down, ids, weights, experts, topk, &ws};
+  kp_call c = {cand, KPICK_OP_MOE, dtype, x, w_gate_up, y, m, n, k, (hipStream_t)stream, (r->flags & KF_PDL) != 0,
+               g.prop.warpSize, &mc};
+  return families[r->family_id].launch(r, &c);
 }
 
 int be_moe_route(int32_t dtype, const void *logits, int32_t m, int32_t experts, int32_t topk, int32_t *ids,
                  float *weights, void *stream) {
-  return kp_fail(KPICK_E_UNSUPPORTED, "moe", "the GPU backend has no moe kernels yet");
+  if (!g.ready) return kp_fail(KPICK_E_STATE, "moe", "the GPU backend is not initialised");
+  return kp_moe_route_launch(dtype, logits, m, experts, topk, ids, weights, (hipStream_t)stream, g.prop.warpSize);
 }
 
 static int launch_copy(struct kpick_problem *p, int32_t cand, int32_t copy) {
   struct gpu_problem *gp = (struct gpu_problem *)p->be;
+  if (p->op == KPICK_OP_MOE) {
+    const char *w = (const char *)gp->w[copy];
+    return be_launch_moe(cand, p->dtype, gp->x, w, w + (size_t)p->experts * 2 * p->n * p->k * 2, gp->ids, gp->gates,
+                         gp->y, p->m, p->experts, p->topk, p->n, p->k, g.stream);
+  }
   return be_launch(cand, p->op, p->dtype, gp->x, gp->w[copy], gp->y, p->m, p->n, p->k, g.stream);
 }
 
@@ -627,11 +681,26 @@ int be_time(struct kpick_problem *p, int32_t cand, int32_t nsamples, double *us)
   return served(*slot, producer, gp->calls, nsamples, us);
 }
 
+/* moe: the floor streams W_gate_up and W_down of each expert the active rows
+ * route to, in one kernel: the bytes a call must read at least */
+static int moe_floor_list(struct kpick_problem *p, int32_t *nused) {
+  struct gpu_problem *gp = (struct gpu_problem *)p->be;
+  int32_t used[KPICK_MAX_EXPERTS];
+  *nused = kp_moe_experts_used(p->ids_host, (int64_t)p->m * p->topk, p->experts, used);
+  KP_GPU(hipMemcpy(gp->floor_used + (size_t)p->m * p->experts, used, (size_t)*nused * 4, hipMemcpyHostToDevice));
+  return KPICK_OK;
+}
+
 int be_time_floor(struct kpick_problem *p, int32_t nsamples, double *us) {
   struct gpu_problem *gp = (struct gpu_problem *)p->be;
   hipGraphExec_t *slot = &gp->floor[p->m];
+  int32_t nused = 0;
+  if (p->op == KPICK_OP_MOE && !*slot) KP_TRY(moe_floor_list(p, &nused));
   KP_TRY(batch(slot, gp->calls, [&](int i) {
     KP_TRY(launch_producer(p));
+    if (p->op == KPICK_OP_MOE)
+      return kp_moe_floor_launch(gp->w[i % p->copies], gp->floor_used + (size_t)p->m * p->experts, nused, p->experts,
+                                 p->n, p->k, gp->sink, g.stream, g.has_pdl);
     return kp_floor_launch(gp->w[i % p->copies], p->w_bytes, gp->sink, g.stream, g.has_pdl);
   }));
   hipGraphExec_t producer = NULL;

@@ -23,6 +23,16 @@ struct kp_call {
   int pdl;             /* launch with programmatic dependent launch */
   int warp;            /* the device's warp width, for block sizes: the host
                           pass of hipcc cannot know the target's (arch.h) */
+  const struct kp_moe_call *moe; /* op moe only: the rest of its arguments */
+};
+
+/* a moe call's arguments beyond kp_call's (x, w = W_gate_up, y [m, k], n, k) */
+struct kp_moe_call {
+  const void *w_down;
+  const int32_t *ids;
+  const float *weights;
+  int32_t experts, topk;
+  const struct kp_scratch *ws; /* temp holds kp_moe_scratch_bytes */
 };
 
 /* scratch a launch may use: backend-owned, stable while any graph uses it */
@@ -67,6 +77,19 @@ int kp_w8a16_mma_launch(const struct kp_call *c, int warps);
 int kp_e4m3_quant_launch(const void *x, void *xq, float *sx, int32_t m, int64_t k, hipStream_t stream);
 int kp_w8a8_epilogue_launch(int32_t op, const float *d, const float *sx, const float *sw, void *y, int32_t m, int64_t n,
                             hipStream_t stream);
+/* moe.hip: the moe op's families (plan, grouped gemv, grouped mma, the batched-BLAS
+ * default), its read floor over the experts read, and the routing of the step */
+size_t kp_moe_scratch_bytes(int32_t m, int32_t topk, int64_t n, int64_t k);
+int kp_moe_blas_available(void);
+int kp_moe_blas_launch(const struct kp_call *c);
+int kp_moe_gemv_built(int32_t cand);
+int kp_moe_gemv_launch(const struct kp_call *c, int rows_per_block);
+int kp_moe_mma_built(int32_t cand);
+int kp_moe_mma_launch(const struct kp_call *c, int warps);
+int kp_moe_floor_launch(const void *w, const int32_t *used, int32_t nused, int32_t experts, int64_t n, int64_t k,
+                        float *sink, hipStream_t stream, int pdl);
+int kp_moe_route_launch(int32_t dtype, const void *logits, int32_t m, int32_t experts, int32_t topk, int32_t *ids,
+                        float *weights, hipStream_t stream, int warp);
 /* util.hip: the read floor, the producer of in-step timing, the silu-mul node,
  * the warp probe. pdl: launch with programmatic dependent launch (CUDA sm_90). */
 int kp_floor_launch(const void *w, size_t bytes, float *sink, hipStream_t stream, int pdl);

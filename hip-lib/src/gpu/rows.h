@@ -30,6 +30,7 @@ struct kp_def {
 
 #define LINEAR KPICK_OP_LINEAR
 #define GATED KPICK_OP_GATED
+#define MOE KPICK_OP_MOE
 static constexpr kp_def kp_defs[] = {
 #define CPU(...)
 #define GPU(id, name, family, op, p0, p1, p2, nodes, bw, flags, rmin, rmax) \
@@ -38,6 +39,7 @@ static constexpr kp_def kp_defs[] = {
 };
 #undef LINEAR
 #undef GATED
+#undef MOE
 /* the same rows as the ids, in the same order (both expand the GPU rows) */
 static_assert(sizeof kp_defs / sizeof kp_defs[0] == KP_NCAND, "one kp_def per candidate id");
 
