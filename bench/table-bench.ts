@@ -96,7 +96,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   const leftOut: string[] = [];
   for (const model of models) {
     for (const l of uniqueShapes([...linearsForDtype(decodeLinears(model), dtype)])) {
-      // a build with no candidate of the op (a GPU build has no moe kernel yet) cannot make its problem
+      // a build with no candidate of the op (a HIP build has no moe default and no fp8 row) cannot make its problem
       if (route.defaultOf(l.op, dtype) === null) {
         leftOut.push(`${model.name}:${l.name}`);
         continue;

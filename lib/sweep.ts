@@ -62,7 +62,7 @@ export interface SweepSummary {
   failed: number;
   /** records whose parity failed */
   parityFailed: number;
-  /** shapes left out: no candidate of their op in this build (a GPU build has no moe kernels yet) */
+  /** shapes left out: no candidate of their op in this build (a HIP build has no moe default, none offers fp8 there) */
   noCandidates: string[];
 }
 

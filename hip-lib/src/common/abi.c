@@ -236,7 +236,7 @@ int kpick_problem_create_moe(int32_t dtype, int32_t experts, int32_t topk, int64
   KP_REQUIRE(n * k <= (1LL << 34) / 3 / experts, "%d experts of 3 x %lld x %lld elements are too large", (int)experts,
              (long long)n, (long long)k);
   if (!has_moe())
-    return kp_fail(KPICK_E_UNSUPPORTED, __func__, "this build has no moe candidate (its kernels are not written yet)");
+    return kp_fail(KPICK_E_UNSUPPORTED, __func__, "this build has no moe class default (the GPU one, cuBLAS batched GEMM, is CUDA-only)");
   struct kpick_problem shape = {.op = KPICK_OP_MOE, .dtype = dtype, .n = n, .k = k, .w_rows = 3 * n, .y_cols = k,
                                 .w_bytes = (size_t)(experts * kp_moe_expert_bytes(n, k)), .experts = experts,
                                 .topk = topk, .routing = routing};
