@@ -260,9 +260,10 @@ export function parseDtypes(text: string): Dtype[] {
   return [...new Set(dtypes)];
 }
 
-/** The linears of --model, or of --shapes NxK,... when given (a model beside it is still validated). */
+/** The linears of --model (one preset, or several comma-separated), or of --shapes NxK,... when given (a model beside it is still validated). */
 export function linearsOf(model: string | undefined, shapes: string | undefined): Linear[] {
   if (model === undefined && shapes === undefined) throw new Error('give --model <name> or --shapes NxK,...');
-  const preset = model === undefined ? undefined : findModel(model);
-  return uniqueShapes(shapes !== undefined || preset === undefined ? parseShapes(shapes as string) : decodeLinears(preset));
+  // several presets (a,b): their shapes once each, so one process sweeps them all (one start-up per GPU)
+  const presets = model === undefined ? [] : model.split(',').map((name) => findModel(name.trim()));
+  return uniqueShapes(shapes !== undefined ? parseShapes(shapes) : presets.flatMap((p) => decodeLinears(p)));
 }

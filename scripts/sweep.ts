@@ -5,13 +5,13 @@
 //   tsx scripts/sweep.ts --model Qwen3-0.6B --rows 1,2,4,8 --store stores/x
 import { EXIT, asUsage, isMainModule, optionInt, optionText, parseWithCac, runMain, scriptCli, type OptionSpec } from '../lib/cli.ts';
 import { parseBackend } from '../lib/ffi.ts';
-import { linearsOf, parseDtypes, parseRows } from '../lib/models.ts';
+import { linearsOf, modelNames, parseDtypes, parseRows } from '../lib/models.ts';
 import * as opt from '../lib/options.ts';
 import { joinShardValue, parseShard } from '../lib/shard.ts';
 import { sweepJob, type SweepJob } from '../lib/sweep-job.ts';
 
 export const OPTIONS = {
-  model: opt.model(),
+  model: opt.model(`model preset, or several comma-separated (swept by this one process): ${modelNames().join(', ')}`),
   shapes: opt.shapes('measure'),
   rows: opt.rows('1,2,4,8'),
   dtype: opt.dtype('bf16'),

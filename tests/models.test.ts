@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { decodeLinears, findModel, linearsForDtype, modelNames, parseDtypes, parseRows, parseShapes, uniqueShapes } from '../lib/models.ts';
+import { decodeLinears, findModel, linearsForDtype, linearsOf, modelNames, parseDtypes, parseRows, parseShapes, uniqueShapes } from '../lib/models.ts';
 
 const shapes = (name: string) => decodeLinears(findModel(name)).map((l) => `${l.name} ${l.op} ${l.n}x${l.k}`);
 
@@ -106,6 +106,17 @@ test('uniqueShapes keeps the first linear of each (op, N, K)', () => {
     { name: 'c', op: 'linear', n: 8, k: 8 },
   ]);
   assert.equal(kept.map((l) => l.name), ['a', 'b']);
+});
+
+test('--model takes several presets: their shapes once each, in preset order; an unknown name is an error', () => {
+  const llama = linearsOf('Llama-3.1-8B', undefined);
+  const qwen = linearsOf('Qwen3-8B', undefined);
+  const both = linearsOf('Llama-3.1-8B,Qwen3-8B', undefined);
+  assert.equal(both, uniqueShapes([...llama, ...qwen]));
+  assert.ok(both.length < llama.length + qwen.length, 'the two presets share a shape, swept once');
+  assert.equal(both.slice(0, llama.length), llama);
+  assert.throws(() => linearsOf('Llama-3.1-8B,nope', undefined), /unknown model 'nope'/);
+  assert.throws(() => linearsOf('nope', '64x64'), /unknown model 'nope'/);
 });
 
 test.run();

@@ -188,12 +188,14 @@ for want in $steps; do
       xm=${X2_MODELS:-Llama-3.1-8B Qwen3-8B}
       rm -rf stores/x2-two stores/x2-one tables-x2two tables-x2one logs/x2-*
       s=$(date +%s)
-      for m in $xm; do step "x2-two-$m" 150 env KPICK_GPUS=0,1 KPICK_LOG_DIR="logs/x2-two-$m" bash deploy/one-host.sh --model "$m" --rows $rows --store stores/x2-two; done
+      # one process per GPU for all the models (sweep.ts --model a,b): one start-up each
+      xl=$(echo $xm | tr ' ' ,)
+      step x2-two 200 env KPICK_GPUS=0,1 KPICK_LOG_DIR=logs/x2-two bash deploy/one-host.sh --model "$xl" --rows $rows --store stores/x2-two
       two=$(( $(date +%s) - s )); s=$(date +%s)
-      for m in $xm; do step "x2-one-$m" 150 env CUDA_VISIBLE_DEVICES=0 node --import tsx scripts/sweep.ts --model "$m" --rows $rows --store stores/x2-one; done
+      step x2-one 200 env CUDA_VISIBLE_DEVICES=0 node --import tsx scripts/sweep.ts --model "$xl" --rows $rows --store stores/x2-one
       one=$(( $(date +%s) - s ))
       log "x2: the $xm sweep took $two s on two GPUs (one shard each), $one s on one GPU: ratio $(awk "BEGIN{printf \"%.3f\", $two/$one}") (target <= 0.6)"
-      grep -h 'sweep:' logs/x2-two-*/shard-*.log logs/x2-one-*.log >> "$summary"
+      grep -h 'sweep:' logs/x2-two/shard-*.log logs/x2-one.log >> "$summary"
       # the two-GPU records are also the table's (promote pools shards of one identity)
       mkdir -p stores/h200 && cp stores/x2-two/*.jsonl stores/h200/
       step x2-promote-two 60 node --import tsx scripts/promote.ts --store stores/x2-two --tables-dir tables-x2two --json
@@ -203,11 +205,23 @@ for want in $steps; do
       tail -n 1 logs/x2-agree.log >> "$summary"
       for g in 0 1; do step "x2-fleet-gpu$g" 90 env CUDA_VISIBLE_DEVICES=$g node --import tsx scripts/check.ts --quick --table "$t2" --node "h200-gpu$g"; done
       step x2-fleet-pool 30 node --import tsx scripts/fleet.ts logs/x2-fleet-gpu0.jsonl logs/x2-fleet-gpu1.jsonl --json
-      CUDA_VISIBLE_DEVICES=1 python3 bench/gpu/bandwidth-hog.py logs/x2-hog.ready 150 2> logs/x2-hog.log & hog=$!
+      # Two processes on one GPU time-slice, and a kpick timing batch mostly fits in its own
+      # slice: a hog in another process barely moved GPU 1's medians (x1.047, h200-2026-12-01-x2-3d22ac8).
+      # Under an MPS server for GPU 1 alone (its own pipe folder; other processes never see it)
+      # the hog's copies run beside the check's kernels, as a noisy neighbour's would.
+      mps=""
+      if command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
+        mps=/tmp/kpick-mps-gpu1; mkdir -p $mps/pipe $mps/log
+        CUDA_VISIBLE_DEVICES=1 CUDA_MPS_PIPE_DIRECTORY=$mps/pipe CUDA_MPS_LOG_DIRECTORY=$mps/log nvidia-cuda-mps-control -d \
+          && log "x2: MPS server for GPU 1" || { log "x2: MPS did not start: the hog time-slices"; mps=""; }
+      fi
+      mpsenv=(); [ -n "$mps" ] && mpsenv=(CUDA_MPS_PIPE_DIRECTORY=$mps/pipe CUDA_MPS_LOG_DIRECTORY=$mps/log)
+      env "${mpsenv[@]}" CUDA_VISIBLE_DEVICES=1 python3 bench/gpu/bandwidth-hog.py logs/x2-hog.ready 150 2> logs/x2-hog.log & hog=$!
       for _ in $(seq 60); do [ -e logs/x2-hog.ready ] && break; sleep 1; done
       [ -e logs/x2-hog.ready ] && log "x2: bandwidth hog running on GPU 1" || log "x2: the bandwidth hog did not start (logs/x2-hog.log)"
-      step x2-fleet-gpu1-hog 90 env CUDA_VISIBLE_DEVICES=1 node --import tsx scripts/check.ts --quick --table "$t2" --node h200-gpu1-hog
+      step x2-fleet-gpu1-hog 90 env "${mpsenv[@]}" CUDA_VISIBLE_DEVICES=1 node --import tsx scripts/check.ts --quick --table "$t2" --node h200-gpu1-hog
       kill $hog 2>/dev/null; wait $hog 2>/dev/null
+      [ -n "$mps" ] && echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps/pipe nvidia-cuda-mps-control
       step x2-fleet-pool-hog 30 node --import tsx scripts/fleet.ts logs/x2-fleet-gpu0.jsonl logs/x2-fleet-gpu1-hog.jsonl --json
       tail -q -n 1 logs/x2-fleet-gpu*.log >> "$summary"
       cat logs/x2-fleet-pool.log logs/x2-fleet-pool-hog.log >> "$summary" ;;
