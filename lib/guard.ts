@@ -30,7 +30,7 @@ export const MAX_TABLE_BYTES = 32 << 20;
 /** Environment variables that reroute dispatch; any one set (non-empty) refuses the table. */
 export const DISPATCH_KNOBS = [
   { name: 'KPICK_FORCE', does: 'every call of its op runs the named candidate' },
-  { name: 'KPICK_NO_BLASLT', does: 'the class default is never the vendor BLAS' },
+  { name: 'KPICK_NO_BLASLT', does: 'the class default is not the vendor BLAS where another candidate takes all its rows' },
 ] as const;
 /** Characters of a knob's value quoted in a verdict. */
 const KNOB_SHOWN = 64;

@@ -356,14 +356,21 @@ export function guardCompactRoute(file: string, build: Build, env: Env = process
  * The class default of op in dtype: what runs without a table (for fp8 the
  * W8A8 row, space.def). Under KPICK_NO_BLASLT a vendor-BLAS default gives way
  * to the first available candidate of the op and dtype, in space order, that
- * is neither BLAS nor stack-bound (route.c's class_default).
+ * is neither BLAS nor stack-bound and takes every rows count the default takes;
+ * with none such, the BLAS default stays (route.c's class_default).
  */
 export function classDefault(build: Build, op: Op, env: Env, dtype: Dtype = 'bf16'): BuildCandidate | null {
   const ofOp = build.candidates.filter((c) => c.op === op && takesDtype(c, dtype) && c.available);
   const head = ofOp.find((c) => c.isDefault) ?? null;
   const noBlaslt = (env.KPICK_NO_BLASLT ?? '') !== '';
-  if (!head || !noBlaslt || head.family !== 'blaslt') return head;
-  return ofOp.find((c) => c.family !== 'blaslt' && !c.stackBound) ?? head;
+  if (!head || !noBlaslt || !vendorBlas(head)) return head;
+  // a default serves any rows: its stand-in must take every rows count it takes
+  return ofOp.find((c) => !vendorBlas(c) && !c.stackBound && c.rowsMin <= head.rowsMin && c.rowsMax >= head.rowsMax) ?? head;
+}
+
+/** A family that calls the vendor BLAS (cuBLASLt / hipBLASLt, or cuBLAS for moe). */
+function vendorBlas(c: BuildCandidate): boolean {
+  return c.family === 'blaslt' || c.family === 'moe_blas';
 }
 
 const keyOf = (op: string, dtype: string, n: number, k: number, bucket: number, experts = 0, topk = 0) =>

@@ -222,18 +222,29 @@ test('knobs reroute every lookup alike in TS and C: KPICK_FORCE for its op, the 
   assertAgree(table, { KPICK_NO_BLASLT: '1' });
 });
 
-test('classDefault: the build\'s default; under KPICK_NO_BLASLT a BLAS default gives way to the first non-BLAS, unbound candidate', () => {
+test('classDefault: the build\'s default; under KPICK_NO_BLASLT a BLAS default gives way to the first non-BLAS, unbound candidate that takes all its rows', () => {
   assert.is(classDefault(build, 'linear', {})!.name, HEAD.linear);
   if (!onDevice) assert.is(classDefault(build, 'gated', { KPICK_NO_BLASLT: '1' })!.name, 'gated.plain');
   else assert.is.not(classDefault(build, 'gated', { KPICK_NO_BLASLT: '1' })!.family, 'blaslt');
   const c = (name: string, family: string, over: Partial<Build['candidates'][number]> = {}) => ({ name, op: 'linear' as const, family, isDefault: false, stackBound: false, rowsMin: 1, rowsMax: 128, available: true, ...over });
   const gpu: Build = {
     identity: build.identity,
-    candidates: [c('blaslt', 'blaslt', { isDefault: true }), c('blaslt.algo2', 'blaslt', { stackBound: true }), c('gemv.rpb1.u1', 'gemv', { available: false }), c('gemv.rpb4.u2', 'gemv'), c('mma.w4.u2', 'mma')],
+    candidates: [
+      c('blaslt', 'blaslt', { isDefault: true }), c('blaslt.algo2', 'blaslt', { stackBound: true }), c('gemv.rpb1.u1', 'gemv', { available: false }),
+      c('gemv.rpb4.u8', 'gemv', { rowsMax: 8 }), c('gemv.rpb4.u2', 'gemv'), c('mma.w4.u2', 'mma'),
+      c('moe.blas', 'moe_blas', { op: 'moe', isDefault: true }), c('moe.gemv.rpb4.u8', 'moe_gemv', { op: 'moe', rowsMax: 8 }), c('moe.mma.w4.u8.t1', 'moe_mma', { op: 'moe' }),
+      c('gated.blaslt', 'blaslt', { op: 'gated', isDefault: true }), c('gated.gemv.rpb4.u8', 'gemv', { op: 'gated', rowsMax: 8 }),
+    ],
   };
   assert.is(classDefault(gpu, 'linear', {})!.name, 'blaslt');
+  // gemv.rpb4.u8 takes rows 1-8 only: a default must serve rows 1-128
   assert.is(classDefault(gpu, 'linear', { KPICK_NO_BLASLT: '1' })!.name, 'gemv.rpb4.u2');
-  assert.is(classDefault(gpu, 'gated', {}), null);
+  // moe.blas calls cuBLAS: vendor BLAS too
+  assert.is(classDefault(gpu, 'moe', {})!.name, 'moe.blas');
+  assert.is(classDefault(gpu, 'moe', { KPICK_NO_BLASLT: '1' })!.name, 'moe.mma.w4.u8.t1');
+  // no non-BLAS candidate takes every rows: the BLAS default stays
+  assert.is(classDefault(gpu, 'gated', { KPICK_NO_BLASLT: '1' })!.name, 'gated.blaslt');
+  assert.is(classDefault({ ...gpu, candidates: gpu.candidates.filter((x) => x.op === 'linear') }, 'gated', {}), null);
 });
 
 test('the route loads once: lookups never read the file again, in TS and in C', () => {

@@ -30,7 +30,7 @@
  * (non-empty) refuses the table by name, so a tuned table never mixes with a
  * manual override. Read when a table is loaded (or at the first lookup). ---- */
 #define KNOB_FORCE "KPICK_FORCE"         /* every call of its op runs this candidate */
-#define KNOB_NO_BLASLT "KPICK_NO_BLASLT" /* the class default is never the vendor BLAS */
+#define KNOB_NO_BLASLT "KPICK_NO_BLASLT" /* the class default is not the vendor BLAS (class_default) */
 static const char *const knobs[] = {KNOB_FORCE, KNOB_NO_BLASLT};
 #define KNOB_SHOWN 64 /* bytes of a knob's value quoted in the verdict */
 
@@ -545,19 +545,25 @@ static int32_t find_candidate(const char *name) {
   return -1;
 }
 
+/* A family that calls the vendor BLAS (cuBLASLt / hipBLASLt, or cuBLAS for moe). */
+static int vendor_blas(const kp_row *r) { return strcmp(r->family, "blaslt") == 0 || strcmp(r->family, "moe_blas") == 0; }
+
 /* The class default of op (what runs without a table). Under KPICK_NO_BLASLT a
  * vendor-BLAS default gives way to the first available candidate of the op, in
- * space.def order, that is neither BLAS nor stack-bound. */
+ * space.def order, that is neither BLAS nor stack-bound and takes every rows
+ * count the default takes (a default serves any rows); with none such, the
+ * BLAS default stays. */
 static int32_t class_default(int32_t op, int32_t dtype, int no_blaslt) {
   int32_t head = -1;
   for (int32_t i = 0; i < KP_NCAND && head < 0; i++)
     if (kp_space[i].op == op && kp_row_takes(&kp_space[i], dtype) && (kp_space[i].flags & KF_DEFAULT) &&
         be_available(i))
       head = i;
-  if (head < 0 || !no_blaslt || strcmp(kp_space[head].family, "blaslt") != 0) return head;
+  if (head < 0 || !no_blaslt || !vendor_blas(&kp_space[head])) return head;
   for (int32_t i = 0; i < KP_NCAND; i++)
-    if (kp_space[i].op == op && kp_row_takes(&kp_space[i], dtype) && be_available(i) &&
-        strcmp(kp_space[i].family, "blaslt") != 0 && !(kp_space[i].flags & KF_STACK))
+    if (kp_space[i].op == op && kp_row_takes(&kp_space[i], dtype) && be_available(i) && !vendor_blas(&kp_space[i]) &&
+        !(kp_space[i].flags & KF_STACK) && kp_space[i].rows_min <= kp_space[head].rows_min &&
+        kp_space[i].rows_max >= kp_space[head].rows_max)
       return i;
   return head;
 }
