@@ -13,15 +13,14 @@ int64_t kp_weight_bytes(int32_t dtype, int64_t rows, int64_t k) {
 }
 
 void kp_fp8_pack(const uint16_t *w_bf16, int64_t rows, int64_t k, void *dst) {
-  uint8_t *codes = dst;
-  int64_t at = KPICK_FP8_SCALES_AT(rows, k);
-  memset(codes + rows * k, 0, (size_t)(at - rows * k)); /* the padding: no stray bytes in a copy */
   kp_fp8_pack_rows(w_bf16, rows, k, 0, rows, dst);
 }
 
 void kp_fp8_pack_rows(const uint16_t *w_bf16, int64_t rows, int64_t k, int64_t r0, int64_t r1, void *dst) {
   uint8_t *codes = dst;
   int64_t at = KPICK_FP8_SCALES_AT(rows, k);
+  /* the padding after the last row's codes: no stray bytes in a copy */
+  if (r1 == rows) memset(codes + rows * k, 0, (size_t)(at - rows * k));
   for (int64_t r = r0; r < r1; r++) {
     const uint16_t *w = w_bf16 + r * k;
     float amax = 0;

@@ -23,8 +23,9 @@ static inline float kp_fp8_row_gain(int64_t r) {
 }
 /* kpick_fp8_pack without the argument checks: dst holds kp_weight_bytes(fp8). */
 void kp_fp8_pack(const uint16_t *w_bf16, int64_t rows, int64_t k, void *dst);
-/* Rows r0..r1-1 of it (codes and scales, no padding): rows are independent,
- * so disjoint ranges may be packed at once (the decode model's threads). */
+/* Rows r0..r1-1 of it (codes and scales; the range that ends at rows also
+ * zeroes the padding): rows are independent, so disjoint ranges may be packed
+ * at once (the decode model's threads). */
 void kp_fp8_pack_rows(const uint16_t *w_bf16, int64_t rows, int64_t k, int64_t r0, int64_t r1, void *dst);
 /* Row r of a packed weight, dequantized into out[k] (fp64). */
 void kp_fp8_row(const void *w, int64_t rows, int64_t k, int64_t r, double *out);

@@ -245,7 +245,6 @@ static int fill_linear(struct kpick_model *md, int32_t kind, void *dst, int64_t 
     fp8_rows_job jobs[MAX_THREADS];
     pthread_t tid[MAX_THREADS];
     int started[MAX_THREADS] = {0};
-    memset((char *)packed + rows * k, 0, (size_t)(KPICK_FP8_SCALES_AT(rows, k) - rows * k)); /* the padding */
     for (int64_t t = 0; t < n; t++) {
       jobs[t] = (fp8_rows_job){w16, packed, rows, k, rows * t / n, rows * (t + 1) / n, stream, scale};
       started[t] = t > 0 && pthread_create(&tid[t], NULL, fp8_rows, &jobs[t]) == 0;
