@@ -14,6 +14,7 @@
 //   floor     the op's bytes at the read ceiling: a linear's weights, the
 //             attention's KV cache (each row up to its position)
 import type { ModelDims } from './model-ffi.ts';
+import { median } from './stats.ts';
 
 export interface TraceKernel {
   start: number;
@@ -108,12 +109,6 @@ export interface GraphTimeline {
 const LINEARS: readonly Op[] = ['qkv', 'o', 'gate_up', 'down', 'lm_head'];
 /** one of kpick's kernels (kp_*), not the silu-mul that follows the vendor's gated call */
 const isKpickLinear = (k: TraceKernel) => /^_Z\d+kp_/.test(k.name) && !is(k, 'silu_mul');
-
-const median = (xs: readonly number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const h = s.length >> 1;
-  return s.length % 2 ? s[h]! : (s[h - 1]! + s[h]!) / 2;
-};
 
 /** Each graph's launches: its kernels in start order, cut before every embedding kernel. */
 export function launchesOf(kernels: readonly TraceKernel[]): Map<number, TraceKernel[][]> {
