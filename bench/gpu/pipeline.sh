@@ -58,13 +58,18 @@ step() {
 presets="Llama-3.1-8B Qwen3-8B Qwen3-4B Qwen3-1.7B Qwen3-0.6B Qwen3-30B-A3B" # the last: moe (bf16) beside its dense linears
 rows=1,2,4,8,16,32,64,128
 # fp8 weights (issue 14) on Llama-3.1-8B, after the dense presets in each step (fp8: all of them, alone)
-fp8_sweep() {
+# sweep_into_table NAME SWEEP-ARGS...: one sweep into stores/h200, as one shard per GPU
+# of $SWEEP_GPUS (deploy/one-host.sh, logs under logs/NAME/) when it is set
+sweep_into_table() {
+  local name=$1; shift
   if [ -n "${SWEEP_GPUS:-}" ]; then
-    step sweep-fp8-Llama-3.1-8B 150 env KPICK_GPUS="$SWEEP_GPUS" KPICK_LOG_DIR=logs/sweep-fp8 bash deploy/one-host.sh --model Llama-3.1-8B --dtype fp8 --rows $rows --store stores/h200
+    step "$name" 150 env KPICK_GPUS="$SWEEP_GPUS" KPICK_LOG_DIR="logs/$name" bash deploy/one-host.sh "$@" --rows $rows --store stores/h200
+    grep -h 'sweep:' logs/"$name"/shard-*.log >> "$summary"
   else
-    step sweep-fp8-Llama-3.1-8B 150 node --import tsx scripts/sweep.ts --model Llama-3.1-8B --dtype fp8 --rows $rows --store stores/h200
+    step "$name" 150 node --import tsx scripts/sweep.ts "$@" --rows $rows --store stores/h200
   fi
 }
+fp8_sweep() { sweep_into_table sweep-fp8-Llama-3.1-8B --model Llama-3.1-8B --dtype fp8; }
 fp8_bench() {
   step table-bench-fp8 150 node --import tsx bench/table-bench.ts --model Llama-3.1-8B --dtype fp8 --rows $rows
   grep -E '^(fp8 rows|target)' logs/table-bench-fp8.log >> "$summary"
@@ -78,15 +83,7 @@ for want in $steps; do
   case $want in
     build) ;; # every call builds first: this step adds nothing
     sweep)
-      # SWEEP_GPUS=0,1: each preset as one shard per GPU (deploy/one-host.sh) into the same store
-      for m in ${SWEEP_PRESETS:-$presets}; do
-        if [ -n "${SWEEP_GPUS:-}" ]; then
-          step "sweep-$m" 150 env KPICK_GPUS="$SWEEP_GPUS" KPICK_LOG_DIR="logs/sweep-$m" bash deploy/one-host.sh --model "$m" --rows $rows --store stores/h200
-          grep -h 'sweep:' logs/sweep-"$m"/shard-*.log >> "$summary"
-        else
-          step "sweep-$m" 150 node --import tsx scripts/sweep.ts --model "$m" --rows $rows --store stores/h200
-        fi
-      done
+      for m in ${SWEEP_PRESETS:-$presets}; do sweep_into_table "sweep-$m" --model "$m"; done
       fp8_sweep ;;
     promote)
       step promote 60 node --import tsx scripts/promote.ts --store stores/h200 --tables-dir tables --json
