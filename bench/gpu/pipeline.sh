@@ -5,14 +5,15 @@
 # parity of every candidate on every decode linear of the five presets at
 # every rows bucket. Run from the repo root with .devcarry carried
 # (../shared/device/prep.sh; node_modules packed as .devcarry/nm.tar.xz).
-#   bash bench/gpu/pipeline.sh [step ...]   steps: build sweep promote bench parity timing serve pdl-rows peer profile shard x2 abi fp8
+#   bash bench/gpu/pipeline.sh [step ...]   steps: build sweep promote bench parity timing serve pdl-rows peer profile shard x2 repeat abi fp8
 #   (default: sweep promote bench parity; build: only the build every call does; timing: a fresh Llama-3.1-8B sweep, for
 #   the 60 s target; serve: serve-bench of the presets through the table; pdl-rows: the same serve-bench through a
 #   second table promoted from the same store with the old rule, --pdl-rows 2, into tables-pdl2/; peer: the whole-step
 #   check, then serve-bench and the PyTorch peer of bench/peers/ on $PEER_MODELS at $PEER_C, joined in
 #   $OUT/peer-summary.jsonl; shard: a sharded sweep on one GPU against an unsharded one, their tables compared, and the
 #   fleet check plain and beside a bandwidth hog; x2: the same on a two-GPU host, one shard per GPU against one GPU
-#   alone (the two-GPU records join stores/h200); SWEEP_GPUS=0,1 makes the sweep step shard each preset over GPUs;
+#   alone (the two-GPU records join stores/h200), and again on each GPU alone; repeat: on one GPU, the same sweep
+#   twice in two processes and the buffer-placement probe (placement.c), and the fleet check beside a hog under MPS; SWEEP_GPUS=0,1 makes the sweep step shard each preset over GPUs;
 #   SWEEP_PRESETS replaces its preset list; abi: the route, route-fuzz and kpick_linear suites of tests/ against
 #   build/libkpick-cuda.so, with the table in tables/, into logs/abi.log; fp8: the Llama-3.1-8B --dtype fp8 parts of
 #   sweep, bench, parity and serve (a 2-layer --check-step) alone, and a promote)
@@ -78,6 +79,38 @@ fp8_parity() { step parity-fp8-Llama-3.1-8B 120 node --import tsx scripts/parity
 fp8_serve_check() {
   step serve-check-fp8 90 node --import tsx scripts/serve-bench.ts --model Llama-3.1-8B --dtype fp8 --layers 2 --c 1,8 --steps 8 --runs 1 --identity-steps 16 --check-step --json
   grep -hiE "step check|fail|differs|error|tok/s|^ +[0-9]+ " logs/serve-check-fp8.log | sed 's/^/fp8: /' >> "$summary"
+}
+# fleet_beside_hog NAME GPU TABLE NODE: check --quick of TABLE on GPU beside
+# bench/gpu/bandwidth-hog.py. Two processes on one GPU time-slice, and a kpick timing
+# batch mostly fits in its own slice: a hog in another process barely moved GPU 1's
+# medians (x1.047, h200-2026-12-01-x2-3d22ac8). Under an MPS server for that GPU alone
+# (its own pipe folder; other processes never see it) the hog's copies run beside the
+# check's kernels, as a noisy neighbour's would.
+fleet_beside_hog() {
+  local name=$1 gpu=$2 table=$3 node=$4 mps="" hog
+  if command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
+    mps=/tmp/kpick-mps-gpu$gpu; mkdir -p $mps/pipe $mps/log
+    CUDA_VISIBLE_DEVICES=$gpu CUDA_MPS_PIPE_DIRECTORY=$mps/pipe CUDA_MPS_LOG_DIRECTORY=$mps/log nvidia-cuda-mps-control -d \
+      && log "$name: MPS server for GPU $gpu" || { log "$name: MPS did not start: the hog time-slices"; mps=""; }
+  fi
+  local mpsenv=(); [ -n "$mps" ] && mpsenv=(CUDA_MPS_PIPE_DIRECTORY=$mps/pipe CUDA_MPS_LOG_DIRECTORY=$mps/log)
+  rm -f "logs/$name.ready"
+  env "${mpsenv[@]}" CUDA_VISIBLE_DEVICES=$gpu python3 bench/gpu/bandwidth-hog.py "logs/$name.ready" 150 2> "logs/$name-hog.log" & hog=$!
+  for _ in $(seq 60); do [ -e "logs/$name.ready" ] && break; sleep 1; done
+  [ -e "logs/$name.ready" ] && log "$name: bandwidth hog running on GPU $gpu" || log "$name: the bandwidth hog did not start (logs/$name-hog.log)"
+  step "$name" 90 env "${mpsenv[@]}" CUDA_VISIBLE_DEVICES=$gpu node --import tsx scripts/check.ts --quick --table "$table" --node "$node"
+  kill $hog 2>/dev/null; wait $hog 2>/dev/null
+  [ -n "$mps" ] && echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps/pipe nvidia-cuda-mps-control
+}
+# agree_tables NAME STORE-A STORE-B: both stores promoted, their choices compared
+agree_tables() {
+  local name=$1 a=$2 b=$3
+  rm -rf "tables-$name-a" "tables-$name-b"
+  step "$name-promote-a" 60 node --import tsx scripts/promote.ts --store "$a" --tables-dir "tables-$name-a" --json
+  step "$name-promote-b" 60 node --import tsx scripts/promote.ts --store "$b" --tables-dir "tables-$name-b" --json
+  step "$name" 30 node --import tsx scripts/agree.ts --table "$(find "tables-$name-a" -name decode_gemm.json | head -1)" \
+    --table "$(find "tables-$name-b" -name decode_gemm.json | head -1)" --json
+  log "$name ($a against $b): $(tail -n 1 "logs/$name.log")"
 }
 for want in $steps; do
   case $want in
@@ -179,11 +212,13 @@ for want in $steps; do
       # issue 15 on a two-GPU host: the $X2_MODELS sweep as one shard per GPU
       # (deploy/one-host.sh, GPUs 0 and 1) into the table's store, against the same
       # sweep on GPU 0 alone into stores/x2-one, wall time of each; both promoted,
-      # their choices compared. Then the fleet check of each GPU against the
-      # two-GPU table, pooled (must pass), and GPU 1 again beside a bandwidth hog
-      # on GPU 1, pooled with GPU 0 (must flag GPU 1 alone).
+      # their choices compared. To tell what moves a near-tie pick, the one-GPU sweep
+      # is made again on GPU 0 (another process, same chip) and on GPU 1 (another
+      # chip), those two at once, each compared with the first. Then the fleet check
+      # of each GPU against the two-GPU table, pooled (must pass), and GPU 1 again
+      # beside a bandwidth hog, pooled with GPU 0 (must flag GPU 1 alone).
       xm=${X2_MODELS:-Llama-3.1-8B Qwen3-8B}
-      rm -rf stores/x2-two stores/x2-one tables-x2two tables-x2one logs/x2-*
+      rm -rf stores/x2-* tables-x2* logs/x2-*
       s=$(date +%s)
       # one process per GPU for all the models (sweep.ts --model a,b): one start-up each
       xl=$(echo $xm | tr ' ' ,)
@@ -195,33 +230,46 @@ for want in $steps; do
       grep -h 'sweep:' logs/x2-two/shard-*.log logs/x2-one.log >> "$summary"
       # the two-GPU records are also the table's (promote pools shards of one identity)
       mkdir -p stores/h200 && cp stores/x2-two/*.jsonl stores/h200/
-      step x2-promote-two 60 node --import tsx scripts/promote.ts --store stores/x2-two --tables-dir tables-x2two --json
-      step x2-promote-one 60 node --import tsx scripts/promote.ts --store stores/x2-one --tables-dir tables-x2one --json
-      t2=$(find tables-x2two -name decode_gemm.json | head -1); t1=$(find tables-x2one -name decode_gemm.json | head -1)
-      step x2-agree 30 node --import tsx scripts/agree.ts --table "$t2" --table "$t1" --json
-      tail -n 1 logs/x2-agree.log >> "$summary"
+      CUDA_VISIBLE_DEVICES=0 node --import tsx scripts/sweep.ts --model "$xl" --rows $rows --store stores/x2-again > logs/x2-again.jsonl 2> logs/x2-again.log & again=$!
+      step x2-gpu1 200 env CUDA_VISIBLE_DEVICES=1 node --import tsx scripts/sweep.ts --model "$xl" --rows $rows --store stores/x2-gpu1
+      wait $again; log "x2-again: exit $?"
+      agree_tables x2-agree stores/x2-two stores/x2-one
+      agree_tables x2-agree-process stores/x2-one stores/x2-again
+      agree_tables x2-agree-chip stores/x2-one stores/x2-gpu1
+      t2=$(find tables-x2-agree-a -name decode_gemm.json | head -1)
       for g in 0 1; do step "x2-fleet-gpu$g" 90 env CUDA_VISIBLE_DEVICES=$g node --import tsx scripts/check.ts --quick --table "$t2" --node "h200-gpu$g"; done
       step x2-fleet-pool 30 node --import tsx scripts/fleet.ts logs/x2-fleet-gpu0.jsonl logs/x2-fleet-gpu1.jsonl --json
-      # Two processes on one GPU time-slice, and a kpick timing batch mostly fits in its own
-      # slice: a hog in another process barely moved GPU 1's medians (x1.047, h200-2026-12-01-x2-3d22ac8).
-      # Under an MPS server for GPU 1 alone (its own pipe folder; other processes never see it)
-      # the hog's copies run beside the check's kernels, as a noisy neighbour's would.
-      mps=""
-      if command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
-        mps=/tmp/kpick-mps-gpu1; mkdir -p $mps/pipe $mps/log
-        CUDA_VISIBLE_DEVICES=1 CUDA_MPS_PIPE_DIRECTORY=$mps/pipe CUDA_MPS_LOG_DIRECTORY=$mps/log nvidia-cuda-mps-control -d \
-          && log "x2: MPS server for GPU 1" || { log "x2: MPS did not start: the hog time-slices"; mps=""; }
-      fi
-      mpsenv=(); [ -n "$mps" ] && mpsenv=(CUDA_MPS_PIPE_DIRECTORY=$mps/pipe CUDA_MPS_LOG_DIRECTORY=$mps/log)
-      env "${mpsenv[@]}" CUDA_VISIBLE_DEVICES=1 python3 bench/gpu/bandwidth-hog.py logs/x2-hog.ready 150 2> logs/x2-hog.log & hog=$!
-      for _ in $(seq 60); do [ -e logs/x2-hog.ready ] && break; sleep 1; done
-      [ -e logs/x2-hog.ready ] && log "x2: bandwidth hog running on GPU 1" || log "x2: the bandwidth hog did not start (logs/x2-hog.log)"
-      step x2-fleet-gpu1-hog 90 env "${mpsenv[@]}" CUDA_VISIBLE_DEVICES=1 node --import tsx scripts/check.ts --quick --table "$t2" --node h200-gpu1-hog
-      kill $hog 2>/dev/null; wait $hog 2>/dev/null
-      [ -n "$mps" ] && echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps/pipe nvidia-cuda-mps-control
+      fleet_beside_hog x2-fleet-gpu1-hog 1 "$t2" h200-gpu1-hog
       step x2-fleet-pool-hog 30 node --import tsx scripts/fleet.ts logs/x2-fleet-gpu0.jsonl logs/x2-fleet-gpu1-hog.jsonl --json
       tail -q -n 1 logs/x2-fleet-gpu*.log >> "$summary"
       cat logs/x2-fleet-pool.log logs/x2-fleet-pool-hog.log >> "$summary" ;;
+    repeat)
+      # issue 15 on one GPU: what moves a near-tie pick between two sweeps? The
+      # $X2_MODELS sweep twice, in two processes on this GPU, promoted and compared;
+      # bench/gpu/placement.c times near-tie pairs once per buffer placement in three
+      # processes (a shift per placement or per process); then the fleet check beside
+      # a bandwidth hog under MPS, pooled with a plain one (must flag the hogged run).
+      xl=$(echo ${X2_MODELS:-Llama-3.1-8B Qwen3-8B} | tr ' ' ,)
+      rm -rf stores/rep-* tables-rep* logs/rep-*
+      step rep-a 200 node --import tsx scripts/sweep.ts --model "$xl" --rows $rows --store stores/rep-a
+      step rep-b 200 node --import tsx scripts/sweep.ts --model "$xl" --rows $rows --store stores/rep-b
+      grep -h 'sweep:' logs/rep-a.log logs/rep-b.log >> "$summary"
+      agree_tables rep-agree stores/rep-a stores/rep-b
+      $nvcc_cmd -O2 -o build/placement bench/gpu/placement.c -Lbuild -lkpick-cuda -Xlinker -rpath,"$PWD/build" > logs/rep-placement-build.log 2>&1 \
+        || log "placement: build failed"
+      for pr in 1 2 3; do
+        for pb in "1 14336 4096 2 gated.blaslt gated.mma.w4.u8" "1 14336 4096 8 gated.blaslt gated.wgmma.m256.t4.s1" "0 4096 14336 32 blaslt blaslt.algo1" "0 151936 4096 128 blaslt blaslt.algo1"; do
+          set -- $pb; timeout 60 build/placement $1 $2 $3 $4 4 $5 $6 2>&1 | sed "s/^/process $pr: /" >> logs/rep-placement.log
+        done
+      done
+      set --
+      log "placement: $(wc -l < logs/rep-placement.log) lines in logs/rep-placement.log"
+      t=$(find tables-rep-agree-a -name decode_gemm.json | head -1)
+      step rep-fleet-plain 90 node --import tsx scripts/check.ts --quick --table "$t" --node h200-plain
+      fleet_beside_hog rep-fleet-hog 0 "$t" h200-hog
+      step rep-fleet-pool 30 node --import tsx scripts/fleet.ts logs/rep-fleet-plain.jsonl logs/rep-fleet-hog.jsonl --json
+      tail -q -n 1 logs/rep-fleet-plain.log logs/rep-fleet-hog.log >> "$summary"
+      cat logs/rep-fleet-pool.log >> "$summary" ;;
     abi)
       # The CPU suites, unchanged, on the GPU build (tests/helpers/route-tables.ts
       # follows KPICK_BACKEND): TS and C agree on every entry and bucket of the
@@ -243,5 +291,5 @@ for want in $steps; do
       fp8_bench; fp8_serve_check ;;
   esac
 done
-tar cJf "$out/pipeline.tar.xz" stores tables logs $(ls -d tables-pdl2 tables-shard* tables-x2* 2>/dev/null) 2>/dev/null
+tar cJf "$out/pipeline.tar.xz" stores tables logs $(ls -d tables-pdl2 tables-shard* tables-x2* tables-rep* 2>/dev/null) 2>/dev/null
 log "packed $(du -h "$out/pipeline.tar.xz" | cut -f1)"
