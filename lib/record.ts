@@ -15,6 +15,8 @@ export interface RecordSite extends ShapeKey {
   dtype: Dtype;
   rows: Bucket;
   copies: number;
+  /** buffer placements the samples were spread over (lib/sweep.ts); absent: one */
+  placements?: number;
   seed: number;
 }
 
@@ -59,6 +61,7 @@ export function storeRecord(site: RecordSite, kind: StoreRecord['kind'], outcome
     reason: outcome.reason,
     samples_us: outcome.status === 'ok' ? [...outcome.samples] : [],
     copies: site.copies,
+    ...(site.placements !== undefined && site.placements > 1 ? { placements: site.placements } : {}),
     parity: cand === undefined ? FLOOR_PARITY : outcome.parity,
     seed: site.seed,
     at: new Date().toISOString(),

@@ -109,6 +109,7 @@ export const StoreRecord = v.pipe(v.strictObject({
   reason: v.string(),
   samples_us: v.array(Micros),
   copies: v.pipe(v.number(), v.integer(), v.minValue(0)),
+  placements: v.optional(v.pipe(v.number(), v.integer(), v.minValue(2), v.description('buffer placements the samples were spread over (problems of one seed allocated side by side); absent: one'))),
   parity: Parity,
   seed: v.pipe(v.number(), v.integer(), v.minValue(0)),
   at: v.pipe(v.string(), v.isoTimestamp()),

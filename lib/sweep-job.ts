@@ -21,6 +21,8 @@ export interface SweepJob {
   samples: number;
   rounds: number;
   copies: number;
+  /** SweepPlan.placements; undefined: DEFAULT_GPU_PLACEMENTS on a GPU, one on the CPU */
+  placements?: number;
   seed: number | undefined;
   shard: Shard | undefined;
   /** SweepPlan.budgetUs: undefined, every round runs */
@@ -29,6 +31,10 @@ export interface SweepJob {
   json: boolean;
   quiet: boolean;
 }
+
+/** A GPU sweep's buffer placements by default: three, so that one placement that
+ * slows a kernel holds a third of its samples, below the median. */
+export const DEFAULT_GPU_PLACEMENTS = 3;
 
 /**
  * The sweep job (scripts/sweep.ts, and the main job's sweep step): the plan
@@ -74,6 +80,7 @@ export function sweepJob(args: SweepJob): number {
         samples: args.samples,
         rounds: args.rounds,
         copies: args.copies,
+        placements: args.placements ?? (identity.backend === 'cpu' ? 1 : DEFAULT_GPU_PLACEMENTS),
         seed: args.seed,
         done: measuredKeys(existing.records, identity),
         shard: args.shard,

@@ -3,7 +3,12 @@
 // the largest rows; per rows bucket: parity on a sampled reference, node
 // count, then timing in rounds that visit every candidate and the read floor
 // in an order rotated each round, so drift hits them all alike (on the CPU
-// each sample is a round of its own, see visitsOf). A sample is
+// each sample is a round of its own, see visitsOf). On a GPU the rounds are
+// also spread over buffer placements: problems of one seed allocated side by
+// side, round r on placement r mod P, because where the buffers sit moves some
+// kernels by up to 7 % (cuBLASLt's above all: bench/results/h200-2026-12-01-
+// repeat-afa419c), and a sweep on one placement made near-tie picks flip
+// between processes. A sample is
 // what kpick_time gives: on a GPU the call's served cost after a kernel that
 // writes its input, as a decode step runs it (README, "How a candidate is timed").
 import { randomInt } from 'node:crypto';
@@ -33,6 +38,9 @@ export interface SweepPlan {
   rounds: number;
   /** rotating weight copies; 0: the library picks > 8x LLC */
   copies: number;
+  /** buffer placements a rows bucket's rounds are spread over (problems of one seed
+   * allocated side by side, round r on placement r mod P); undefined: 1 */
+  placements?: number;
   /** input seed of every problem; undefined: a fresh random one per problem */
   seed?: number;
   /** record keys already in the store for this identity: not measured again */
@@ -213,16 +221,21 @@ export function runSweep(kpick: Kpick, plan: SweepPlan, events: SweepEvents): Sw
   };
 
   const cut = visitsOf(plan.identity.backend, plan.samples, plan.rounds);
-  let problem: Problem | null = null;
+  // each placement needs a round of its own
+  const placements = Math.max(1, Math.min(plan.placements ?? 1, cut.rounds));
+  let problems: Problem[] = [];
   let problemOf = '';
+  const freeAll = () => {
+    for (const p of problems) p.free();
+    problems = [];
+  };
   try {
     for (const g of groups) {
       const which = `${g.dtype}:${shapeId(g.linear)}`;
       if (which !== problemOf) {
-        problem?.free();
-        problem = null;
+        freeAll();
         const mMax = Math.max(...groups.filter((o) => o.dtype === g.dtype && o.linear === g.linear).map((o) => o.rows));
-        problem = kpick.createProblem({
+        const spec = {
           op: g.linear.op,
           dtype: g.dtype,
           n: g.linear.n,
@@ -230,33 +243,37 @@ export function runSweep(kpick: Kpick, plan: SweepPlan, events: SweepEvents): Sw
           // a moe problem's routing: uniform, as a trained router spreads rows (parity also checks the skewed one)
           ...(g.linear.op === 'moe' ? { experts: g.linear.experts, topk: g.linear.topk, routing: 'uniform' as const } : {}),
           mMax,
-          copies: plan.copies,
           seed: plan.seed ?? randomInt(0, 2 ** 47),
-        });
+        };
         problemOf = which;
+        problems.push(kpick.createProblem({ ...spec, copies: plan.copies }));
+        // the same data and rotation again, on other pages (allocated while the first lives)
+        while (problems.length < placements) problems.push(kpick.createProblem({ ...spec, copies: problems[0]!.copies }));
       }
       const base = summary.written;
       const groupSize = g.todo.length + (g.floor ? 1 : 0);
       events.progress?.(base, total, label(g));
-      measureGroup(problem as Problem, g, plan, cut, emit, (fraction) =>
+      measureGroup(problems, g, plan, cut, emit, (fraction) =>
         events.progress?.(base + Math.floor(fraction * groupSize), total, label(g)),
       );
     }
   } finally {
-    problem?.free();
+    freeAll();
   }
   return summary;
 }
 
 function measureGroup(
-  problem: Problem,
+  problems: readonly Problem[],
   g: Group,
   plan: SweepPlan,
   cut: { samples: number; rounds: number },
   emit: (record: StoreRecord) => void,
   progress: (fraction: number) => void,
 ): void {
-  problem.setRows(g.rows);
+  // parity, support and nodes on the first placement: the others hold the same data
+  const problem = problems[0]!;
+  for (const p of problems) p.setRows(g.rows);
   const measures: Measure[] = g.todo.map((cand) => {
     const m: Measure = { cand, status: 'ok', reason: '', parity: NOT_RUN, nodes: null, samples: [], stopped: false };
     if (!cand.available) {
@@ -311,18 +328,19 @@ function measureGroup(
         m.reason = `${STOPPED} ${m.samples.length} samples: its fastest is over ${Math.round(STOP_MARGIN * 100)} % slower than the default's median`;
       }
     }
+    const here = problems[round % problems.length]!;
     const visits: (Measure | typeof FLOOR)[] = [...runnable().filter((m) => !m.stopped), ...(g.floor && !floorFailure ? [FLOOR] : [])];
     for (const visit of rotate(visits, round)) {
       if (visit === FLOOR) {
         try {
-          floorSamples.push(...problem.timeFloor(cut.samples));
+          floorSamples.push(...here.timeFloor(cut.samples));
         } catch (err) {
           floorFailure = failure(err, 'time floor');
         }
         continue;
       }
       try {
-        visit.samples.push(...problem.time(visit.cand.id, cut.samples));
+        visit.samples.push(...here.time(visit.cand.id, cut.samples));
       } catch (err) {
         visit.status = 'failed';
         visit.reason = failure(err, 'time');
@@ -342,6 +360,7 @@ function measureGroup(
     ...moeFields(g.linear),
     rows: g.rows,
     copies: problem.copies,
+    ...(problems.length > 1 ? { placements: problems.length } : {}),
     seed: Number(problem.seed),
   };
   for (const m of measures) emit(storeRecord(site, 'candidate', m, m.cand));

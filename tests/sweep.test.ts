@@ -111,6 +111,30 @@ test('a sweep writes one valid record per candidate of the op and one floor per 
   assert.equal(progress[progress.length - 1], [expected, expected]);
 });
 
+test('placements: each shape gets that many problems of one seed and rotation, the rounds shared among them, and its records say so', () => {
+  const made: { seed?: number | bigint; copies?: number }[] = [];
+  const counting = Object.create(kpick) as typeof kpick;
+  counting.createProblem = (spec) => {
+    made.push({ seed: spec.seed, copies: spec.copies });
+    return kpick.createProblem(spec);
+  };
+  const records: StoreRecord[] = [];
+  runSweep(counting, plan({ placements: 2, seed: undefined, copies: 0 }), { record: (r) => records.push(r) });
+  assert.is(made.length, 4, 'two shapes, two placements each');
+  assert.is(made[0]!.copies, 0, 'the first placement sizes the rotation');
+  assert.ok(made[1]!.copies! > 0 && made[1]!.seed === made[0]!.seed, 'the second takes its copies and its seed');
+  assert.is(made[2]!.seed, made[3]!.seed);
+  assert.ok(records.length > 0);
+  for (const r of records) {
+    assert.ok(v.safeParse(StoreRecord, r).success, JSON.stringify(r));
+    assert.is(r.placements, 2);
+    assert.is(r.samples_us.length, 4, 'as many samples as on one placement');
+  }
+  const one: StoreRecord[] = [];
+  runSweep(kpick, plan({ rows: [1], placements: 1 }), { record: (r) => one.push(r) });
+  assert.ok(one.every((r) => r.placements === undefined), 'one placement writes the record as before');
+});
+
 test('an fp8 sweep times the fp8 classes alone, its W8A8 default first among equals, each record naming its class', () => {
   const { records } = sweep(plan({ dtypes: ['fp8'], rows: [1] }));
   const cands = records.filter((r) => r.kind === 'candidate');
