@@ -83,7 +83,7 @@ static inline int kp_row_takes(const kp_row *r, int32_t dtype) {
   return (kp_row_numeric(r) != KPICK_NUM_W16A16) == (dtype == KPICK_FP8);
 }
 /* 1 when an available candidate of this build computes op in dtype (abi.c);
- * else the op's calls in dtype are KPICK_E_UNSUPPORTED (a GPU build's moe). */
+ * else the op's calls in dtype are KPICK_E_UNSUPPORTED (a HIP build's fp8). */
 int kp_space_takes(int32_t op, int32_t dtype);
 
 #endif

@@ -159,17 +159,25 @@ static int scratch_get(size_t temp_bytes, size_t counters_len, hipStream_t s, kp
 /* fp8's W8A8 default (space.def w8a8.blaslt): the scratch holds the matmul's
  * output [m, rows] (fp32 at most), then x's codes [m, k] and scales [m] */
 static size_t kp_align256(size_t v) { return (v + 255) / 256 * 256; }
-static size_t fp8_temp_bytes(int32_t m, int64_t rows, int64_t k) {
-  return kp_align256((size_t)m * (size_t)rows * 4) + kp_align256((size_t)m * (size_t)k) + (size_t)m * 4;
+struct fp8_scratch_layout {
+  size_t codes_at, scales_at, bytes;
+};
+static fp8_scratch_layout fp8_scratch(int32_t m, int64_t rows, int64_t k) {
+  fp8_scratch_layout l;
+  l.codes_at = kp_align256((size_t)m * (size_t)rows * 4);
+  l.scales_at = l.codes_at + kp_align256((size_t)m * (size_t)k);
+  l.bytes = l.scales_at + (size_t)m * 4;
+  return l;
 }
 
 static int launch_blaslt_fp8(const kp_row *r, const kp_call *c) {
   const int64_t rows = c->op == KPICK_OP_GATED ? 2 * c->n : c->n;
+  const fp8_scratch_layout at = fp8_scratch(c->m, rows, c->k);
   kp_scratch ws;
-  KP_TRY(scratch_get(fp8_temp_bytes(c->m, rows, c->k), 0, c->stream, &ws));
+  KP_TRY(scratch_get(at.bytes, 0, c->stream, &ws));
   char *d = (char *)ws.temp;
-  uint8_t *xq = (uint8_t *)(d + kp_align256((size_t)c->m * (size_t)rows * 4));
-  float *sx = (float *)(xq + kp_align256((size_t)c->m * (size_t)c->k));
+  uint8_t *xq = (uint8_t *)(d + at.codes_at);
+  float *sx = (float *)(d + at.scales_at);
   const float *sw = (const float *)((const char *)c->w + KPICK_FP8_SCALES_AT(rows, c->k));
   int count = 0, scaled = 0;
   KP_TRY(kp_blas_fp8_plan(c->m, rows, c->k, &count, &scaled));
@@ -396,7 +404,7 @@ static void scratch_need(const struct kpick_problem *p, size_t *temp, size_t *co
   *temp = 0;
   *counters = 0;
   if (p->op == KPICK_OP_GATED) *temp = (size_t)p->m_max * (size_t)p->n * 2 * 2;
-  if (p->dtype == KPICK_FP8) *temp = fp8_temp_bytes(p->m_max, p->w_rows, p->k);
+  if (p->dtype == KPICK_FP8) *temp = fp8_scratch(p->m_max, p->w_rows, p->k).bytes;
   if (p->op == KPICK_OP_MOE) *temp = kp_moe_scratch_bytes(p->m_max, p->topk, p->n, p->k);
   for (int32_t i = 0; i < KP_NCAND; i++) {
     const kp_row *r = &kp_space[i];
@@ -492,15 +500,22 @@ int be_poison(struct kpick_problem *p) {
 
 /* ---- launching ---- */
 
-int be_launch(int32_t cand, int32_t op, int32_t dtype, const void *x, const void *w, void *y, int32_t m, int64_t n,
-              int64_t k, void *stream) {
+/* what every launch checks first: the backend, the row's op, and its rows range
+ * (which the route cannot know) */
+static int launch_checks(const kp_row *r, int32_t op, int32_t m) {
   if (!g.ready) return kp_fail(KPICK_E_STATE, "launch", "the GPU backend is not initialised");
-  const kp_row *r = &kp_space[cand];
   if (r->op != op) return kp_fail(KPICK_E_ARG, "launch", "%s is a candidate of op %d, not %d", r->name, (int)r->op, (int)op);
-  /* what the route cannot know: rows range, and the kernels' 16-byte pieces */
   if (m < r->rows_min || m > r->rows_max)
     return kp_fail(KPICK_E_UNSUPPORTED, "launch", "%s takes %d..%d rows, not %d", r->name, (int)r->rows_min,
                    (int)r->rows_max, (int)m);
+  return KPICK_OK;
+}
+
+int be_launch(int32_t cand, int32_t op, int32_t dtype, const void *x, const void *w, void *y, int32_t m, int64_t n,
+              int64_t k, void *stream) {
+  const kp_row *r = &kp_space[cand];
+  KP_TRY(launch_checks(r, op, m));
+  /* the kernels' 16-byte pieces */
   if (r->family_id != KP_FAM_blaslt && (k % 8 != 0 || (((uintptr_t)x | (uintptr_t)w) & 15) != 0))
     return kp_fail(KPICK_E_UNSUPPORTED, "launch", "%s needs K %% 8 == 0 and 16-byte aligned x and w", r->name);
   kp_call c = {cand, op, dtype, x, w, y, m, n, k, (hipStream_t)stream, (r->flags & KF_PDL) != 0, g.prop.warpSize, NULL};
@@ -512,12 +527,8 @@ int be_launch(int32_t cand, int32_t op, int32_t dtype, const void *x, const void
 int be_launch_moe(int32_t cand, int32_t dtype, const void *x, const void *w_gate_up, const void *w_down,
                   const int32_t *ids, const float *weights, void *y, int32_t m, int32_t experts, int32_t topk,
                   int64_t n, int64_t k, void *stream) {
-  if (!g.ready) return kp_fail(KPICK_E_STATE, "launch", "the GPU backend is not initialised");
   const kp_row *r = &kp_space[cand];
-  if (r->op != KPICK_OP_MOE) return kp_fail(KPICK_E_ARG, "launch", "%s is a candidate of op %d, not moe", r->name, (int)r->op);
-  if (m < r->rows_min || m > r->rows_max)
-    return kp_fail(KPICK_E_UNSUPPORTED, "launch", "%s takes %d..%d rows, not %d", r->name, (int)r->rows_min,
-                   (int)r->rows_max, (int)m);
+  KP_TRY(launch_checks(r, KPICK_OP_MOE, m));
   if (r->family_id != KP_FAM_moe_blas &&
       (k % 8 != 0 || n % 8 != 0 || (((uintptr_t)x | (uintptr_t)w_gate_up | (uintptr_t)w_down) & 15) != 0))
     return kp_fail(KPICK_E_UNSUPPORTED, "launch", "%s needs N %% 8 == 0, K %% 8 == 0 and 16-byte aligned x and weights",
