@@ -30,16 +30,17 @@ test('parseSweepArgs applies the defaults of the options table', async () => {
   assert.equal([args.samples, args.rounds, args.copies, args.json, args.quiet], [5, 3, 0, false, false]);
   assert.equal(args.linears.map((l) => l.name), ['qkv', 'o', 'gate_up', 'down', 'lm_head']);
   assert.is(args.seed, undefined);
+  assert.is(args.placements, undefined, 'the job picks by backend: 3 on a GPU, 1 on the CPU');
 });
 
 test('parseSweepArgs reads shapes, rows, dtypes, candidates and numbers', async () => {
-  const args = parseSweepArgs(['--shapes', '64x32,64x32,16x8', '--rows', '8,1', '--dtype', 'bf16,fp16', '--store', 's', '--candidates', 'plain, rowblk.*', '--samples', '7', '--seed', '3', '--json']);
+  const args = parseSweepArgs(['--shapes', '64x32,64x32,16x8', '--rows', '8,1', '--dtype', 'bf16,fp16', '--store', 's', '--candidates', 'plain, rowblk.*', '--samples', '7', '--seed', '3', '--placements', '2', '--json']);
   assert.ok(args);
   assert.equal(args.linears.map((l) => `${l.op} ${l.n}x${l.k}`), ['linear 64x32', 'linear 16x8']);
   assert.equal(args.rows, [1, 8]);
   assert.equal(args.dtypes, ['bf16', 'fp16']);
   assert.equal(args.candidates, ['plain', 'rowblk.*']);
-  assert.equal([args.samples, args.seed, args.json], [7, 3, true]);
+  assert.equal([args.samples, args.seed, args.placements, args.json], [7, 3, 2, true]);
 });
 
 test('parseSweepArgs refuses bad usage with a UsageError', async () => {
@@ -49,6 +50,7 @@ test('parseSweepArgs refuses bad usage with a UsageError', async () => {
     [['--model', 'nope', '--store', 's'], /unknown model 'nope'; known: .*tiny/],
     [['--model', 'tiny', '--store', 's', '--rows', '1,3'], /rows '3' is not a bucket/],
     [['--model', 'tiny', '--store', 's', '--samples', '0'], /--samples must be an integer in 1\.\.100000, got '0'/],
+    [['--model', 'tiny', '--store', 's', '--placements', '0'], /--placements must be an integer in 1\.\.16, got '0'/],
     [['--model', 'tiny', '--store', 's', '--frobnicate'], /Unknown option `--frobnicate`/],
     [['--model', 'tiny', '--store', 's', 'extra'], /Unused args/],
     [['--model', 'tiny', '--store'], /--store/],
