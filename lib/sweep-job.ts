@@ -96,7 +96,7 @@ export function sweepJob(args: SweepJob): number {
     );
     progress.end();
     if (human && summary.noCandidates.length > 0) {
-      say(`sweep: this build has no candidate for ${summary.noCandidates.join(', ')}: left out (no moe or fp8 kernel is written for the GPU yet)`);
+      say(`sweep: this build has no candidate for ${summary.noCandidates.join(', ')}: left out (a HIP build has no moe default and no fp8 row)`);
     }
     if (human) {
       const where = summary.written > 0 ? ` to ${writer.file}` : '';
