@@ -31,15 +31,14 @@
 
 enum { KP_CM_LINEAR = 0, KP_CM_GATED = 1 };
 
-static constexpr int kp_cm_warps = 4;
 static constexpr int kp_cm_max_split = 8; /* a portable cluster */
 static constexpr int kp_cm_xpad = 32;     /* x row = 32 U + 32 elements: rows 64 bytes apart mod 128, no bank conflict */
 static constexpr int kp_cm_tpad = 4;      /* epilogue tile row = B + 4 floats: float4 rows */
 
-/* K steps (of 32) per chunk: the W registers of a chunk stay at 64 a lane
- * (R = 16: 8 steps; R = 32: 4), and the x chunk of 128 rows halves so that
- * two blocks fit an SM */
-__host__ __device__ static constexpr int kp_cm_u(int r, int nt) { return (r == 32 || nt == 16) ? 4 : 8; }
+/* K steps (of 32) per chunk: each of the two W register sets holds U steps,
+ * 64 registers a lane where the accumulators leave room (R = 16 up to 64
+ * rows), else 32 (ptxas -v: no spill) */
+__host__ __device__ static constexpr int kp_cm_u(int r, int nt) { return r == 16 ? (nt <= 8 ? 8 : 4) : (nt <= 4 ? 4 : 2); }
 static constexpr int kp_cm_nt(int32_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : m <= 64 ? 8 : 16; }
 
 struct kp_cmma_args {
@@ -79,10 +78,10 @@ __device__ __forceinline__ const T *kp_cm_peer(const T *p, uint32_t rank) {
   return reinterpret_cast<const T *>(r);
 }
 
-template <int DT, int NT, int R, int MODE, bool PDL>
-__global__ void __launch_bounds__(kp_cm_warps * 32) kp_cmma_kernel(kp_cmma_args p) {
-  constexpr int MT = R / 16, B = R * kp_cm_warps, U = kp_cm_u(R, NT), KC = 32 * U, XLD = KC + kp_cm_xpad;
-  constexpr int MP = 8 * NT, OUT = MODE == KP_CM_GATED ? B / 2 : B, LD = B + kp_cm_tpad;
+template <int DT, int NT, int R, int NW, int MODE, bool PDL>
+__global__ void __launch_bounds__(NW * 32) kp_cmma_kernel(kp_cmma_args p) {
+  constexpr int MT = R / 16, B = R * NW, U = kp_cm_u(R, NT), KC = 32 * U, XLD = KC + kp_cm_xpad;
+  constexpr int MP = 8 * NT, OUT = MODE == KP_CM_GATED ? B / 2 : B, LD = B + kp_cm_tpad, THREADS = NW * 32;
   static_assert(MT * NT <= 16, "at most 64 accumulators a lane");
   if (PDL) kp_pdl_trigger();
   extern __shared__ __align__(16) uint8_t kp_cm_raw[];
@@ -115,8 +114,10 @@ __global__ void __launch_bounds__(kp_cm_warps * 32) kp_cmma_kernel(kp_cmma_args 
       wr[mt][j] = p.w + row * K + 8 * q;
     }
 
-  kp_v16 wa[U][MT][2];
-  auto load_w = [&](int c) {
+  /* chunk c's W pieces into wa: two register sets, so that chunk c + 1
+   * streams while chunk c is multiplied */
+  typedef kp_v16 kp_cm_wset[U][MT][2];
+  auto load_w = [&](int c, kp_cm_wset &wa) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t s = b0 + (int64_t)c * U + u, k = s * 32 + 8 * q;
@@ -132,7 +133,7 @@ __global__ void __launch_bounds__(kp_cm_warps * 32) kp_cmma_kernel(kp_cmma_args 
   auto load_x = [&](int c) {
     const int64_t kb = (b0 + (int64_t)c * U) * 32;
     const uint32_t base = xs_addr + (uint32_t)(c & 1) * MP * XLD * 2;
-    for (int i = tid; i < M * (KC / 8); i += kp_cm_warps * 32) {
+    for (int i = tid; i < M * (KC / 8); i += THREADS) {
       const int m = i / (KC / 8), pc = i % (KC / 8);
       const int64_t k = kb + 8 * pc;
       const bool in = k < b1 * 32 && k < K;
@@ -150,10 +151,37 @@ __global__ void __launch_bounds__(kp_cm_warps * 32) kp_cmma_kernel(kp_cmma_args 
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mt][t][i] = 0.0f;
 
-  if (nch > 0) load_w(0); /* under PDL, streaming while the producer ends */
-  kp_batch_fence(true);   /* PDL: the producer's x is visible; the W loads stay above */
+  /* one chunk: x of c + 1 and W of c + 1 on their way, then c multiplied */
+  auto chunk = [&](int c, const kp_cm_wset &cur, kp_cm_wset &nxt) {
+    if (c + 1 < nch) {
+      load_x(c + 1);
+      load_w(c + 1, nxt);
+    } else {
+      kp_cm_commit(); /* an empty group: the wait below counts the same */
+    }
+    kp_cm_wait<1>(); /* chunk c has landed (this thread's copies) */
+    __syncthreads(); /* ... and every thread's */
+    const uint16_t *xb = xs + (c & 1) * MP * XLD + g * XLD + 8 * q;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (b0 + (int64_t)c * U + u < b1) {
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+          const uint4 v = *reinterpret_cast<const uint4 *>(xb + 8 * t * XLD + 32 * u);
+          const kp_v16 xv = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) kp_mma_apply<DT>(acc[mt][t], cur[u][mt], xv);
+        }
+      }
+    }
+    __syncthreads(); /* buffer c % 2 is free for chunk c + 2 */
+  };
+
+  kp_cm_wset wa, wb;
+  if (nch > 0) load_w(0, wa); /* under PDL, streaming while the producer ends */
+  kp_batch_fence(true);       /* PDL: the producer's x is visible; the W loads stay above */
   if (M < MP) /* the padded rows of both buffers: zeros, never copied over */
-    for (int i = tid; i < 2 * (MP - M) * (XLD / 8); i += kp_cm_warps * 32) {
+    for (int i = tid; i < 2 * (MP - M) * (XLD / 8); i += THREADS) {
       const int b = i / ((MP - M) * (XLD / 8)), rest = i % ((MP - M) * (XLD / 8));
       const int m = M + rest / (XLD / 8), pc = rest % (XLD / 8);
       *reinterpret_cast<uint4 *>(xs + (b * MP + m) * XLD + 8 * pc) = make_uint4(0u, 0u, 0u, 0u);
@@ -161,25 +189,9 @@ __global__ void __launch_bounds__(kp_cm_warps * 32) kp_cmma_kernel(kp_cmma_args 
   if (nch > 0) load_x(0);
 
 #pragma unroll 1
-  for (int c = 0; c < nch; ++c) {
-    if (c + 1 < nch) load_x(c + 1);
-    else kp_cm_commit(); /* an empty group: the wait below counts the same */
-    if (c > 0) load_w(c);
-    kp_cm_wait<1>(); /* chunk c has landed (this thread's copies) */
-    __syncthreads(); /* ... and every thread's */
-    const uint32_t xb = xs_addr + (uint32_t)(c & 1) * MP * XLD * 2 + (uint32_t)(g * XLD + 8 * q) * 2;
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      if (b0 + (int64_t)c * U + u < b1) {
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-          const kp_v16 xv = kp_cm_lds(xb + (uint32_t)(8 * t * XLD + 32 * u) * 2);
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) kp_mma_apply<DT>(acc[mt][t], wa[u][mt], xv);
-        }
-      }
-    }
-    __syncthreads(); /* buffer c % 2 is free for chunk c + 2 */
+  for (int c = 0; c < nch; c += 2) {
+    chunk(c, wa, wb);
+    if (c + 1 < nch) chunk(c + 1, wb, wa);
   }
   kp_cm_wait<0>();
 
@@ -225,7 +237,7 @@ __global__ void __launch_bounds__(kp_cm_warps * 32) kp_cmma_kernel(kp_cmma_args 
       }
     return v;
   };
-  for (int e = g0 + tid; e < g1; e += kp_cm_warps * 32) {
+  for (int e = g0 + tid; e < g1; e += THREADS) {
     const int m = e / (OUT / 4), r = 4 * (e % (OUT / 4));
     if (n0 + r >= N) continue;
     float4 v = sum((m * LD + r) / 4);
@@ -243,8 +255,8 @@ __global__ void __launch_bounds__(kp_cm_warps * 32) kp_cmma_kernel(kp_cmma_args 
 }
 #else
 /* HIP, or a CUDA pass before sm_90: the host never launches these */
-template <int DT, int NT, int R, int MODE, bool PDL>
-__global__ void __launch_bounds__(kp_cm_warps * 32) kp_cmma_kernel(kp_cmma_args p) {
+template <int DT, int NT, int R, int NW, int MODE, bool PDL>
+__global__ void __launch_bounds__(NW * 32) kp_cmma_kernel(kp_cmma_args p) {
 #if defined(KPICK_GPU_CUDA)
   asm volatile("trap;");
 #else
@@ -257,8 +269,8 @@ __global__ void __launch_bounds__(kp_cm_warps * 32) kp_cmma_kernel(kp_cmma_args 
 
 static constexpr size_t kp_cm_smem_cap = 227 * 1024; /* sm_90 opt-in limit per block */
 
-static constexpr size_t kp_cm_smem(int b, int32_t m) {
-  const int nt = kp_cm_nt(m), r = b / kp_cm_warps, xld = 32 * kp_cm_u(r, nt) + kp_cm_xpad;
+static constexpr size_t kp_cm_smem(int b, int w, int32_t m) {
+  const int nt = kp_cm_nt(m), r = b / w, xld = 32 * kp_cm_u(r, nt) + kp_cm_xpad;
   const size_t x = (size_t)2 * 8 * nt * xld * 2, tile = (size_t)8 * nt * (b + kp_cm_tpad) * 4;
   return x > tile ? x : tile;
 }
@@ -269,10 +281,10 @@ struct kp_cmma_set {
   kp_cmma_fn k[2][kp_cm_nt_slots];
 };
 
-template <int DT, int R, int MODE, bool PDL, int NT>
+template <int DT, int R, int NW, int MODE, bool PDL, int NT>
 static void kp_cmma_fill(kp_cmma_fn (&k)[kp_cm_nt_slots]) {
-  k[kp_log2(NT)] = kp_cmma_kernel<DT, NT, R, MODE, PDL>;
-  if constexpr (NT > 1) kp_cmma_fill<DT, R, MODE, PDL, NT / 2>(k);
+  k[kp_log2(NT)] = kp_cmma_kernel<DT, NT, R, NW, MODE, PDL>;
+  if constexpr (NT > 1) kp_cmma_fill<DT, R, NW, MODE, PDL, NT / 2>(k);
 }
 
 /* a row's kernels: every NT its rows reach, both dtypes; empty for rows of
@@ -283,13 +295,14 @@ static kp_cmma_set kp_cmma_row() {
   kp_cmma_set s = {};
 #if defined(KPICK_GPU_CUDA)
   if constexpr (r.family == KP_FAM_cmma) {
-    static_assert(r.p0 == 64 || r.p0 == 128, "cmma: B is 64 or 128 W rows (16 or 32 a warp)");
+    static_assert(r.p2 == 4 || r.p2 == 8, "cmma: W is 4 or 8 warps");
+    static_assert(r.p0 == 16 * r.p2 || r.p0 == 32 * r.p2, "cmma: B is 16 or 32 W rows a warp");
     static_assert(r.p1 >= 1 && r.p1 <= kp_cm_max_split, "cmma: S is 1..8 blocks of a portable cluster");
     static_assert(r.rows_max >= 1 && r.rows_max <= kp_rows_limit, "cmma: rows stop at 128");
-    static_assert(r.p0 == 64 || r.rows_max <= 64, "cmma: B = 128 holds 32 W rows a warp: rows stop at 64 (registers)");
+    static_assert(r.p0 == 16 * r.p2 || r.rows_max <= 64, "cmma: 32 W rows a warp: rows stop at 64 (registers)");
     constexpr int mode = r.op == KPICK_OP_GATED ? KP_CM_GATED : KP_CM_LINEAR, nt = kp_cm_nt(r.rows_max);
-    kp_cmma_fill<KP_DT_BF16, r.p0 / kp_cm_warps, mode, r.pdl(), nt>(s.k[0]);
-    kp_cmma_fill<KP_DT_FP16, r.p0 / kp_cm_warps, mode, r.pdl(), nt>(s.k[1]);
+    kp_cmma_fill<KP_DT_BF16, r.p0 / r.p2, r.p2, mode, r.pdl(), nt>(s.k[0]);
+    kp_cmma_fill<KP_DT_FP16, r.p0 / r.p2, r.p2, mode, r.pdl(), nt>(s.k[1]);
   }
 #endif
   return s;
@@ -303,20 +316,21 @@ static const kp_cmma_set kp_cmma_sets[KP_NCAND] = {
 
 int kp_cmma_built(int32_t cand) { return kp_cmma_sets[cand].k[0][0] != nullptr; }
 
-int kp_cmma_fits(int b, int s, int32_t m) {
-  return (b == 64 || b == 128) && s >= 1 && s <= kp_cm_max_split && m >= 1 && m <= kp_rows_limit &&
-         kp_cm_smem(b, m) <= kp_cm_smem_cap;
+int kp_cmma_fits(int b, int s, int w, int32_t m) {
+  return (w == 4 || w == 8) && (b == 16 * w || b == 32 * w) && s >= 1 && s <= kp_cm_max_split && m >= 1 &&
+         m <= kp_rows_limit && kp_cm_smem(b, w, m) <= kp_cm_smem_cap;
 }
 
 #if defined(KPICK_GPU_CUDA)
-int kp_cmma_launch(const struct kp_call *c, int b, int s) {
+int kp_cmma_launch(const struct kp_call *c, int b, int s, int w) {
   const int nt = kp_cm_nt(c->m);
   const kp_cmma_fn k = c->m >= 1 && c->m <= kp_rows_limit ? kp_cmma_sets[c->cand].k[c->dtype == KP_DT_BF16 ? 0 : 1][kp_log2(nt)] : nullptr;
-  if (!k || b != kp_defs[c->cand].p0 || !kp_cmma_fits(b, s, c->m))
-    return kp_fail(KPICK_E_UNSUPPORTED, "cmma", "no kernel for m=%d, B=%d, S=%d, pdl=%d", (int)c->m, b, s, c->pdl);
+  if (!k || b != kp_defs[c->cand].p0 || w != kp_defs[c->cand].p2 || !kp_cmma_fits(b, s, w, c->m))
+    return kp_fail(KPICK_E_UNSUPPORTED, "cmma", "no kernel for m=%d, B=%d, S=%d, W=%d, pdl=%d", (int)c->m, b, s, w,
+                   c->pdl);
   const int gated = c->op == KPICK_OP_GATED;
   const int64_t out = gated ? b / 2 : b, tiles = (c->n + out - 1) / out;
-  const size_t smem = kp_cm_smem(b, c->m);
+  const size_t smem = kp_cm_smem(b, w, c->m);
   kp_cmma_args a = {(const uint16_t *)c->x, (const uint16_t *)c->w, (uint16_t *)c->y, c->m, c->n, c->k};
   KP_GPU(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   cudaLaunchConfig_t cfg = {};
@@ -335,7 +349,7 @@ int kp_cmma_launch(const struct kp_call *c, int b, int s) {
     ++na;
   }
   cfg.gridDim = dim3((unsigned)tiles, (unsigned)s);
-  cfg.blockDim = dim3(kp_cm_warps * 32);
+  cfg.blockDim = dim3((unsigned)w * 32);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = c->stream;
   cfg.attrs = attr;
@@ -344,7 +358,7 @@ int kp_cmma_launch(const struct kp_call *c, int b, int s) {
   return KPICK_OK;
 }
 #else
-int kp_cmma_launch(const struct kp_call *c, int b, int s) {
+int kp_cmma_launch(const struct kp_call *c, int b, int s, int w) {
   return kp_fail(KPICK_E_UNSUPPORTED, "cmma", "this build has no sm_90 cluster kernels");
 }
 #endif
