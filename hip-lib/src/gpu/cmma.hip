@@ -1,25 +1,26 @@
-/* cmma.hip: cmma.bB.sS[.pdl] and gated.cmma.* -- the mma.sync tile for rows
- * 16-128 on Hopper (CUDA sm_90: thread-block clusters; absent elsewhere).
+/* cmma.hip: cmma.bB.wW.sS[.pdl] and gated.cmma.* -- the mma.sync tile for
+ * rows 8-128 on Hopper (CUDA sm_90: thread-block clusters; absent elsewhere).
  *
- * A block of 4 warps owns B rows of W (B = 64 or 128: each warp its own
- * R = B / 4 rows, R / 16 m16 tiles), the mma.sync m16n8k16 A operand, and
- * multiplies them by the activations as the B operand (rows padded to 8 * NT,
- * NT = 1..16 n8 tiles). The mma family re-reads x from L1/L2 in every warp
- * for every 16 W rows; here the block's x chunk [8 NT rows x 32 U] is copied
- * once into shared memory (cp.async, double-buffered) and every warp reads
- * each 16-byte piece of it once per chunk for all its R rows, while W goes
- * from global memory straight to registers (each byte read once, U K-steps of
- * 16-byte loads in flight per lane). The lane's pieces follow mma_core.h: the
- * W piece of tile row g (and g + 8) at k offset 8q and the x piece of row g at
- * the same k, so the permuted k order inside a step is the same on both sides.
+ * A block of W warps owns B rows of W (R = B / W = 16 or 32 rows a warp, R / 16
+ * m16 tiles), the mma.sync m16n8k16 A operand, and multiplies them by the
+ * activations as the B operand (rows padded to 8 * NT, NT = 1..16 n8 tiles).
+ * The mma family re-reads x from L1/L2 in every warp for every 16 W rows; here
+ * the block's x chunk [8 NT rows x 32 U] is copied once into shared memory
+ * (cp.async, double-buffered) and every warp reads each 16-byte piece of it
+ * once per chunk for all its R rows, while W goes from global memory straight
+ * to registers (each byte read once) in two register sets of U K-steps, so
+ * that chunk c + 1 streams while chunk c is multiplied. The lane's pieces
+ * follow mma_core.h: the W piece of tile row g (and g + 8) at k offset 8q and
+ * the x piece of row g at the same k, so the permuted k order inside a step is
+ * the same on both sides.
  * K is split over a thread-block cluster of S blocks (grid.y = S), so that
  * small N still fills the SMs; each block leaves its fp32 tile in its shared
  * memory and block q sums the q-th slice of the outputs over the S tiles in
  * rank order (distributed shared memory, as wgmma.hip does): one node, no
  * scratch, and the bits depend on S only (each block's K range, its steps in
- * order, the fixed sum order), not on B: one class head per S and op.
+ * order, the fixed sum order), not on B, W or U: one class head per S and op.
  *   gated: the tile is B/2 gate rows over the matching B/2 up rows; silu(g) * u
- *          in fp32 in the epilogue.
+ *          in fp32 in the epilogue (no row kept: space.def says why).
  *   .pdl:  the first chunk's W loads are issued before griddepcontrol.wait,
  *          x is copied (and y written) only after it.
  * The kernels are those of the cmma rows of space.def (rows.h). Absent
