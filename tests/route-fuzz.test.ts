@@ -40,7 +40,8 @@ function rng(seed: number) {
 }
 type Rng = ReturnType<typeof rng>;
 
-const NAMES = [...build.candidates.map((c) => c.name), 'gemv.rpb4.u4', 'blaslt.algo2', 'test.wrong', '', 'two words', 'x'.repeat(60)];
+// besides this build's rows: names of GPU rows (a CUDA-only cluster kernel among them), which a CPU build must drop
+const NAMES = [...build.candidates.map((c) => c.name), 'gemv.rpb4.u4', 'blaslt.algo2', 'cmma.b64.w4.s8.pdl', 'test.wrong', '', 'two words', 'x'.repeat(60)];
 const ODD_VALUES: unknown[] = [0, -1, 3, 129, 1.5, '8', null, 1 << 25, true, [], {}, 'linear', 'gated', 'moe', 'bf16', 'fp16', 'fp8', 'fp4'];
 const KEY_FIELDS = ['op', 'dtype', 'n', 'k', 'experts', 'topk', 'bucket'] as const;
 

@@ -8,6 +8,7 @@
 # before timing) into stores/dev, or stores/var-NAME for a variant's. Logs and
 # stores come back in $OUT/dev.tar.xz; the summary in $OUT/summary.txt.
 #   VARIANTS="name:-DKP_WG_X=v ...;name2:..."   wgmma.hip built with these overrides
+#   VARIANT_SRC=cmma          the kernel file the variants rebuild (default wgmma)
 #   CHECKS="lib:candidate:model:layers:c;..."   serve-bench --check-step with
 #                             KPICK_FORCE=candidate; lib is "this" or a variant name
 #   PLAN=plan-file            Nsight Compute plan (lines as in profile-wgmma.sh)
@@ -28,7 +29,8 @@ xz -dc .devcarry/node.xz > /usr/local/bin/node && chmod +x /usr/local/bin/node
 . bench/gpu/nvcc-env.sh # sets nvcc_cmd
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader >> "$out/summary.txt" 2>&1
 
-# the variants' wgmma.o, compiled beside the plain build
+# the variants' object of VARIANT_SRC, compiled beside the plain build
+vsrc=${VARIANT_SRC:-wgmma}
 IFS=';' read -ra vlist <<< "${VARIANTS:-}"
 vpids=()
 for v in "${vlist[@]}"; do
@@ -36,18 +38,18 @@ for v in "${vlist[@]}"; do
   mkdir -p "build/var-$name"
   # shellcheck disable=SC2086
   $nvcc_cmd -O3 -std=c++17 -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -DKPICK_WGMMA_BUILT -DKPICK_GPU_CUDA \
-    -DKPICK_BACKEND_GPU -DKPICK_GPU_ARCHS='"sm_90"' $flags -x cu -c hip-lib/src/gpu/wgmma.hip -o "build/var-$name/wgmma.o" \
+    -DKPICK_BACKEND_GPU -DKPICK_GPU_ARCHS='"sm_90"' $flags -x cu -c "hip-lib/src/gpu/$vsrc.hip" -o "build/var-$name/$vsrc.o" \
     > "logs/build-var-$name.log" 2>&1 &
   vpids+=($!)
 done
 make -j"$(nproc)" GPU=cuda NVCC="$nvcc_cmd" > logs/build.log 2>&1 || { log "build failed"; tail -30 logs/build.log; }
 log "built"
 for p in "${vpids[@]}"; do wait "$p"; done
-objs=$(ls build/cuda/*.o | grep -v '/wgmma\.o$')
+objs=$(ls build/cuda/*.o | grep -v "/$vsrc\\.o\$")
 for v in "${vlist[@]}"; do
   name=${v%%:*}
   # shellcheck disable=SC2086
-  $nvcc_cmd -shared -o "build/var-$name/libkpick-cuda.so" "build/var-$name/wgmma.o" $objs -cudart shared -lcublasLt \
+  $nvcc_cmd -shared -o "build/var-$name/libkpick-cuda.so" "build/var-$name/$vsrc.o" $objs -cudart shared -lcublasLt \
     >> "logs/build-var-$name.log" 2>&1 || log "variant $name: build failed: $(tail -3 "logs/build-var-$name.log")"
 done
 log "variants linked: ${#vlist[@]}"

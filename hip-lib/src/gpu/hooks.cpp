@@ -255,6 +255,15 @@ static int supports_wgmma(const struct kpick_problem *p, const kp_row *r) {
   return kp_wgmma_fits(r->params[0], r->params[1], r->params[2], p->m);
 }
 
+/* clusters and griddepcontrol exist from sm_90; tuned and checked on the H200 only, so offered where wgmma is */
+static int launch_cmma(const kp_row *r, const kp_call *c) {
+  return kp_cmma_launch(c, r->params[0], r->params[1], r->params[2]);
+}
+static int available_cmma(int32_t cand) { return g.has_wgmma && kp_cmma_built(cand); }
+static int supports_cmma(const struct kpick_problem *p, const kp_row *r) {
+  return kp_cmma_fits(r->params[0], r->params[1], r->params[2], p->m);
+}
+
 static int launch_w8a16(const kp_row *r, const kp_call *c) { return kp_w8a16_launch(c, r->params[0], r->params[2]); }
 /* offered only beside the fp8 class default: a HIP build, which has no fp8
  * matmul (blaslt.cpp), keeps answering fp8 calls KPICK_E_UNSUPPORTED */

@@ -65,6 +65,10 @@ int kp_gated_mma_launch(const struct kp_call *c, int warps);
 int kp_wgmma_built(int32_t cand);
 int kp_wgmma_fits(int wg, int stages, int s, int32_t m);
 int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s);
+/* cmma.hip: mma.sync tile of B W rows over w warps, x staged once in shared memory, split-K over a cluster of s blocks (CUDA sm_90) */
+int kp_cmma_built(int32_t cand);
+int kp_cmma_fits(int b, int s, int w, int32_t m);
+int kp_cmma_launch(const struct kp_call *c, int b, int s, int w);
 /* fp8.hip: fp8 weights (KPICK_FP8). w8a16.gemv: one warp per rows_per_warp
  * output rows; the W8A8 default's activation quant (x[m, k] -> e4m3 codes
  * xq[m, k] and per-row scales sx[m]) and its epilogue from unit-scale fp32

@@ -1,0 +1,84 @@
+// space.def's GPU rows, read as text: a CPU machine cannot load the GPU
+// library's describer, so the rules a GPU row must keep (name from its
+// parameters, class heads, row ranges) are checked on the list itself.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+
+interface Row {
+  backend: 'CPU' | 'GPU';
+  id: string; name: string; family: string; op: string;
+  p: [number, number, number]; nodes: number; bitwiseWith: string; flags: string; rowsMin: number; rowsMax: number;
+}
+
+const text = readFileSync(join(import.meta.dirname, '..', 'hip-lib', 'src', 'space.def'), 'utf8');
+const rows: Row[] = [...text.matchAll(/^(CPU|GPU)\(([^)]*)\)\s*$/gm)].map((m) => {
+  const f = m[2]!.split(',').map((s) => s.trim());
+  assert.is(f.length, 12, `a row has 12 fields: ${m[0]}`);
+  return {
+    backend: m[1] as 'CPU' | 'GPU', id: f[0]!, name: JSON.parse(f[1]!) as string, family: f[2]!, op: f[3]!,
+    p: [Number(f[4]), Number(f[5]), Number(f[6])], nodes: Number(f[7]), bitwiseWith: f[8]!, flags: f[9]!,
+    rowsMin: Number(f[10]), rowsMax: Number(f[11]),
+  };
+});
+const families = new Map([...text.matchAll(/^GPU_FAMILY\((\w+),\s*"([^"]*)"\)/gm)].map((m) => [m[1]!, m[2]!]));
+const gpu = rows.filter((r) => r.backend === 'GPU');
+const byId = new Map(gpu.map((r) => [r.id, r]));
+const cmma = gpu.filter((r) => r.family === 'cmma');
+
+test('the list parses: GPU rows, ids unique, every family named by a GPU_FAMILY line', () => {
+  assert.ok(gpu.length > 50, `${gpu.length} GPU rows`);
+  assert.is(byId.size, gpu.length, 'ids are unique');
+  for (const r of gpu) assert.ok(families.has(r.family), `${r.name}: family ${r.family} has no GPU_FAMILY line`);
+});
+
+test('every GPU bitwise_with names a row of the same op and numeric class whose own head is itself', () => {
+  const numeric = (r: Row) => (r.flags.includes('KF_W8A8') ? 'w8a8' : r.flags.includes('KF_W8A16') ? 'w8a16' : 'w16a16');
+  for (const r of gpu) {
+    if (r.bitwiseWith === 'none') continue;
+    const head = byId.get(r.bitwiseWith);
+    assert.ok(head, `${r.name}: bitwise_with ${r.bitwiseWith} is not a GPU row`);
+    assert.is(head!.op, r.op, `${r.name}: its class head computes another op`);
+    assert.is(numeric(head!), numeric(r), `${r.name}: its class head is of another numeric class`);
+    assert.is(head!.bitwiseWith, head!.id, `${r.name}: ${head!.name} is not a class head`);
+  }
+});
+
+test('the cmma family: params B,S,W; names cmma.bB.wW.sS[.pdl], .pdl exactly on the KF_PDL rows', () => {
+  assert.is(families.get('cmma'), 'B,S,W');
+  assert.ok(cmma.length > 0, 'the family has rows');
+  for (const r of cmma) {
+    const [b, s, w] = r.p;
+    const name = `${r.op === 'GATED' ? 'gated.' : ''}cmma.b${b}.w${w}.s${s}${r.flags.includes('KF_PDL') ? '.pdl' : ''}`;
+    assert.is(r.name, name, `${r.id}: name from its params`);
+    assert.is(r.id, name.replaceAll('.', '_'), `${r.name}: id from its name`);
+  }
+});
+
+test('cmma rows are what the kernel builds: 16 or 32 W rows a warp (32 only to rows 64), 4 or 8 warps, S 1..8, one node', () => {
+  for (const r of cmma) {
+    const [b, s, w] = r.p;
+    assert.ok(w === 4 || w === 8, `${r.name}: W = ${w}`);
+    assert.ok(b === 16 * w || b === 32 * w, `${r.name}: B / W = ${b / w}`);
+    if (b === 32 * w) assert.ok(r.rowsMax <= 64, `${r.name}: 32 rows a warp stop at rows 64 (registers)`);
+    assert.ok(s >= 1 && s <= 8, `${r.name}: S = ${s} (a portable cluster)`);
+    assert.ok(r.rowsMin >= 1 && r.rowsMin <= r.rowsMax && r.rowsMax <= 128, `${r.name}: rows ${r.rowsMin}..${r.rowsMax}`);
+    assert.is(r.nodes, 1, `${r.name}: one node (the split-K sum stays in the cluster)`);
+    assert.not.ok(r.flags.includes('KF_DEFAULT'), `${r.name}: never a class default`);
+  }
+});
+
+test('cmma bits depend on S only: one class head per op and S, shared by every B, W and PDL row of it', () => {
+  const heads = new Map<string, string>();
+  for (const r of cmma) {
+    const head = byId.get(r.bitwiseWith);
+    assert.ok(head && head.family === 'cmma', `${r.name}: its class head is a cmma row`);
+    assert.is(head!.p[1], r.p[1], `${r.name}: its class head splits K the same (S)`);
+    const key = `${r.op}/${r.p[1]}`;
+    if (!heads.has(key)) heads.set(key, r.bitwiseWith);
+    assert.is(r.bitwiseWith, heads.get(key), `${r.name}: one head for ${key}`);
+  }
+});
+
+test.run();
