@@ -3,6 +3,10 @@
 // "within the gate" when each table finds the other's pick less than the gate
 // slower than its own (timing noise can swap two candidates that close, and
 // the gate is the margin promote itself asks of a move); else they differ.
+// Where picks differ, `conflict` = a_ratio x b_ratio says why: near 1, the two
+// runs timed the two picks alike and a gap at the gate fell on both sides of
+// it (promote's rule split them); past 1 + gate, the runs timed them apart (a
+// chip, a placement or a run moved one of them).
 import type { Table, TableEntry } from './schema.ts';
 import { moeFields, shapeId } from './shape-key.ts';
 
@@ -22,6 +26,8 @@ export interface EntryAgreement {
   /** in table a, median(b's choice) / median(a's choice); likewise in b */
   a_ratio: number | null;
   b_ratio: number | null;
+  /** a_ratio x b_ratio where the picks differ and both were timed in both; else null */
+  conflict: number | null;
   agreement: Agreement;
 }
 
@@ -43,21 +49,22 @@ export function compareChoices(a: Table, b: Table, gate: number): EntryAgreement
     const eb = inB.get(keyOf(ea));
     const base = { op: ea.op, dtype: ea.dtype, n: ea.n, k: ea.k, ...moeFields(ea), bucket: ea.bucket, a: ea.choice };
     if (!eb) {
-      out.push({ ...base, b: null, a_ratio: null, b_ratio: null, agreement: 'only-a' });
+      out.push({ ...base, b: null, a_ratio: null, b_ratio: null, conflict: null, agreement: 'only-a' });
       continue;
     }
     if (ea.choice === eb.choice) {
-      out.push({ ...base, b: eb.choice, a_ratio: 1, b_ratio: 1, agreement: 'same' });
+      out.push({ ...base, b: eb.choice, a_ratio: 1, b_ratio: 1, conflict: null, agreement: 'same' });
       continue;
     }
     const aRatio = ratioIn(ea, eb.choice);
     const bRatio = ratioIn(eb, ea.choice);
     const close = aRatio !== null && bRatio !== null && aRatio - 1 < gate && bRatio - 1 < gate;
-    out.push({ ...base, b: eb.choice, a_ratio: aRatio, b_ratio: bRatio, agreement: close ? 'within-gate' : 'differ' });
+    const conflict = aRatio !== null && bRatio !== null ? aRatio * bRatio : null;
+    out.push({ ...base, b: eb.choice, a_ratio: aRatio, b_ratio: bRatio, conflict, agreement: close ? 'within-gate' : 'differ' });
   }
   for (const eb of b.entries) {
     if (inA.has(keyOf(eb))) continue;
-    out.push({ op: eb.op, dtype: eb.dtype, n: eb.n, k: eb.k, ...moeFields(eb), bucket: eb.bucket, a: null, b: eb.choice, a_ratio: null, b_ratio: null, agreement: 'only-b' });
+    out.push({ op: eb.op, dtype: eb.dtype, n: eb.n, k: eb.k, ...moeFields(eb), bucket: eb.bucket, a: null, b: eb.choice, a_ratio: null, b_ratio: null, conflict: null, agreement: 'only-b' });
   }
   return out;
 }
@@ -65,4 +72,9 @@ export function compareChoices(a: Table, b: Table, gate: number): EntryAgreement
 /** True when every entry is the same or within the gate. */
 export function tablesAgree(rows: readonly EntryAgreement[]): boolean {
   return rows.every((r) => r.agreement === 'same' || r.agreement === 'within-gate');
+}
+
+/** Of the entries that differ, those whose two runs timed the picks apart by more than the gate. */
+export function conflicting(rows: readonly EntryAgreement[], gate: number): EntryAgreement[] {
+  return rows.filter((r) => r.agreement === 'differ' && (r.conflict === null || r.conflict - 1 > gate));
 }

@@ -5,7 +5,7 @@
 // Exit 0 when every entry agrees, 1 when any differs or is in one table only, 2 on bad usage.
 import { EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../lib/cli.ts';
 import * as opt from '../lib/options.ts';
-import { compareChoices, tablesAgree } from '../lib/agree.ts';
+import { compareChoices, conflicting, tablesAgree } from '../lib/agree.ts';
 import { DEFAULT_GATE } from '../lib/promote.ts';
 import type { Table } from '../lib/schema.ts';
 import { readTable } from '../lib/table.ts';
@@ -41,12 +41,14 @@ export function main(argv: readonly string[]): number {
   for (const r of rows) {
     if (o.json === true) printJsonLine({ kind: 'agreement', ...r });
     if (r.agreement !== 'same' && o.quiet !== true) {
-      const ratios = r.a_ratio === null || r.b_ratio === null ? '' : ` (other pick x${r.a_ratio.toFixed(3)} in a, x${r.b_ratio.toFixed(3)} in b)`;
+      const ratios = r.a_ratio === null || r.b_ratio === null ? '' : ` (other pick x${r.a_ratio.toFixed(3)} in a, x${r.b_ratio.toFixed(3)} in b; conflict x${(r.conflict as number).toFixed(3)})`;
       say(`${r.agreement.padEnd(11)} ${r.dtype} ${r.op} ${shapeText(r)} m=${r.bucket}: a ${r.a ?? '-'}, b ${r.b ?? '-'}${ratios}`);
     }
   }
   const agree = tablesAgree(rows);
-  say(`agree: ${rows.length} entries: ${count('same')} same, ${count('within-gate')} within the gate ${gate}, ${count('differ')} differ, ` +
+  const apart = conflicting(rows, gate).length;
+  say(`agree: ${rows.length} entries: ${count('same')} same, ${count('within-gate')} within the gate ${gate}, ${count('differ')} differ ` +
+    `(${apart} timed apart past the gate, ${count('differ') - apart} a gap at the gate split by it), ` +
     `${count('only-a') + count('only-b')} in one table only: ${agree ? 'the tables agree' : 'the tables DISAGREE'}`);
   return agree ? EXIT.ok : EXIT.failed;
 }

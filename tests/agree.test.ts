@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { compareChoices, tablesAgree } from '../lib/agree.ts';
+import { compareChoices, conflicting, tablesAgree } from '../lib/agree.ts';
 import type { CandidateResult, Table, TableEntry } from '../lib/schema.ts';
 
 const cand = (median: number): CandidateResult => ({
@@ -42,6 +42,21 @@ test("different choices agree within the gate only when each table times the oth
   // a pick the other table never timed cannot be shown close
   const untimed = compareChoices(table([entry(1, 'x', { x: 10 })]), table([entry(1, 'y', { x: 10, y: 10 })]), 0.02);
   assert.equal([untimed[0]!.agreement, untimed[0]!.a_ratio], ['differ', null]);
+});
+
+test('conflict tells a gap at the gate, timed alike by both runs, from two runs that timed the picks apart', () => {
+  // both runs time y about 2 % faster than x; a kept x at 1.9 %, b moved to y at 2.1 %: strict verdict differ, no conflict
+  const atGate = compareChoices(table([entry(1, 'x', { x: 10, y: 9.81 })]), table([entry(1, 'y', { x: 10.21, y: 10 })]), 0.02);
+  assert.is(atGate[0]!.agreement, 'differ');
+  assert.ok(Math.abs(atGate[0]!.conflict! - 0.981 * 1.021) < 1e-12);
+  assert.equal(conflicting(atGate, 0.02), []);
+  // a times x 1 % faster, b times y 4 % faster: the runs disagree by 5 %
+  const apart = compareChoices(table([entry(1, 'x', { x: 10, y: 10.1 })]), table([entry(1, 'y', { x: 10.4, y: 10 })]), 0.02);
+  assert.equal(conflicting(apart, 0.02).map((r) => r.b), ['y']);
+  // a pick one table never timed is counted apart: nothing shows the runs alike
+  const untimed = compareChoices(table([entry(1, 'x', { x: 10 })]), table([entry(1, 'y', { x: 10, y: 10 })]), 0.02);
+  assert.equal([untimed[0]!.conflict, conflicting(untimed, 0.02).length], [null, 1]);
+  assert.not.ok(tablesAgree(atGate), 'the verdict stays strict');
 });
 
 test('an entry in one table only is named and breaks agreement', () => {
