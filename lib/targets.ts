@@ -148,18 +148,22 @@ function groupVerdicts(groups: readonly RowsGroup[], rows: readonly BenchRow[]):
   return out;
 }
 
-/** Every dense target (moe rows left out), in a fixed order: per group pick/floor then speedup, then the worst shape. */
-export function targetVerdicts(rows: readonly BenchRow[]): Verdict[] {
+/** A dense run's verdicts (moe rows left out): per group pick/floor then speedup, then the
+ * worst shape over `buckets` (default: every rows count the run timed). */
+function denseVerdicts(rows: readonly BenchRow[], groups: readonly RowsGroup[], worstLabel: string, buckets?: readonly number[]): Verdict[] {
   const dense = rows.filter((r) => !isMoe(r));
-  const all = [...new Set(GROUPS.flatMap((g) => g.buckets))];
-  return [...groupVerdicts(GROUPS, dense), worstVerdict('every shape and rows vs default', WORST_SPEEDUP_MIN, dense, all)];
+  const all = buckets ?? [...new Set(dense.map((r) => r.rows))].sort((a, b) => a - b);
+  return [...groupVerdicts(groups, dense), worstVerdict(worstLabel, WORST_SPEEDUP_MIN, dense, all)];
+}
+
+/** Every dense target, in a fixed order: per group pick/floor then speedup, then the worst shape at the groups' rows. */
+export function targetVerdicts(rows: readonly BenchRow[]): Verdict[] {
+  return denseVerdicts(rows, GROUPS, 'every shape and rows vs default', [...new Set(GROUPS.flatMap((g) => g.buckets))]);
 }
 
 /** Every fp8 target over fp8 rows, in a fixed order: the group's pick/floor and speedup, then the worst shape at any rows. */
 export function fp8TargetVerdicts(rows: readonly BenchRow[]): Verdict[] {
-  const dense = rows.filter((r) => !isMoe(r));
-  const all = [...new Set(dense.map((r) => r.rows))].sort((a, b) => a - b);
-  return [...groupVerdicts(FP8_GROUPS, dense), worstVerdict('fp8 every shape and rows vs default', WORST_SPEEDUP_MIN, dense, all)];
+  return denseVerdicts(rows, FP8_GROUPS, 'fp8 every shape and rows vs default');
 }
 
 /** Every moe target over the moe rows, in a fixed order; none when the run timed no moe shape. */
