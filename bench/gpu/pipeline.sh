@@ -102,6 +102,18 @@ fleet_beside_hog() {
   kill $hog 2>/dev/null; wait $hog 2>/dev/null
   [ -n "$mps" ] && echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps/pipe nvidia-cuda-mps-control
 }
+# fleet_plain_and_hog NAME TABLE: on GPU 0, the fleet check of TABLE plain and beside
+# the hog; the plain one pooled alone (must pass), then both (must flag the hogged run)
+fleet_plain_and_hog() {
+  local name=$1 table=$2
+  step "$name-plain" 90 node --import tsx scripts/check.ts --quick --table "$table" --node h200-plain
+  fleet_beside_hog "$name-hog" 0 "$table" h200-hog
+  tail -q -n 1 "logs/$name-plain.log" "logs/$name-hog.log" >> "$summary"
+  step "$name-pool-plain" 30 node --import tsx scripts/fleet.ts "logs/$name-plain.jsonl" --json
+  step "$name-pool" 30 node --import tsx scripts/fleet.ts "logs/$name-plain.jsonl" "logs/$name-hog.jsonl" --json
+  tail -n 1 "logs/$name-pool-plain.log" >> "$summary"
+  cat "logs/$name-pool.log" >> "$summary"
+}
 # agree_tables NAME STORE-A STORE-B: both stores promoted, their choices compared
 agree_tables() {
   local name=$1 a=$2 b=$3
@@ -185,29 +197,16 @@ for want in $steps; do
       # one-host launcher with the GPU listed twice) into one store, then
       # unsharded into another; both promoted; their choices compared. Then the
       # fleet check against the unsharded table (its medians were timed alone
-      # on the GPU), plain and beside a bandwidth hog: the pool must flag the
-      # hogged run and pass the plain one.
+      # on the GPU), plain and beside a bandwidth hog under MPS (fleet_beside_hog):
+      # the pool must flag the hogged run and pass the plain one.
       sm=${SHARD_MODEL:-Qwen3-0.6B}
-      rm -rf stores/shard2 stores/shard1 tables-shard2 tables-shard1 logs/shard-*
+      rm -rf stores/shard2 stores/shard1 tables-shard* logs/shard-*
       step shard-sweep-2 150 env KPICK_GPUS=0,0 KPICK_LOG_DIR=logs bash deploy/one-host.sh --model "$sm" --rows $rows --store stores/shard2
       step shard-sweep-1 150 node --import tsx scripts/sweep.ts --model "$sm" --rows $rows --store stores/shard1
       grep -h 'sweep:' logs/shard-0of2.log logs/shard-1of2.log logs/shard-sweep-1.log >> "$summary"
-      step shard-promote-2 60 node --import tsx scripts/promote.ts --store stores/shard2 --tables-dir tables-shard2 --json
-      step shard-promote-1 60 node --import tsx scripts/promote.ts --store stores/shard1 --tables-dir tables-shard1 --json
-      t2=$(find tables-shard2 -name decode_gemm.json | head -1); t1=$(find tables-shard1 -name decode_gemm.json | head -1)
-      step shard-agree 30 node --import tsx scripts/agree.ts --table "$t2" --table "$t1" --json
-      tail -n 1 logs/shard-agree.log >> "$summary"
-      step shard-fleet-plain 90 node --import tsx scripts/check.ts --quick --tables-dir tables-shard1 --node h200-plain
-      python3 bench/gpu/bandwidth-hog.py logs/shard-hog.ready 150 2> logs/shard-hog.log & hog=$!
-      for _ in $(seq 60); do [ -e logs/shard-hog.ready ] && break; sleep 1; done
-      [ -e logs/shard-hog.ready ] && log "shard: bandwidth hog running" || log "shard: the bandwidth hog did not start (logs/shard-hog.log)"
-      step shard-fleet-hog 90 node --import tsx scripts/check.ts --quick --tables-dir tables-shard1 --node h200-hog
-      kill "$hog" 2>/dev/null; wait "$hog" 2>/dev/null
-      tail -n 1 logs/shard-fleet-plain.log logs/shard-fleet-hog.log >> "$summary"
-      step shard-fleet-pool-plain 30 node --import tsx scripts/fleet.ts logs/shard-fleet-plain.jsonl --json
-      step shard-fleet-pool 30 node --import tsx scripts/fleet.ts logs/shard-fleet-plain.jsonl logs/shard-fleet-hog.jsonl --json
-      tail -n 1 logs/shard-fleet-pool-plain.log >> "$summary"
-      cat logs/shard-fleet-pool.log >> "$summary" ;;
+      agree_tables shard-agree stores/shard2 stores/shard1
+      t1=$(find tables-shard-agree-b -name decode_gemm.json | head -1)
+      fleet_plain_and_hog shard-fleet "$t1" ;;
     x2)
       # issue 15 on a two-GPU host: the $X2_MODELS sweep as one shard per GPU
       # (deploy/one-host.sh, GPUs 0 and 1) into the table's store, against the same
@@ -265,11 +264,7 @@ for want in $steps; do
       set --
       log "placement: $(wc -l < logs/rep-placement.log) lines in logs/rep-placement.log"
       t=$(find tables-rep-agree-a -name decode_gemm.json | head -1)
-      step rep-fleet-plain 90 node --import tsx scripts/check.ts --quick --table "$t" --node h200-plain
-      fleet_beside_hog rep-fleet-hog 0 "$t" h200-hog
-      step rep-fleet-pool 30 node --import tsx scripts/fleet.ts logs/rep-fleet-plain.jsonl logs/rep-fleet-hog.jsonl --json
-      tail -q -n 1 logs/rep-fleet-plain.log logs/rep-fleet-hog.log >> "$summary"
-      cat logs/rep-fleet-pool.log >> "$summary" ;;
+      fleet_plain_and_hog rep-fleet "$t" ;;
     abi)
       # The CPU suites, unchanged, on the GPU build (tests/helpers/route-tables.ts
       # follows KPICK_BACKEND): TS and C agree on every entry and bucket of the
