@@ -1,12 +1,12 @@
 /* dtype.h: bf16 / fp16 <-> fp32 in device code, templated on the kpick dtype
- * (0 bf16, 1 fp16). Rounding to the storage type is to nearest even, once, at
+ * (0 bf16, 1 fp16; 2 fp8 names e4m3 weight codes, whose x and y are bf16). Rounding to the storage type is to nearest even, once, at
  * the very end of a kernel: accumulation is always fp32. */
 #ifndef KPICK_GPU_DTYPE_H
 #define KPICK_GPU_DTYPE_H
 
 #include "compat.h"
 
-enum { KP_DT_BF16 = 0, KP_DT_FP16 = 1 };
+enum { KP_DT_BF16 = 0, KP_DT_FP16 = 1, KP_DT_FP8 = 2 };
 
 /* the low and the high value of a word holding two packed elements */
 template <int DT>
@@ -46,6 +46,9 @@ __device__ __forceinline__ float kp_load1(const uint16_t *p) {
   const uint32_t v = *p;
   return kp_lo<DT>(v);
 }
+
+/* v rounded to bf16 and back: where an fp8 path's vendor twin stores bf16 between two steps */
+__device__ __forceinline__ float kp_bf16_round(float v) { return __uint_as_float((uint32_t)kp_round<KP_DT_BF16>(v) << 16); }
 
 /* silu(g) * u, the gated op's epilogue, in fp32 */
 __device__ __forceinline__ float kp_silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }

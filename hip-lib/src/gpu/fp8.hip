@@ -70,8 +70,6 @@ __device__ __forceinline__ void kp_e4m3_unpack8(uint32_t a, uint32_t b, float (&
   kp_e4m3_pair<1>(b, f[6], f[7]);
 }
 
-__device__ __forceinline__ float kp_bf16_round(float v) { return __uint_as_float((uint32_t)kp_round<KP_DT_BF16>(v) << 16); }
-
 /* ---- w8a16.gemv ---- */
 
 /* activation rows a w8a16 kernel holds; lane m reduces and stores row m */
@@ -459,9 +457,13 @@ __device__ __forceinline__ float kp_block_max(float v, float *shared) {
 }
 
 /* One block per row of x: amax, scale = amax / 448 (1 for a zero row), codes
- * of x / scale. K % 8 == 0: 16-byte pieces of 8 values. */
+ * of x / scale. K % 8 == 0: 16-byte pieces of 8 values. LET_NEXT: a PDL matmul
+ * after it (w8a8.wgmma.*.pdl) may start streaming its weights at once; it still
+ * waits for this grid's end before it reads the codes. */
+template <bool LET_NEXT>
 __global__ void __launch_bounds__(kp_quant_threads)
     kp_e4m3_quant_kernel(const uint16_t *__restrict__ x, uint8_t *__restrict__ xq, float *__restrict__ sx, int64_t K) {
+  if (LET_NEXT) kp_pdl_trigger();
   __shared__ float part[kp_quant_threads / 32];
   const int64_t row = blockIdx.x;
   const uint16_t *xr = x + row * K;
@@ -487,9 +489,10 @@ __global__ void __launch_bounds__(kp_quant_threads)
   }
 }
 
-int kp_e4m3_quant_launch(const void *x, void *xq, float *sx, int32_t m, int64_t k, hipStream_t stream) {
+int kp_e4m3_quant_launch(const void *x, void *xq, float *sx, int32_t m, int64_t k, int let_next, hipStream_t stream) {
   if (k % 8 != 0) return kp_fail(KPICK_E_UNSUPPORTED, "w8a8", "the activation quant needs K %% 8 == 0, got %lld", (long long)k);
-  KP_GPU(kp_launch(kp_e4m3_quant_kernel, dim3((unsigned)m), dim3(kp_quant_threads), stream, false, (const uint16_t *)x,
+  const auto kernel = let_next && kp_pdl_built ? kp_e4m3_quant_kernel<true> : kp_e4m3_quant_kernel<false>;
+  KP_GPU(kp_launch(kernel, dim3((unsigned)m), dim3(kp_quant_threads), stream, false, (const uint16_t *)x,
                    (uint8_t *)xq, sx, k));
   return KPICK_OK;
 }

@@ -181,15 +181,13 @@ static int launch_blaslt_fp8(const kp_row *r, const kp_call *c) {
   const float *sw = (const float *)((const char *)c->w + KPICK_FP8_SCALES_AT(rows, c->k));
   int count = 0, scaled = 0;
   KP_TRY(kp_blas_fp8_plan(c->m, rows, c->k, &count, &scaled));
-  KP_TRY(kp_e4m3_quant_launch(c->x, xq, sx, c->m, c->k, c->stream));
-  if (!scaled) { /* unit-scale fp32 sums, then the scales (and silu-mul) in the epilogue */
-    KP_TRY(kp_blas_fp8_matmul(r->params[0], xq, sx, c->w, sw, d, c->m, rows, c->k, ws.blas, c->stream));
-    return kp_w8a8_epilogue_launch(c->op, (const float *)d, sx, sw, c->y, c->m, c->n, c->stream);
-  }
-  if (c->op == KPICK_OP_LINEAR)
-    return kp_blas_fp8_matmul(r->params[0], xq, sx, c->w, sw, c->y, c->m, rows, c->k, ws.blas, c->stream);
-  KP_TRY(kp_blas_fp8_matmul(r->params[0], xq, sx, c->w, sw, d, c->m, rows, c->k, ws.blas, c->stream));
-  return kp_silu_mul_launch(KP_DT_BF16, d, c->y, c->m, c->n, c->stream);
+  KP_TRY(kp_e4m3_quant_launch(c->x, xq, sx, c->m, c->k, 0, c->stream));
+  /* scaled: the BLAS applies the scales, writing y itself (linear) or the 2n-wide
+   * product for silu-mul (gated); else unit-scale fp32 sums for the epilogue */
+  void *out = scaled && c->op == KPICK_OP_LINEAR ? c->y : (void *)d;
+  KP_TRY(kp_blas_fp8_matmul(r->params[0], xq, sx, c->w, sw, out, c->m, rows, c->k, ws.blas, c->stream));
+  if (!scaled) return kp_w8a8_epilogue_launch(c->op, (const float *)d, sx, sw, c->y, c->m, c->n, c->stream);
+  return c->op == KPICK_OP_LINEAR ? KPICK_OK : kp_silu_mul_launch(KP_DT_BF16, d, c->y, c->m, c->n, c->stream);
 }
 
 static int launch_blaslt(const kp_row *r, const kp_call *c) {
@@ -247,12 +245,25 @@ static int supports_splitk(const struct kpick_problem *p, const kp_row *r) {
   return kp_splitk_temp_bytes(r->params[0], p->m, p->n) <= kp_splitk_cap;
 }
 
+/* the W8A8 rows: the default's activation quant into the fp8 scratch, then the
+ * tile on x's codes (two nodes, as the default's) */
 static int launch_wgmma(const kp_row *r, const kp_call *c) {
-  return kp_wgmma_launch(c, r->params[0], r->params[1], r->params[2]);
+  if (c->dtype != KPICK_FP8) return kp_wgmma_launch(c, r->params[0], r->params[1], r->params[2], NULL, NULL);
+  const fp8_scratch_layout at = fp8_scratch(c->m, c->op == KPICK_OP_GATED ? 2 * c->n : c->n, c->k);
+  kp_scratch ws;
+  KP_TRY(scratch_get(at.bytes, 0, c->stream, &ws));
+  uint8_t *xq = (uint8_t *)ws.temp + at.codes_at;
+  float *sx = (float *)((char *)ws.temp + at.scales_at);
+  KP_TRY(kp_e4m3_quant_launch(c->x, xq, sx, c->m, c->k, c->pdl, c->stream));
+  return kp_wgmma_launch(c, r->params[0], r->params[1], r->params[2], xq, sx);
 }
-static int available_wgmma(int32_t cand) { return g.has_wgmma && kp_wgmma_built(cand); }
+/* fp8 rows only beside the fp8 class default, as w8a16 */
+static int available_wgmma(int32_t cand) {
+  return g.has_wgmma && kp_wgmma_built(cand) && (kp_row_numeric(&kp_space[cand]) != KPICK_NUM_W8A8 || kp_blas_fp8_built());
+}
 static int supports_wgmma(const struct kpick_problem *p, const kp_row *r) {
-  return kp_wgmma_fits(r->params[0], r->params[1], r->params[2], p->m);
+  /* fp8: the tensor maps' 16-byte row pitch over 1-byte codes */
+  return (p->dtype != KPICK_FP8 || p->k % 16 == 0) && kp_wgmma_fits(r->params[0], r->params[1], r->params[2], p->m);
 }
 
 /* clusters and griddepcontrol exist from sm_90; tuned and checked on the H200 only, so offered where wgmma is */

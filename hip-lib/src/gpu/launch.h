@@ -61,10 +61,12 @@ int kp_gated_gemv_built(int32_t cand);
 int kp_gated_gemv_launch(const struct kp_call *c, int rows_per_block);
 int kp_gated_mma_built(int32_t cand);
 int kp_gated_mma_launch(const struct kp_call *c, int warps);
-/* wgmma.hip: the Hopper (sm_90a) swap-AB tile, TMA ring, split-K over a cluster of s blocks */
+/* wgmma.hip: the Hopper (sm_90a) swap-AB tile, TMA ring, split-K over a cluster of s blocks.
+ * fp8 (the W8A8 rows): xq[m, k] and sx[m] are x's e4m3 codes and row scales
+ * (kp_e4m3_quant_launch); null for bf16 and fp16, which read c->x */
 int kp_wgmma_built(int32_t cand);
 int kp_wgmma_fits(int wg, int stages, int s, int32_t m);
-int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s);
+int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const void *xq, const float *sx);
 /* cmma.hip: mma.sync tile of B W rows over w warps, x staged once in shared memory, split-K over a cluster of s blocks (CUDA sm_90) */
 int kp_cmma_built(int32_t cand);
 int kp_cmma_fits(int b, int s, int w, int32_t m);
@@ -78,7 +80,8 @@ int kp_w8a16_launch(const struct kp_call *c, int rows_per_block, int rows_per_wa
 /* the tensor-core W8A16 tile: 16 weight rows a block, W warps splitting K (CUDA sm_89+) */
 int kp_w8a16_mma_built(int32_t cand);
 int kp_w8a16_mma_launch(const struct kp_call *c, int warps);
-int kp_e4m3_quant_launch(const void *x, void *xq, float *sx, int32_t m, int64_t k, hipStream_t stream);
+/* let_next: the kernel after it is a PDL launch that may start before this one ends */
+int kp_e4m3_quant_launch(const void *x, void *xq, float *sx, int32_t m, int64_t k, int let_next, hipStream_t stream);
 int kp_w8a8_epilogue_launch(int32_t op, const float *d, const float *sx, const float *sw, void *y, int32_t m, int64_t n,
                             hipStream_t stream);
 /* moe.hip: the moe op's families (plan, grouped gemv, grouped mma, the batched-BLAS

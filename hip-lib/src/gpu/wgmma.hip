@@ -24,6 +24,14 @@
  *   .pdl:  the first T stages' W boxes are issued before griddepcontrol.wait,
  *          x only after it (by TMA, never the read-only path); y is written
  *          only after the wait too.
+ *   w8a8:  fp8 weights (the W8A8 class, as the cuBLASLt default): x is first
+ *          quantized to e4m3 codes and row scales by the default's own quant
+ *          node (fp8.hip), then the same tile runs wgmma e4m3 x e4m3 (k32,
+ *          128 codes a box: the same 128-byte boxes, half the bytes per K) and
+ *          the epilogue applies x's row scale and W's channel scale, as the
+ *          default's does (gated: g and u rounded to bf16 before silu-mul, where
+ *          the default stores its 2n-wide product). y is bf16. With .pdl the
+ *          quant lets this kernel start at once: W streams while x is quantized.
  * The kernels are those of the wgmma rows of space.def (rows.h).
  * Absent (kp_wgmma_built() = 0, kernels trap) on HIP and on CUDA builds without
  * an sm_90a pass (gpu.mk builds this file for compute_90a when ARCH=sm_90). */
@@ -45,9 +53,10 @@ static constexpr int kp_wg_pad = 4;        /* epilogue tile row = BN + 4 floats:
 
 struct kp_wgmma_args {
   uint16_t *y;
+  const float *sx, *sw; /* fp8: x's row scales, W's channel scales (2n gated); else null */
   int32_t m;
   int64_t n;      /* output columns */
-  int32_t nbox;   /* ceil(K / 64) */
+  int32_t nbox;   /* ceil(K / kp_wg_kbox) */
   int32_t stages; /* T */
   int32_t kb;     /* K boxes per stage (kp_wg_boxes) */
 };
@@ -57,7 +66,8 @@ template <int DT, int BN, int WG, int MODE, bool PDL>
 __global__ void __launch_bounds__(128 * WG + 32)
     kp_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap,
                     kp_wgmma_args p) {
-  constexpr int BM = 64 * WG, consumers = 128 * WG;
+  constexpr int BM = 64 * WG, consumers = 128 * WG, KBOX = kp_wg_kbox(DT);
+  constexpr int YT = DT == KP_DT_FP8 ? KP_DT_BF16 : DT; /* y's storage type */
   constexpr uint32_t wbox = BM * 128, xbox = BN * 128, box_bytes = wbox + xbox;
   constexpr int LD = BN + kp_wg_pad; /* epilogue tile row stride, in floats */
   constexpr int OUT = MODE == KP_WG_GATED ? BM / 2 : BM;
@@ -100,7 +110,7 @@ __global__ void __launch_bounds__(128 * WG + 32)
       auto load_w = [&](int i, int s) {
         for (int j = 0; j < boxes(i); ++j) {
           uint8_t *dst = ring + (size_t)s * stage_bytes + (size_t)j * box_bytes;
-          const int32_t k = (b0 + i * KB + j) * kp_wg_kstep;
+          const int32_t k = (b0 + i * KB + j) * KBOX;
           if constexpr (MODE == KP_WG_GATED) {
             kp_tma_load(dst, &wmap, k, (int32_t)n0, &full[s], pol_w);
             kp_tma_load(dst + wbox / 2, &wmap, k, (int32_t)(N + n0), &full[s], pol_w);
@@ -125,7 +135,7 @@ __global__ void __launch_bounds__(128 * WG + 32)
         }
         for (int j = 0; j < boxes(i); ++j)
           kp_tma_load(ring + (size_t)s * stage_bytes + (size_t)j * box_bytes + wbox, &xmap,
-                      (b0 + i * KB + j) * kp_wg_kstep, 0, &full[s], pol_x);
+                      (b0 + i * KB + j) * KBOX, 0, &full[s], pol_x);
       }
     }
     __syncwarp();
@@ -155,7 +165,7 @@ __global__ void __launch_bounds__(128 * WG + 32)
     const uint32_t a = box + (uint32_t)role * 64 * 128, b = box + wbox;
     kp_wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < kp_wg_kstep / 16; ++kk) kp_wgmma<DT, BN>(d, kp_wg_desc(a + kk * 32), kp_wg_desc(b + kk * 32));
+    for (int kk = 0; kk < kp_wg_slices; ++kk) kp_wgmma<DT, BN>(d, kp_wg_desc(a + kk * 32), kp_wg_desc(b + kk * 32));
     kp_wg_commit();
     /* the previous box's wgmmas have retired: at a stage's first box, the
      * previous stage's buffers may be refilled */
@@ -209,19 +219,32 @@ __global__ void __launch_bounds__(128 * WG + 32)
       }
     return v;
   };
+  /* fp8: the sums times x's row scale times W's channel scale, each factor as the default's epilogue forms it */
+  auto scaled = [&](float4 v, int64_t wrow, int m4) {
+    if constexpr (DT == KP_DT_FP8) {
+      const float sw = p.sw[wrow];
+      v.x *= p.sx[m4] * sw;
+      if (m4 + 1 < M) v.y *= p.sx[m4 + 1] * sw;
+      if (m4 + 2 < M) v.z *= p.sx[m4 + 2] * sw;
+      if (m4 + 3 < M) v.w *= p.sx[m4 + 3] * sw;
+      if constexpr (MODE == KP_WG_GATED)
+        v = make_float4(kp_bf16_round(v.x), kp_bf16_round(v.y), kp_bf16_round(v.z), kp_bf16_round(v.w));
+    }
+    return v;
+  };
   for (int g = g0 + tid; g < g1; g += consumers) {
     const int r = g % OUT, m4 = (g / OUT) * 4;
     if (n0 + r >= N) continue;
-    float4 v = sum(r, m4);
+    float4 v = scaled(sum(r, m4), n0 + r, m4);
     if constexpr (MODE == KP_WG_GATED) {
-      const float4 u = sum(r + OUT, m4);
+      const float4 u = scaled(sum(r + OUT, m4), N + n0 + r, m4);
       v = make_float4(kp_silu_mul(v.x, u.x), kp_silu_mul(v.y, u.y), kp_silu_mul(v.z, u.z), kp_silu_mul(v.w, u.w));
     }
     uint16_t *y = p.y + (int64_t)m4 * N + n0 + r;
-    y[0] = kp_round<DT>(v.x);
-    if (m4 + 1 < M) y[N] = kp_round<DT>(v.y);
-    if (m4 + 2 < M) y[2 * N] = kp_round<DT>(v.z);
-    if (m4 + 3 < M) y[3 * N] = kp_round<DT>(v.w);
+    y[0] = kp_round<YT>(v.x);
+    if (m4 + 1 < M) y[N] = kp_round<YT>(v.y);
+    if (m4 + 2 < M) y[2 * N] = kp_round<YT>(v.z);
+    if (m4 + 3 < M) y[3 * N] = kp_round<YT>(v.w);
   }
   if (S > 1) kp_cluster_sync(); /* no block leaves while another still reads its tile */
 }
@@ -282,8 +305,9 @@ static int kp_wg_boxes(int wg, int stages, int32_t m, int64_t blocks, int sms) {
   return kb;
 }
 
-/* The kernels of one wgmma row of space.def (rows.h): k[dtype][log2(BN / 8)]
- * for every BN its rows reach (kp_wg_bn); empty for rows of other families. */
+/* The kernels of one wgmma row of space.def (rows.h): k[slot][log2(BN / 8)]
+ * for every BN its rows reach (kp_wg_bn), slot 0 bf16 and 1 fp16, or for a
+ * W8A8 row slot 0 fp8 alone; empty for rows of other families. */
 static constexpr int kp_wg_bn_slots = 5; /* BN = 8, 16, 32, 64, 128 */
 struct kp_wgmma_set {
   kp_wgmma_fn k[2][kp_wg_bn_slots];
@@ -305,8 +329,13 @@ static kp_wgmma_set kp_wgmma_row() {
     static_assert(r.p2 >= 1 && r.p2 <= kp_wg_max_split, "wgmma: S is 1..8 blocks of a portable cluster");
     static_assert(r.rows_max >= 1 && r.rows_max <= kp_rows_limit, "wgmma: rows stop at 128 (kp_wg_bn's widest N)");
     constexpr int mode = r.op == KPICK_OP_GATED ? KP_WG_GATED : KP_WG_LINEAR, bn = kp_wg_bn(r.rows_max);
-    kp_wgmma_fill<KP_DT_BF16, r.p0, mode, r.pdl(), bn>(s.k[0]);
-    kp_wgmma_fill<KP_DT_FP16, r.p0, mode, r.pdl(), bn>(s.k[1]);
+    static_assert((r.flags & KF_W8A16) == 0, "wgmma: fp8 rows are W8A8 (x quantized to e4m3)");
+    if constexpr ((r.flags & KF_W8A8) != 0) {
+      kp_wgmma_fill<KP_DT_FP8, r.p0, mode, r.pdl(), bn>(s.k[0]);
+    } else {
+      kp_wgmma_fill<KP_DT_BF16, r.p0, mode, r.pdl(), bn>(s.k[0]);
+      kp_wgmma_fill<KP_DT_FP16, r.p0, mode, r.pdl(), bn>(s.k[1]);
+    }
   }
   return s;
 }
@@ -330,14 +359,18 @@ static PFN_cuTensorMapEncodeTiled_v12000 kp_encode_fn() {
   return fn;
 }
 
-/* rows x k elements, row-major, boxes of box_rows x 64 with 128-byte swizzle;
- * reads past either edge come back as zeros */
+/* rows x k elements (dtype: KP_DT_FP8 for e4m3 codes), row-major, boxes of
+ * box_rows x 128 bytes with 128-byte swizzle; reads past either edge come back as zeros */
 static int kp_wg_map(CUtensorMap *map, int32_t dtype, const void *base, int64_t rows, int64_t k, int box_rows) {
   const PFN_cuTensorMapEncodeTiled_v12000 enc = kp_encode_fn();
   if (!enc) return kp_fail(KPICK_E_STATE, "wgmma", "cuTensorMapEncodeTiled is not available from the driver");
-  const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)k * 2};
-  const cuuint32_t box[2] = {(cuuint32_t)kp_wg_kstep, (cuuint32_t)box_rows}, unit[2] = {1, 1};
-  const CUresult r = enc(map, dtype == KP_DT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+  const int esize = dtype == KP_DT_FP8 ? 1 : 2;
+  const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)k * esize};
+  const cuuint32_t box[2] = {(cuuint32_t)kp_wg_kbox(dtype), (cuuint32_t)box_rows}, unit[2] = {1, 1};
+  const CUtensorMapDataType type = dtype == KP_DT_FP8    ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : dtype == KP_DT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                         : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const CUresult r = enc(map, type,
                          2, const_cast<void *>(base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -350,9 +383,12 @@ static int kp_wg_map(CUtensorMap *map, int32_t dtype, const void *base, int64_t 
 /* the row's kernels, and the driver's tensor-map encoder they need */
 int kp_wgmma_built(int32_t cand) { return kp_wgmma_sets[cand].k[0][0] != nullptr && kp_encode_fn() != nullptr; }
 
-int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s) {
-  const int gated = c->op == KPICK_OP_GATED, bn = kp_wg_bn(c->m);
-  const kp_wgmma_fn k = c->m >= 1 && c->m <= kp_rows_limit ? kp_wgmma_sets[c->cand].k[c->dtype == KP_DT_BF16 ? 0 : 1][kp_log2(bn / 8)] : nullptr;
+int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const void *xq, const float *sx) {
+  const int gated = c->op == KPICK_OP_GATED, bn = kp_wg_bn(c->m), fp8 = c->dtype == KP_DT_FP8;
+  const kp_wgmma_fn k = c->m >= 1 && c->m <= kp_rows_limit ? kp_wgmma_sets[c->cand].k[c->dtype == KP_DT_FP16 ? 1 : 0][kp_log2(bn / 8)] : nullptr;
+  const int w8a8 = (kp_defs[c->cand].flags & KF_W8A8) != 0;
+  if (w8a8 != fp8 || (fp8 && (!xq || !sx)))
+    return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "a W8A8 row takes fp8 weights and x's codes and scales, the others bf16 or fp16");
   if (!k || wg != kp_defs[c->cand].p0 || !kp_wgmma_fits(wg, stages, s, c->m))
     return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "no kernel for m=%d, WG=%d, T=%d, S=%d, pdl=%d", (int)c->m, wg,
                    stages, s, c->pdl);
@@ -365,11 +401,13 @@ int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s) {
   /* built per launch: encoding is host work only (no device call) */
   CUtensorMap wmap, xmap;
   KP_TRY(kp_wg_map(&wmap, c->dtype, c->w, gated ? 2 * c->n : c->n, c->k, gated ? 32 * wg : 64 * wg));
-  KP_TRY(kp_wg_map(&xmap, c->dtype, c->x, c->m, c->k, bn));
+  KP_TRY(kp_wg_map(&xmap, c->dtype, fp8 ? xq : c->x, c->m, c->k, bn));
   const int64_t rows = gated ? 32 * wg : 64 * wg, tiles = (c->n + rows - 1) / rows;
   const int kb = kp_wg_boxes(wg, stages, c->m, tiles * s, sms);
   const size_t smem = kp_wg_smem(wg, stages, kb, c->m);
-  kp_wgmma_args a = {(uint16_t *)c->y, c->m, c->n, (int32_t)((c->k + kp_wg_kstep - 1) / kp_wg_kstep), stages, kb};
+  const int kbox = kp_wg_kbox(c->dtype);
+  const float *sw = fp8 ? (const float *)((const char *)c->w + KPICK_FP8_SCALES_AT(gated ? 2 * c->n : c->n, c->k)) : nullptr;
+  kp_wgmma_args a = {(uint16_t *)c->y, fp8 ? sx : nullptr, sw, c->m, c->n, (int32_t)((c->k + kbox - 1) / kbox), stages, kb};
   KP_GPU(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[2];
@@ -399,7 +437,7 @@ int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s) {
 /* HIP, or a CUDA build without an sm_90a pass: the family is absent */
 int kp_wgmma_built(int32_t cand) { return 0; }
 
-int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s) {
+int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const void *xq, const float *sx) {
   return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "this build has no sm_90a kernels");
 }
 #endif
