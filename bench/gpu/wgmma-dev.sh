@@ -9,8 +9,9 @@
 # stores come back in $OUT/dev.tar.xz; the summary in $OUT/summary.txt.
 #   VARIANTS="name:-DKP_WG_X=v ...;name2:..."   wgmma.hip built with these overrides
 #   VARIANT_SRC=cmma          the kernel file the variants rebuild (default wgmma)
-#   CHECKS="lib:candidate:model:layers:c;..."   serve-bench --check-step with
-#                             KPICK_FORCE=candidate; lib is "this" or a variant name
+#   CHECKS="lib:candidate:model:layers:c[:dtype];..."   serve-bench --check-step with
+#                             KPICK_FORCE=candidate; lib is "this" or a variant name;
+#                             dtype the weights' (default bf16; fp8 for the W8A8 rows)
 #   PLAN=plan-file            Nsight Compute plan (lines as in profile-wgmma.sh)
 #   SWEEPS="args;@name args;..."  sweeps in this order; "@name " first: variant name's library
 #   BUDGET_S                  seconds the steps may take (default 250): a step that
@@ -62,13 +63,13 @@ grep -E "FAIL|AVAIL|SUMMARY" logs/parity.log | head -20 >> "$out/summary.txt"
 export KPICK_BACKEND=cuda NO_COLOR=1
 IFS=';' read -ra checks <<< "${CHECKS:-}"
 for c in "${checks[@]}"; do
-  IFS=':' read -r which cand model layers conc <<< "$c"
+  IFS=':' read -r which cand model layers conc dtype <<< "$c"
   clib=$PWD/build/libkpick-cuda.so
   [ "$which" = this ] || clib=$PWD/build/var-$which/libkpick-cuda.so
-  tag="$which-$cand-$model-c$conc"
+  tag="$which-$cand-$model-c$conc${dtype:+-$dtype}"
   room 8 "check $tag" || continue
   KPICK_LIB=$clib KPICK_FORCE=$cand timeout "$(left)" node --import tsx scripts/serve-bench.ts --model "$model" --layers "$layers" \
-    --c "$conc" --steps 4 --runs 1 --identity-steps 8 --check-step --json > "logs/check-$tag.jsonl" 2> "logs/check-$tag.log"
+    --dtype "${dtype:-bf16}" --c "$conc" --steps 4 --runs 1 --identity-steps 8 --check-step --json > "logs/check-$tag.jsonl" 2> "logs/check-$tag.log"
   rc=$?
   log "check $tag: exit $rc; $(grep -h 'step check' "logs/check-$tag.log" | tr '\n' ' ' | cut -c1-400)"
 done
