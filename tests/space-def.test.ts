@@ -26,6 +26,8 @@ const families = new Map([...text.matchAll(/^GPU_FAMILY\((\w+),\s*"([^"]*)"\)/gm
 const gpu = rows.filter((r) => r.backend === 'GPU');
 const byId = new Map(gpu.map((r) => [r.id, r]));
 const cmma = gpu.filter((r) => r.family === 'cmma');
+const wgmma = gpu.filter((r) => r.family === 'wgmma');
+const isW8a8 = (r: Row) => r.flags.includes('KF_W8A8');
 
 test('the list parses: GPU rows, ids unique, every family named by a GPU_FAMILY line', () => {
   assert.ok(gpu.length > 50, `${gpu.length} GPU rows`);
@@ -76,6 +78,39 @@ test('cmma bits depend on S only: one class head per op and S, shared by every B
     assert.ok(head && head.family === 'cmma', `${r.name}: its class head is a cmma row`);
     assert.is(head!.p[1], r.p[1], `${r.name}: its class head splits K the same (S)`);
     const key = `${r.op}/${r.p[1]}`;
+    if (!heads.has(key)) heads.set(key, r.bitwiseWith);
+    assert.is(r.bitwiseWith, heads.get(key), `${r.name}: one head for ${key}`);
+  }
+});
+
+test('the wgmma family: params WG,T,S; names [gated.][w8a8.]wgmma.mB.tT.sS[.pdl] with B = 64 WG', () => {
+  assert.is(families.get('wgmma'), 'WG,T,S');
+  assert.ok(wgmma.some(isW8a8) && wgmma.some((r) => !isW8a8(r)), 'both the 16-bit and the W8A8 rows exist');
+  for (const r of wgmma) {
+    const [wg, t, s] = r.p;
+    const name = `${r.op === 'GATED' ? 'gated.' : ''}${isW8a8(r) ? 'w8a8.' : ''}wgmma.m${64 * wg}.t${t}.s${s}${r.flags.includes('KF_PDL') ? '.pdl' : ''}`;
+    assert.is(r.name, name, `${r.id}: name from its params and class`);
+    assert.is(r.id, name.replaceAll('.', '_'), `${r.name}: id from its name`);
+    assert.ok([1, 2, 4].includes(wg) && t >= 2 && t <= 16 && s >= 1 && s <= 8, `${r.name}: WG ${wg}, T ${t}, S ${s}`);
+    assert.not.ok(r.flags.includes('KF_W8A16'), `${r.name}: fp8 rows are W8A8 (x quantized, e4m3 x e4m3)`);
+    assert.not.ok(r.flags.includes('KF_DEFAULT'), `${r.name}: never a class default`);
+  }
+});
+
+test('a W8A8 wgmma row is two nodes (the default\'s own quant, then the tile), a 16-bit one one', () => {
+  for (const r of wgmma) assert.is(r.nodes, isW8a8(r) ? 2 : 1, r.name);
+  const w8a8Default = gpu.find((r) => r.op === 'LINEAR' && isW8a8(r) && r.flags.includes('KF_DEFAULT'));
+  assert.ok(w8a8Default, 'the linear op has a W8A8 default');
+  for (const r of wgmma.filter((x) => isW8a8(x) && x.op === 'LINEAR')) assert.ok(r.nodes <= w8a8Default!.nodes, `${r.name}: no more nodes than the default`);
+});
+
+test('wgmma bits depend on S only: one class head per op, class and S', () => {
+  const heads = new Map<string, string>();
+  for (const r of wgmma) {
+    const head = byId.get(r.bitwiseWith);
+    assert.ok(head && head.family === 'wgmma', `${r.name}: its class head is a wgmma row`);
+    assert.is(head!.p[2], r.p[2], `${r.name}: its class head splits K the same (S)`);
+    const key = `${r.op}/${isW8a8(r)}/${r.p[2]}`;
     if (!heads.has(key)) heads.set(key, r.bitwiseWith);
     assert.is(r.bitwiseWith, heads.get(key), `${r.name}: one head for ${key}`);
   }
