@@ -5,7 +5,7 @@
 # parity of every candidate on every decode linear of the five presets at
 # every rows bucket. Run from the repo root with .devcarry carried
 # (../shared/device/prep.sh; node_modules packed as .devcarry/nm.tar.xz).
-#   bash bench/gpu/pipeline.sh [step ...]   steps: build sweep promote bench parity timing serve pdl-rows peer profile shard x2 repeat abi fp8
+#   bash bench/gpu/pipeline.sh [step ...]   steps: build sweep promote bench parity timing serve checks pdl-rows peer profile shard x2 repeat abi fp8
 #   (default: sweep promote bench parity; build: only the build every call does; timing: a fresh Llama-3.1-8B sweep, for
 #   the 60 s target; serve: serve-bench of the presets through the table; pdl-rows: the same serve-bench through a
 #   second table promoted from the same store with the old rule, --pdl-rows 2, into tables-pdl2/; peer: the whole-step
@@ -16,7 +16,9 @@
 #   twice in two processes and the buffer-placement probe (placement.c), and the fleet check beside a hog under MPS; SWEEP_GPUS=0,1 makes the sweep step shard each preset over GPUs;
 #   SWEEP_PRESETS replaces its preset list; abi: the route, route-fuzz and kpick_linear suites of tests/ against
 #   build/libkpick-cuda.so, with the table in tables/, into logs/abi.log; fp8: the Llama-3.1-8B --dtype fp8 parts of
-#   sweep, bench, parity and serve (a 2-layer --check-step) alone, and a promote)
+#   sweep, bench, parity and serve (a 2-layer --check-step) alone, and a promote; checks: the whole-step fp64 check of
+#   both routes at serving rows, where the tile families are picked (serve checks at c=1), for each
+#   "model:dtype:c" of $CHECK_SPECS)
 # Everything comes back as $OUT/pipeline.tar.xz (stores, tables, logs) and
 # $OUT/summary.txt; each step has its own time limit so the pack always runs.
 set -uo pipefail
@@ -76,6 +78,16 @@ fp8_bench() {
   grep -E '^(fp8 rows|target)' logs/table-bench-fp8.log >> "$summary"
 }
 fp8_parity() { step parity-fp8-Llama-3.1-8B 120 node --import tsx scripts/parity.ts --model Llama-3.1-8B --rows $rows --dtype fp8; tail -n 3 logs/parity-fp8-Llama-3.1-8B.log >> "$summary"; }
+# the whole-step fp64 check of both routes, 2 layers, at each "model:dtype:c" of $CHECK_SPECS
+serve_checks() {
+  local spec cm cd cc name
+  for spec in ${CHECK_SPECS:-Qwen3-0.6B:bf16:32 Llama-3.1-8B:fp8:32 Llama-3.1-8B:bf16:48 Qwen3-30B-A3B:bf16:16}; do
+    IFS=: read -r cm cd cc <<< "$spec"
+    name="check-$cm-$cd-c$cc"
+    step "$name" 120 node --import tsx scripts/serve-bench.ts --model "$cm" --dtype "$cd" --layers 2 --c "$cc" --steps 2 --runs 1 --identity-steps 2 --check-step --json
+    grep -h "step check" "logs/$name.log" | sed "s/^/$cm $cd: /" >> "$summary"
+  done
+}
 fp8_serve_check() {
   step serve-check-fp8 90 node --import tsx scripts/serve-bench.ts --model Llama-3.1-8B --dtype fp8 --layers 2 --c 1,8 --steps 8 --runs 1 --identity-steps 16 --check-step --json
   grep -hiE "step check|fail|differs|error|tok/s|^ +[0-9]+ " logs/serve-check-fp8.log | sed 's/^/fp8: /' >> "$summary"
@@ -138,6 +150,7 @@ for want in $steps; do
       step table-bench 150 node --import tsx bench/table-bench.ts --model "$(echo $presets | tr ' ' ,)" --rows $rows
       grep -E '^(rows|target)' logs/table-bench.log >> "$summary"
       fp8_bench ;;
+    checks) serve_checks ;;
     timing)
       step sweep-timing-Llama-3.1-8B 120 node --import tsx scripts/sweep.ts --model Llama-3.1-8B --rows $rows --store stores/timing
       grep -h 'sweep:' logs/sweep-timing-*.log >> "$summary" ;;

@@ -1,7 +1,9 @@
 /* forward.c: kpick_model_check, one step of the model (model.h) against an
  * fp64 forward of the same step on the host. */
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "error.h"
@@ -66,10 +68,60 @@ static double dot_ref(const wref *w, int64_t j, const double *x) {
   return acc * (double)kp_fp8_scales(w->w, w->rows, w->k)[j];
 }
 
-/* out[n] = round(W[n, k] . x) */
-static void linear_ref(const wref *w, const double *x, int dt, double *out) {
-  for (int64_t j = 0; j < w->rows; j++) out[j] = rnd(dt, dot_ref(w, j, x));
+/* ---- the host's cores for the reference's dot products ----
+ * A whole-step check of an 8B model at 16 rows is ~15 G multiply-adds in
+ * fp64: minutes on one core, which kept the GPU machine's checks to c = 1.
+ * Each output is one dot product in a fixed order whatever thread runs it,
+ * so the reference's values do not depend on the thread count. */
+enum { KP_REF_MAX_THREADS = 64 };
+static const int64_t kp_ref_serial_macs = 1 << 20; /* below this one thread is faster than starting more */
+
+typedef struct ref_dots {
+  const wref *w;
+  const double *x;
+  double *out;
+  int dt; /* round to this dtype, or -1: keep fp64 */
+  int64_t j0, j1;
+} ref_dots;
+
+static void *ref_dots_run(void *arg) {
+  const ref_dots *t = (const ref_dots *)arg;
+  for (int64_t j = t->j0; j < t->j1; j++) {
+    const double v = dot_ref(t->w, j, t->x);
+    t->out[j] = t->dt < 0 ? v : rnd(t->dt, v);
+  }
+  return NULL;
 }
+
+static int ref_threads(void) {
+  static int n = 0;
+  if (n == 0) {
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    n = cores < 1 ? 1 : cores > KP_REF_MAX_THREADS ? KP_REF_MAX_THREADS : (int)cores;
+  }
+  return n;
+}
+
+/* out[j] = W[j, k] . x for every row j, rounded to dt (or not: dt -1), over
+ * the host's cores; a thread that cannot start runs its share here */
+static void dots_ref(const wref *w, const double *x, int dt, double *out) {
+  int n = ref_threads();
+  if (w->rows * w->k < kp_ref_serial_macs || w->rows < n) n = 1;
+  pthread_t tid[KP_REF_MAX_THREADS];
+  ref_dots part[KP_REF_MAX_THREADS];
+  int started[KP_REF_MAX_THREADS];
+  for (int i = 0; i < n; i++) {
+    part[i] = (ref_dots){w, x, out, dt, w->rows * i / n, w->rows * (i + 1) / n};
+    started[i] = i > 0 && pthread_create(&tid[i], NULL, ref_dots_run, &part[i]) == 0;
+  }
+  for (int i = 0; i < n; i++)
+    if (!started[i]) ref_dots_run(&part[i]);
+  for (int i = 1; i < n; i++)
+    if (started[i]) pthread_join(tid[i], NULL);
+}
+
+/* out[n] = round(W[n, k] . x) */
+static void linear_ref(const wref *w, const double *x, int dt, double *out) { dots_ref(w, x, dt, out); }
 
 /* residual (fp32 values) += y; out = round(rmsnorm(residual) * gamma) */
 static void add_norm_ref(double *x, const double *y, const uint16_t *gamma, int64_t h, double eps, int dt, double *out) {
@@ -181,7 +233,7 @@ static void moe_ref(const struct kpick_model *md, check_buf *c, int32_t r, const
       if (ids[j] != e) continue;
       const wref wgu = {(const uint16_t *)(lw + L->wgu) + (size_t)e * 2 * I * H, 2 * I, H, wt};
       const wref wdn = {(const uint16_t *)(lw + L->wdown) + (size_t)e * H * I, H, I, wt};
-      for (int64_t q = 0; q < 2 * I; q++) c->gu[q] = dot_ref(&wgu, q, h);
+      dots_ref(&wgu, h, -1, c->gu);
       double *act = c->act + (int64_t)r * I; /* scratch here: the step keeps no act in a moe layer */
       for (int64_t q = 0; q < I; q++) act[q] = rnd(dt, c->gu[q] / (1.0 + exp(-c->gu[q])) * c->gu[I + q]);
       linear_ref(&wdn, act, dt, c->o);
@@ -249,7 +301,7 @@ static void layer_ref(const struct kpick_model *md, check_buf *c, int32_t r, int
     moe_ref(md, c, r, h, pend);
     return;
   }
-  for (int64_t j = 0; j < 2 * I; j++) c->gu[j] = dot_ref(&wgu, j, h);
+  dots_ref(&wgu, h, -1, c->gu);
   for (int64_t j = 0; j < I; j++) act[j] = rnd(dt, c->gu[j] / (1.0 + exp(-c->gu[j])) * c->gu[I + j]);
   linear_ref(&wdown, act, dt, pend);
 }
@@ -300,9 +352,10 @@ static int step_check(struct kpick_model *md, step_args *a, bag *b, double *err)
     KP_TRY(be_dev_download(c.lm, kp_at(md, L->lm_head), (size_t)V * H * 2));
     lm = c.lm;
   }
+  const wref wlm = {lm, V, H, dt};
   for (int32_t r = 0; r < m; r++) {
     add_norm_ref(c.x + r * H, c.pending + r * H, c.gamma_final, H, d->rms_eps, dt, c.h + r * H);
-    for (int64_t j = 0; j < V; j++) c.logits[r * V + j] = dot_w(lm + j * H, c.h + r * H, H, dt);
+    dots_ref(&wlm, c.h + r * H, -1, c.logits + r * V);
   }
 
   /* each buffer relative to its own largest value; a moe layer keeps its
