@@ -71,16 +71,22 @@ test('cmma rows are what the kernel builds: 16 or 32 W rows a warp (32 only to r
   }
 });
 
-test('cmma bits depend on S only: one class head per op and S, shared by every B, W and PDL row of it', () => {
+/** A family whose bits depend on its split S only (param slot s): every row's head is a row
+ * of the family with the same S, and all rows of one key share one head. */
+function oneHeadPerSplit(family: Row[], s: number, key: (r: Row) => string) {
   const heads = new Map<string, string>();
-  for (const r of cmma) {
+  for (const r of family) {
     const head = byId.get(r.bitwiseWith);
-    assert.ok(head && head.family === 'cmma', `${r.name}: its class head is a cmma row`);
-    assert.is(head!.p[1], r.p[1], `${r.name}: its class head splits K the same (S)`);
-    const key = `${r.op}/${r.p[1]}`;
-    if (!heads.has(key)) heads.set(key, r.bitwiseWith);
-    assert.is(r.bitwiseWith, heads.get(key), `${r.name}: one head for ${key}`);
+    assert.ok(head && head.family === r.family, `${r.name}: its class head is a ${r.family} row`);
+    assert.is(head!.p[s], r.p[s], `${r.name}: its class head splits K the same (S)`);
+    const k = key(r);
+    if (!heads.has(k)) heads.set(k, r.bitwiseWith);
+    assert.is(r.bitwiseWith, heads.get(k), `${r.name}: one head for ${k}`);
   }
+}
+
+test('cmma bits depend on S only: one class head per op and S, shared by every B, W and PDL row of it', () => {
+  oneHeadPerSplit(cmma, 1, (r) => `${r.op}/${r.p[1]}`);
 });
 
 test('the wgmma family: params WG,T,S; names [gated.][w8a8.]wgmma.mB.tT.sS[.pdl] with B = 64 WG', () => {
@@ -105,15 +111,7 @@ test('a W8A8 wgmma row is two nodes (the default\'s own quant, then the tile), a
 });
 
 test('wgmma bits depend on S only: one class head per op, class and S', () => {
-  const heads = new Map<string, string>();
-  for (const r of wgmma) {
-    const head = byId.get(r.bitwiseWith);
-    assert.ok(head && head.family === 'wgmma', `${r.name}: its class head is a wgmma row`);
-    assert.is(head!.p[2], r.p[2], `${r.name}: its class head splits K the same (S)`);
-    const key = `${r.op}/${isW8a8(r)}/${r.p[2]}`;
-    if (!heads.has(key)) heads.set(key, r.bitwiseWith);
-    assert.is(r.bitwiseWith, heads.get(key), `${r.name}: one head for ${key}`);
-  }
+  oneHeadPerSplit(wgmma, 2, (r) => `${r.op}/${isW8a8(r) ? 'w8a8' : 'w16a16'}/${r.p[2]}`);
 });
 
 test.run();
