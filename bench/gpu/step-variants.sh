@@ -88,20 +88,10 @@ if [ "${CHECKS:-1}" != 0 ]; then
   check this "$lib" Llama-3.1-8B 1 5
 fi
 
-# the step's timeline: every graph kernel's start and end through CUPTI (kernel-trace.c), built
-# against the toolkit's CUPTI where one is found, else the prebuilt one in $KPTRACE_PREBUILT
+# the step's timeline: every graph kernel's start and end through CUPTI (kernel-trace.c, tracer.sh)
 if [ -n "${TRACE_C:-}" ]; then
-  cuda_home=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
-  cupti_h=$(ls "$cuda_home"/include/cupti.h "$cuda_home"/extras/CUPTI/include/cupti.h 2>/dev/null | head -1)
-  cupti_so=$(ls "$cuda_home"/lib64/libcupti.so "$cuda_home"/extras/CUPTI/lib64/libcupti.so "$cuda_home"/targets/*/lib/libcupti.so 2>/dev/null | head -1)
-  echo "nsys: $(command -v nsys || echo none); cupti.h: ${cupti_h:-none}; libcupti: ${cupti_so:-none}" >> "$dir/summary.txt"
-  tracer=
-  if [ -n "$cupti_h" ] && [ -n "$cupti_so" ] && gcc -O2 -shared -fPIC -I"$(dirname "$cupti_h")" -I"$cuda_home/include" \
-       -o build/kernel-trace.so bench/gpu/kernel-trace.c -L"$(dirname "$cupti_so")" -lcupti > "$dir/build-trace.log" 2>&1; then
-    tracer=$PWD/build/kernel-trace.so trace_libs=$(dirname "$cupti_so")
-  elif [ -f "${KPTRACE_PREBUILT:-}/kernel-trace.so" ]; then
-    tracer=$(cd "$KPTRACE_PREBUILT" && pwd)/kernel-trace.so trace_libs=$(cd "$KPTRACE_PREBUILT" && pwd)
-  fi
+  . bench/gpu/tracer.sh
+  build_tracer "$dir"
   say "tracer: ${tracer:-none} ($(tail -1 "$dir/build-trace.log" 2>/dev/null))"
   for m in ${TRACE_MODELS:-Llama-3.1-8B}; do
     [ -n "$tracer" ] || break

@@ -14,6 +14,8 @@
 #                             dtype the weights' (default bf16; fp8 for the W8A8 rows)
 #   PLAN=plan-file            Nsight Compute plan (lines as in profile-wgmma.sh)
 #   SWEEPS="args;@name args;..."  sweeps in this order; "@name " first: variant name's library
+#   TRACE_SWEEPS="args;@name args;..."  the same, after them, each under the CUPTI kernel
+#                             tracer (tracer.sh): logs/trace-sweep-N.txt has every graph kernel
 #   BUDGET_S                  seconds the steps may take (default 250): a step that
 #                             would pass it is skipped, and the logs are packed
 # All optional.
@@ -79,30 +81,46 @@ if [ -n "${PLAN:-}" ]; then
   log "profile: $(tail -1 logs/profile.log)"
 fi
 
-# sweep TAG LIB STORE ARGS...
+# sweep TAG LIB STORE ARGS... (under the tracer when $trace_to names a file)
 sweep() {
   local tag=$1 lib=$2 store=$3
   shift 3
   room 12 "sweep $tag" || return 0
   local s=$(date +%s)
-  KPICK_LIB=$lib timeout "$(left)" node --import tsx scripts/sweep.ts "$@" --store "$store" > "logs/sweep-$tag.jsonl" 2> "logs/sweep-$tag.log"
+  if [ -n "${trace_to:-}" ]; then
+    LD_LIBRARY_PATH="$trace_libs:${LD_LIBRARY_PATH:-}" CUDA_INJECTION64_PATH=$tracer KPTRACE_OUT=$trace_to KPICK_LIB=$lib \
+      timeout "$(left)" node --import tsx scripts/sweep.ts "$@" --store "$store" > "logs/sweep-$tag.jsonl" 2> "logs/sweep-$tag.log"
+  else
+    KPICK_LIB=$lib timeout "$(left)" node --import tsx scripts/sweep.ts "$@" --store "$store" > "logs/sweep-$tag.jsonl" 2> "logs/sweep-$tag.log"
+  fi
   log "sweep $tag ($*): exit $? in $(( $(date +%s) - s )) s; $(grep -o '[0-9]* failed parity' "logs/sweep-$tag.log" | tail -1)"
 }
-lib=$PWD/build/libkpick-cuda.so
-IFS=';' read -ra sweeps <<< "${SWEEPS:-}"
-n=0
-for args in "${sweeps[@]}"; do
-  n=$((n + 1))
-  if [[ $args == @* ]]; then
-    name=${args%% *} name=${name#@} args=${args#* }
-    [ -f "build/var-$name/libkpick-cuda.so" ] || { log "sweep $n: no library for variant $name"; continue; }
-    # shellcheck disable=SC2086
-    sweep "$n-var-$name" "$PWD/build/var-$name/libkpick-cuda.so" "stores/var-$name" $args
-  else
-    # shellcheck disable=SC2086
-    sweep "$n" "$lib" stores/dev $args
-  fi
-done
+# run_sweeps PREFIX "args;@name args;..."
+run_sweeps() {
+  local prefix=$1 n=0 args name
+  IFS=';' read -ra sweeps <<< "$2"
+  for args in "${sweeps[@]}"; do
+    n=$((n + 1))
+    [ -z "$prefix" ] || trace_to=$PWD/logs/$prefix-$n.txt
+    if [[ $args == @* ]]; then
+      name=${args%% *} name=${name#@} args=${args#* }
+      [ -f "build/var-$name/libkpick-cuda.so" ] || { log "sweep $n: no library for variant $name"; continue; }
+      # shellcheck disable=SC2086
+      sweep "$prefix$n-var-$name" "$PWD/build/var-$name/libkpick-cuda.so" "stores/${prefix:+$prefix-}var-$name" $args
+    else
+      # shellcheck disable=SC2086
+      sweep "$prefix$n" "$PWD/build/libkpick-cuda.so" "stores/${prefix:-dev}" $args
+    fi
+  done
+  trace_to=
+}
+run_sweeps "" "${SWEEPS:-}"
+if [ -n "${TRACE_SWEEPS:-}" ]; then
+  . bench/gpu/tracer.sh
+  build_tracer logs
+  log "tracer: ${tracer:-none} ($(tail -1 logs/build-trace.log))"
+  [ -z "$tracer" ] || run_sweeps trace-sweep "$TRACE_SWEEPS"
+fi
 
 tar cJf "$out/dev.tar.xz" stores logs 2>/dev/null
 log "packed $(du -h "$out/dev.tar.xz" | cut -f1)"
