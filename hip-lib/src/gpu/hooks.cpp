@@ -310,9 +310,9 @@ static int launch_moe_gemv(const kp_row *r, const kp_call *c) { return kp_moe_ge
 static int available_moe_gemv(int32_t cand) { return kp_moe_gemv_built(cand); }
 static int supports_moe_gemv(const struct kpick_problem *p, const kp_row *r) { return p->n % 8 == 0; }
 
-static int launch_moe_prefetch(const kp_row *r, const kp_call *c) { return kp_moe_prefetch_launch(c, r->params[0], r->params[2]); }
-static int available_moe_prefetch(int32_t cand) { return kp_moe_prefetch_built(cand); }
-static int supports_moe_prefetch(const struct kpick_problem *p, const kp_row *r) { return p->n % 8 == 0; }
+static int launch_moe_direct(const kp_row *r, const kp_call *c) { return kp_moe_direct_launch(c, r->params[0], r->params[2]); }
+static int available_moe_direct(int32_t cand) { return kp_moe_direct_built(cand); }
+static int supports_moe_direct(const struct kpick_problem *p, const kp_row *r) { return p->n % 8 == 0; }
 
 static int launch_moe_mma(const kp_row *r, const kp_call *c) { return kp_moe_mma_launch(c, r->params[0]); }
 static int available_moe_mma(int32_t cand) { return g.has_mma && kp_moe_mma_built(cand); }
