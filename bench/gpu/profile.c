@@ -1,7 +1,8 @@
 /* profile.c: run each named candidate once per rows bucket on one problem,
  * and the read floor once, for Nsight Compute to profile (ncu flushes the
  * caches before each of its passes, so every launch reads cold weights).
- *   profile OP N K ROWS NAMES      OP: 0 linear, 1 gated; bf16; ROWS and NAMES comma lists
+ *   profile OP N K ROWS NAMES      OP: 0 linear, 1 gated, 2 moe (Qwen3-30B-A3B's E 128,
+ *                                  top-8, uniform routing); bf16; ROWS and NAMES comma lists
  * Prints one "PROFILE seq=... what=... m=..." line per launch, in launch
  * order, so the ncu report (one row per kernel, in the same order) can be
  * read back per candidate; blaslt may launch more than one kernel per call.
@@ -36,7 +37,9 @@ int main(int argc, char **argv) {
     nrows++;
   }
   kpick_problem *p = NULL;
-  if (check(kpick_init(), "init") || check(kpick_problem_create(op, KPICK_BF16, n, k, mmax, 1, 7, &p), "problem_create"))
+  if (check(kpick_init(), "init")) return 1;
+  if (op == KPICK_OP_MOE ? check(kpick_problem_create_moe(KPICK_BF16, 128, 8, n, k, mmax, 0, 1, 7, &p), "problem_create_moe")
+                         : check(kpick_problem_create(op, KPICK_BF16, n, k, mmax, 1, 7, &p), "problem_create"))
     return 1;
 
   /* the floor: the same weight bytes, its own buffers */
@@ -45,9 +48,11 @@ int main(int argc, char **argv) {
   if (check(kpick_buffer_alloc((int64_t)wbytes, &w), "alloc w") || check(kpick_buffer_alloc(64, &sink), "alloc sink"))
     return 1;
   int seq = 0;
-  printf("PROFILE seq=%d what=floor op=%d n=%lld k=%lld m=0\n", seq++, op, n, k);
-  fflush(stdout);
-  if (check(kp_floor_launch_sym(w, wbytes, (float *)sink, NULL, 0), "floor")) return 1;
+  if (op != KPICK_OP_MOE) { /* a moe floor streams the experts the rows read: the sweep times it */
+    printf("PROFILE seq=%d what=floor op=%d n=%lld k=%lld m=0\n", seq++, op, n, k);
+    fflush(stdout);
+    if (check(kp_floor_launch_sym(w, wbytes, (float *)sink, NULL, 0), "floor")) return 1;
+  }
 
   for (int r = 0; r < nrows; r++) {
     if (check(kpick_set_rows(p, rows[r]), "set_rows")) return 1;
