@@ -114,4 +114,21 @@ test('wgmma bits depend on S only: one class head per op, class and S', () => {
   oneHeadPerSplit(wgmma, 2, (r) => `${r.op}/${isW8a8(r) ? 'w8a8' : 'w16a16'}/${r.p[2]}`);
 });
 
+test('the moe direct family: params R,U,J; names moe.direct.rpbR.uU.cJ[.pdl]; rows 1-8; two nodes; bitwise with the grouped gemv', () => {
+  assert.is(families.get('moe_direct'), 'R,U,J');
+  const direct = gpu.filter((r) => r.family === 'moe_direct');
+  assert.ok(direct.length > 0, 'the family has rows');
+  const gemvHead = gpu.find((r) => r.family === 'moe_gemv' && r.bitwiseWith === r.id);
+  assert.ok(gemvHead, 'the grouped gemv has a class head');
+  for (const r of direct) {
+    const [rpb, u, j] = r.p;
+    assert.ok(j >= 1, `${r.name}: J columns a warp`);
+    assert.is(r.name, `moe.direct.rpb${rpb}.u${u}.c${j}${r.flags.includes('KF_PDL') ? '.pdl' : ''}`, `${r.id}: name from its params`);
+    assert.is(r.op, 'MOE');
+    assert.ok(r.rowsMin === 1 && r.rowsMax <= 8, `${r.name}: lane t keeps row t, rows stop at 8`);
+    assert.is(r.nodes, 2, `${r.name}: gate/up and down, no plan`);
+    assert.is(r.bitwiseWith, gemvHead!.id, `${r.name}: the gemv's math in its order`);
+  }
+});
+
 test.run();

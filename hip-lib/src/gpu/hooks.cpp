@@ -170,24 +170,41 @@ static fp8_scratch_layout fp8_scratch(int32_t m, int64_t rows, int64_t k) {
   return l;
 }
 
-static int launch_blaslt_fp8(const kp_row *r, const kp_call *c) {
+/* the fp8 rows' first node, the default's own: x's e4m3 codes and row scales
+ * into the scratch (let_next: the next node is a PDL launch), and where W's
+ * channel scales sit */
+struct fp8_quantized {
+  char *out;   /* the matmul's output, at the scratch's start */
+  void *blas;  /* the BLAS workspace */
+  uint8_t *xq;
+  float *sx;
+  const float *sw;
+};
+static int fp8_quantize_x(const kp_call *c, int let_next, fp8_quantized *f) {
   const int64_t rows = c->op == KPICK_OP_GATED ? 2 * c->n : c->n;
   const fp8_scratch_layout at = fp8_scratch(c->m, rows, c->k);
   kp_scratch ws;
   KP_TRY(scratch_get(at.bytes, 0, c->stream, &ws));
-  char *d = (char *)ws.temp;
-  uint8_t *xq = (uint8_t *)(d + at.codes_at);
-  float *sx = (float *)(d + at.scales_at);
-  const float *sw = (const float *)((const char *)c->w + KPICK_FP8_SCALES_AT(rows, c->k));
+  f->out = (char *)ws.temp;
+  f->blas = ws.blas;
+  f->xq = (uint8_t *)f->out + at.codes_at;
+  f->sx = (float *)(f->out + at.scales_at);
+  f->sw = (const float *)((const char *)c->w + KPICK_FP8_SCALES_AT(rows, c->k));
+  return kp_e4m3_quant_launch(c->x, f->xq, f->sx, c->m, c->k, let_next, c->stream);
+}
+
+static int launch_blaslt_fp8(const kp_row *r, const kp_call *c) {
+  const int64_t rows = c->op == KPICK_OP_GATED ? 2 * c->n : c->n;
   int count = 0, scaled = 0;
   KP_TRY(kp_blas_fp8_plan(c->m, rows, c->k, &count, &scaled));
-  KP_TRY(kp_e4m3_quant_launch(c->x, xq, sx, c->m, c->k, 0, c->stream));
+  fp8_quantized f;
+  KP_TRY(fp8_quantize_x(c, 0, &f));
   /* scaled: the BLAS applies the scales, writing y itself (linear) or the 2n-wide
    * product for silu-mul (gated); else unit-scale fp32 sums for the epilogue */
-  void *out = scaled && c->op == KPICK_OP_LINEAR ? c->y : (void *)d;
-  KP_TRY(kp_blas_fp8_matmul(r->params[0], xq, sx, c->w, sw, out, c->m, rows, c->k, ws.blas, c->stream));
-  if (!scaled) return kp_w8a8_epilogue_launch(c->op, (const float *)d, sx, sw, c->y, c->m, c->n, c->stream);
-  return c->op == KPICK_OP_LINEAR ? KPICK_OK : kp_silu_mul_launch(KP_DT_BF16, d, c->y, c->m, c->n, c->stream);
+  void *out = scaled && c->op == KPICK_OP_LINEAR ? c->y : (void *)f.out;
+  KP_TRY(kp_blas_fp8_matmul(r->params[0], f.xq, f.sx, c->w, f.sw, out, c->m, rows, c->k, f.blas, c->stream));
+  if (!scaled) return kp_w8a8_epilogue_launch(c->op, (const float *)f.out, f.sx, f.sw, c->y, c->m, c->n, c->stream);
+  return c->op == KPICK_OP_LINEAR ? KPICK_OK : kp_silu_mul_launch(KP_DT_BF16, f.out, c->y, c->m, c->n, c->stream);
 }
 
 static int launch_blaslt(const kp_row *r, const kp_call *c) {
@@ -248,14 +265,10 @@ static int supports_splitk(const struct kpick_problem *p, const kp_row *r) {
 /* the W8A8 rows: the default's activation quant into the fp8 scratch, then the
  * tile on x's codes (two nodes, as the default's) */
 static int launch_wgmma(const kp_row *r, const kp_call *c) {
-  if (c->dtype != KPICK_FP8) return kp_wgmma_launch(c, r->params[0], r->params[1], r->params[2], NULL, NULL);
-  const fp8_scratch_layout at = fp8_scratch(c->m, c->op == KPICK_OP_GATED ? 2 * c->n : c->n, c->k);
-  kp_scratch ws;
-  KP_TRY(scratch_get(at.bytes, 0, c->stream, &ws));
-  uint8_t *xq = (uint8_t *)ws.temp + at.codes_at;
-  float *sx = (float *)((char *)ws.temp + at.scales_at);
-  KP_TRY(kp_e4m3_quant_launch(c->x, xq, sx, c->m, c->k, c->pdl, c->stream));
-  return kp_wgmma_launch(c, r->params[0], r->params[1], r->params[2], xq, sx);
+  if (c->dtype != KPICK_FP8) return kp_wgmma_launch(c, r->params[0], r->params[1], r->params[2], NULL, NULL, NULL);
+  fp8_quantized f;
+  KP_TRY(fp8_quantize_x(c, c->pdl, &f));
+  return kp_wgmma_launch(c, r->params[0], r->params[1], r->params[2], f.xq, f.sx, f.sw);
 }
 /* fp8 rows only beside the fp8 class default, as w8a16 */
 static int available_wgmma(int32_t cand) {
@@ -288,7 +301,7 @@ static int available_w8a16mma(int32_t cand) {
 }
 static int supports_w8a16mma(const struct kpick_problem *p, const kp_row *r) { return p->k % 16 == 0; }
 
-/* moe: the batched-BLAS default, the grouped gemv and the grouped mma (moe.hip) */
+/* moe: the batched-BLAS default, the grouped gemv (with and without the plan) and the grouped mma (moe.hip) */
 static int launch_moe_blas(const kp_row *r, const kp_call *c) { return kp_moe_blas_launch(c); }
 static int available_moe_blas(int32_t cand) { return kp_moe_blas_available(); }
 static int supports_moe_blas(const struct kpick_problem *p, const kp_row *r) { return 1; }
@@ -296,6 +309,10 @@ static int supports_moe_blas(const struct kpick_problem *p, const kp_row *r) { r
 static int launch_moe_gemv(const kp_row *r, const kp_call *c) { return kp_moe_gemv_launch(c, r->params[0]); }
 static int available_moe_gemv(int32_t cand) { return kp_moe_gemv_built(cand); }
 static int supports_moe_gemv(const struct kpick_problem *p, const kp_row *r) { return p->n % 8 == 0; }
+
+static int launch_moe_direct(const kp_row *r, const kp_call *c) { return kp_moe_direct_launch(c, r->params[0], r->params[2]); }
+static int available_moe_direct(int32_t cand) { return kp_moe_direct_built(cand); }
+static int supports_moe_direct(const struct kpick_problem *p, const kp_row *r) { return p->n % 8 == 0; }
 
 static int launch_moe_mma(const kp_row *r, const kp_call *c) { return kp_moe_mma_launch(c, r->params[0]); }
 static int available_moe_mma(int32_t cand) { return g.has_mma && kp_moe_mma_built(cand); }

@@ -63,10 +63,11 @@ int kp_gated_mma_built(int32_t cand);
 int kp_gated_mma_launch(const struct kp_call *c, int warps);
 /* wgmma.hip: the Hopper (sm_90a) swap-AB tile, TMA ring, split-K over a cluster of s blocks.
  * fp8 (the W8A8 rows): xq[m, k] and sx[m] are x's e4m3 codes and row scales
- * (kp_e4m3_quant_launch); null for bf16 and fp16, which read c->x */
+ * (kp_e4m3_quant_launch), sw W's channel scales; null for bf16 and fp16, which read c->x */
 int kp_wgmma_built(int32_t cand);
 int kp_wgmma_fits(int wg, int stages, int s, int32_t m);
-int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const void *xq, const float *sx);
+int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const void *xq, const float *sx,
+                    const float *sw);
 /* cmma.hip: mma.sync tile of B W rows over w warps, x staged once in shared memory, split-K over a cluster of s blocks (CUDA sm_90) */
 int kp_cmma_built(int32_t cand);
 int kp_cmma_fits(int b, int s, int w, int32_t m);
@@ -91,6 +92,8 @@ int kp_moe_blas_available(void);
 int kp_moe_blas_launch(const struct kp_call *c);
 int kp_moe_gemv_built(int32_t cand);
 int kp_moe_gemv_launch(const struct kp_call *c, int rows_per_block);
+int kp_moe_direct_built(int32_t cand);
+int kp_moe_direct_launch(const struct kp_call *c, int warps, int columns_per_warp);
 int kp_moe_mma_built(int32_t cand);
 int kp_moe_mma_launch(const struct kp_call *c, int warps);
 int kp_moe_floor_launch(const void *w, const int32_t *used, int32_t nused, int32_t experts, int64_t n, int64_t k,

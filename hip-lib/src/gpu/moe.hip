@@ -17,6 +17,9 @@
  *                   per-row weighted sum fused: a warp per output column walks
  *                   the active experts in ascending id, so each expert's
  *                   weights are read once and no float atomics are needed.
+ *   moe.direct.rpbR.uU.cJ[.pdl]  the gemv family's two kernels at rows 1..8
+ *                   without the plan: every warp or block routes itself from
+ *                   ids, and down keeps the routing and gates in shared memory.
  *   moe.mma.wW.uU.tT grouped tensor-core tile (mma_core.h): a block multiplies
  *                   a 16-row tile of one active expert by the rows routed to
  *                   it, T x kp_mma_cols at a time (the tile's weights come
@@ -306,6 +309,200 @@ __global__ void __launch_bounds__(8 * KP_WARP)
       }
     }
   }
+  if (lane < m) y[(int64_t)lane * K + c] = kp_round<DT>(mine);
+}
+
+/* ---- the direct family (rows 1..8): the gemv's math, routed in every block, no plan ----
+ *   up    a block per (R x J gate/up columns, pair p); each warp reads ids
+ *         itself (one round of loads), so its weight loads follow the PDL
+ *         wait by one L2 round trip and no block barrier. The warps of an
+ *         expert's first pair compute it for every row routed to it (each
+ *         active expert once) and write h[pair] for each of its pairs; a warp
+ *         takes J columns in turn. Under PDL it waits before it reads ids,
+ *         then lets down launch.
+ *   down  the gemv's down (a warp per output column walks the active experts
+ *         ascending, lane t keeps row t's weighted sum), with the routing and
+ *         the gates built in shared memory once per block from ids, so no
+ *         global load waits between two experts. They are read before the
+ *         PDL wait (final once up has passed its wait, and down launches only
+ *         after that), and so is the first batch of W_down: it streams while
+ *         up runs out.
+ * Every sum is the gemv family's, in its order: the bits are moe.gemv's. */
+static constexpr int kp_moe_direct_pairs = kp_moe_gemv_rows * KPICK_MAX_TOPK;
+
+/* an id or gate another kernel wrote, read past L1 (this SM's L1 may hold an older step's) */
+__device__ __forceinline__ int32_t kp_moe_ld_id(const int32_t *p) {
+#if defined(KPICK_GPU_CUDA)
+  return __ldcg(p);
+#else
+  return __atomic_load_n(p, __ATOMIC_RELAXED);
+#endif
+}
+__device__ __forceinline__ float kp_moe_ld_gate(const float *p) { return kp_ld_coherent(p); }
+
+/* bit l: lane l's pred (the warp's lanes, 32 or 64) */
+__device__ __forceinline__ uint64_t kp_moe_ballot(bool pred) {
+#if defined(KPICK_GPU_CUDA)
+  return __ballot_sync(0xffffffffu, pred);
+#else
+  return __ballot(pred);
+#endif
+}
+
+/* the warp's shared-memory writes seen by all its lanes */
+__device__ __forceinline__ void kp_moe_syncwarp() {
+#if defined(KPICK_GPU_CUDA)
+  __syncwarp();
+#else
+  __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "wavefront");
+  __builtin_amdgcn_wave_barrier();
+#endif
+}
+
+template <int DT, int M, int U, bool PDL>
+__global__ void __launch_bounds__(8 * KP_WARP)
+    kp_moe_direct_up_kernel(const uint16_t *__restrict__ x, const uint16_t *__restrict__ wgu,
+                            const int32_t *__restrict__ ids, uint16_t *__restrict__ h, int32_t m, int32_t topk,
+                            int32_t E, int64_t N, int64_t K) {
+  __shared__ int32_t s_pair[8][M]; /* per warp: its expert's pairs, rows ascending */
+  kp_batch_fence(true);            /* ids and x are earlier kernels' outputs */
+  if (PDL) kp_pdl_trigger();
+  const int lane = threadIdx.x % kp_warp, warp = threadIdx.x / kp_warp, p = blockIdx.y, P = m * topk;
+  const int e = kp_moe_ld_id(ids + p);
+  if (e < 0 || e >= E) return; /* block-uniform */
+  /* the expert's pairs, a warp's width of ids at a time: p must be the first */
+  int cnt = 0;
+  bool later = false;
+  for (int b = 0; b < P; b += kp_warp) {
+    const int i = b + lane;
+    const bool hit = i < P && kp_moe_ld_id(ids + i) == e;
+    const uint64_t mask = kp_moe_ballot(hit);
+    if (hit && i < p) later = true;
+    if (hit) {
+      const int rank = cnt + __popcll(mask & (((uint64_t)1 << lane) - 1));
+      if (rank < M) s_pair[warp][rank] = i; /* a row that repeats the expert could pass M: clamped */
+    }
+    cnt += __popcll(mask);
+  }
+  if (kp_moe_ballot(later) != 0) return; /* warp-uniform: another block owns the expert */
+  kp_moe_syncwarp();
+  const int rows = cnt < M ? cnt : M;
+  const uint16_t *xr[M];
+#pragma unroll
+  for (int i = 0; i < M; ++i) xr[i] = x + (int64_t)(s_pair[warp][i < rows ? i : rows - 1] / topk) * K;
+  const int64_t stride = (int64_t)gridDim.x * (blockDim.x / kp_warp);
+  for (int64_t n = (int64_t)blockIdx.x * (blockDim.x / kp_warp) + warp; n < N; n += stride) {
+    const uint16_t *w[2] = {wgu + ((int64_t)e * 2 * N + n) * K, wgu + ((int64_t)e * 2 * N + N + n) * K};
+    float acc[2][M];
+#pragma unroll
+    for (int i = 0; i < M; ++i) acc[0][i] = acc[1][i] = 0.0f;
+    kp_moe_dot<DT, 2, U, M>(w, xr, K, lane, rows, acc);
+    float mine = 0.0f;
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      if (i >= rows) continue;
+      const float g = kp_warp_sum<kp_warp>(acc[0][i]), up = kp_warp_sum<kp_warp>(acc[1][i]);
+      if (lane == i) mine = kp_silu_mul(g, up);
+    }
+    if (lane < rows) h[(int64_t)s_pair[warp][lane] * N + n] = kp_round<DT>(mine);
+  }
+}
+
+template <int DT, int M, int U, bool PDL>
+__global__ void __launch_bounds__(8 * KP_WARP)
+    kp_moe_direct_down_kernel(const uint16_t *__restrict__ h, const uint16_t *__restrict__ wd,
+                              const int32_t *__restrict__ ids, const float *__restrict__ weights,
+                              uint16_t *__restrict__ y, int32_t m, int32_t topk, int32_t E, int64_t N, int64_t K) {
+  __shared__ int32_t s_ids[kp_moe_direct_pairs], s_at[kp_moe_direct_pairs], s_order[kp_moe_direct_pairs];
+  __shared__ int32_t s_used[kp_moe_direct_pairs], s_start[kp_moe_direct_pairs + 1];
+  __shared__ float s_gate[kp_moe_direct_pairs];
+  __shared__ int s_nused, s_nvalid;
+  if (PDL) kp_pdl_trigger();
+  const int P = m * topk;
+  if (threadIdx.x == 0) s_nused = 0, s_nvalid = 0;
+  for (int i = threadIdx.x; i < P; i += blockDim.x) s_ids[i] = kp_moe_ld_id(ids + i), s_gate[i] = kp_moe_ld_gate(weights + i);
+  __syncthreads();
+  /* pairs grouped by expert ascending, rows ascending within one (the plan's order) */
+  for (int i = threadIdx.x; i < P; i += blockDim.x) {
+    const int e = s_ids[i];
+    s_at[i] = -1;
+    if (e < 0 || e >= E) continue;
+    int less = 0, before = 0;
+    for (int j = 0; j < P; ++j) {
+      const int f = s_ids[j];
+      less += f >= 0 && f < e;
+      before += j < i && f == e;
+    }
+    s_order[less + before] = i;
+    s_at[i] = before == 0 ? less : -1; /* the expert's first pair: where its pairs start */
+    atomicAdd(&s_nvalid, 1);
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < P; i += blockDim.x) {
+    if (s_at[i] < 0) continue;
+    int rank = 0;
+    for (int j = 0; j < P; ++j) rank += s_at[j] >= 0 && s_ids[j] < s_ids[i];
+    s_used[rank] = s_ids[i];
+    s_start[rank] = s_at[i];
+    atomicAdd(&s_nused, 1);
+  }
+  __syncthreads();
+  const int nused = s_nused;
+  if (threadIdx.x == 0) s_start[nused] = s_nvalid;
+  __syncthreads();
+  const int lane = threadIdx.x % kp_warp;
+  const int64_t c = (int64_t)blockIdx.x * (blockDim.x / kp_warp) + threadIdx.x / kp_warp;
+  if (c >= K) return; /* no barrier follows */
+  constexpr int chunk = kp_warp * 8;
+  const int nq = (int)((N + chunk - 1) / chunk), total = nused * nq;
+  const kp_v16 zero = {0u, 0u, 0u, 0u};
+  float acc[M];
+#pragma unroll
+  for (int i = 0; i < M; ++i) acc[i] = 0.0f;
+  float mine = 0.0f;
+#pragma unroll 1
+  for (int i0 = 0; i0 < total; i0 += U) {
+    kp_v16 wv[U];
+#pragma unroll
+    for (int b = 0; b < U; ++b) {
+      const int i = i0 + b, u = i / nq;
+      const int64_t off = (int64_t)(i - u * nq) * chunk + lane * 8;
+      wv[b] = i < total && off < N ? kp_ld_stream(wd + ((int64_t)s_used[u] * K + c) * N + off) : zero;
+    }
+    kp_batch_fence(i0 == 0); /* under PDL: h is up's output */
+#pragma unroll
+    for (int b = 0; b < U; ++b) {
+      const int i = i0 + b, u = i / nq, q = i - u * nq;
+      const int64_t off = (int64_t)q * chunk + lane * 8;
+      if (i >= total) continue;
+      const int s = s_start[u], cnt = s_start[u + 1] - s;
+      if (off < N) {
+        float wf[8];
+        kp_unpack8<DT>(wv[b], wf);
+#pragma unroll
+        for (int r = 0; r < M; ++r) {
+          if (r >= cnt) continue;
+          float xf[8];
+          kp_unpack8<DT>(kp_ld_act(h + (int64_t)s_order[s + r] * N + off), xf);
+          float a = acc[r];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) a = fmaf(wf[e], xf[e], a);
+          acc[r] = a;
+        }
+      }
+      if (q == nq - 1) { /* the expert's last piece: its rows' dots are complete */
+#pragma unroll
+        for (int r = 0; r < M; ++r) {
+          if (r >= cnt) continue;
+          const float d = kp_warp_sum<kp_warp>(acc[r]);
+          const int pair = s_order[s + r];
+          if (lane == pair / topk) mine += s_gate[pair] * d;
+          acc[r] = 0.0f;
+        }
+      }
+    }
+  }
+  kp_batch_fence(true); /* no active expert: the loop never waited */
   if (lane < m) y[(int64_t)lane * K + c] = kp_round<DT>(mine);
 }
 
@@ -633,6 +830,73 @@ int kp_moe_gemv_launch(const struct kp_call *c, int rows_per_block) {
   KP_GPU(kp_launch(down, dim3((unsigned)((c->k + rows_per_block - 1) / rows_per_block)), block, c->stream, pdl,
                    (const uint16_t *)h, (const uint16_t *)mc->w_down, (const kp_moe_plan *)pl, mc->weights,
                    (uint16_t *)c->y, c->m, mc->topk, c->n, c->k));
+  return KPICK_OK;
+}
+
+typedef void (*kp_moe_direct_up_fn)(const uint16_t *, const uint16_t *, const int32_t *, uint16_t *, int32_t, int32_t,
+                                     int32_t, int64_t, int64_t);
+typedef void (*kp_moe_direct_down_fn)(const uint16_t *, const uint16_t *, const int32_t *, const float *, uint16_t *,
+                                      int32_t, int32_t, int32_t, int64_t, int64_t);
+/* the kernels of one direct row: [dtype][m - 1], m = 1 .. rows_max */
+struct kp_moe_direct_set {
+  kp_moe_direct_up_fn up[2][kp_moe_gemv_rows];
+  kp_moe_direct_down_fn down[2][kp_moe_gemv_rows];
+};
+
+template <int DT, int U, bool PDL, int M>
+static void kp_moe_direct_fill(kp_moe_direct_set &s) {
+  s.up[DT][M - 1] = kp_moe_direct_up_kernel<DT, M, U, PDL>;
+  s.down[DT][M - 1] = kp_moe_direct_down_kernel<DT, M, U, PDL>;
+  if constexpr (M > 1) kp_moe_direct_fill<DT, U, PDL, M - 1>(s);
+}
+
+template <int ID>
+static kp_moe_direct_set kp_moe_direct_row() {
+  constexpr kp_def r = kp_defs[ID];
+  if constexpr (r.family == KP_FAM_moe_direct && (!r.pdl() || kp_pdl_built)) {
+    static_assert(r.rows_max >= 1 && r.rows_max <= kp_moe_gemv_rows && r.rows_max <= 32,
+                  "moe direct: rows stop at 8 (lane t keeps row t)");
+    static_assert(r.p0 >= 1 && r.p0 <= 8, "moe direct: R is 1..8 warps per block");
+    static_assert(r.p1 == 4 || r.p1 == 8 || r.p1 == 16, "moe direct: U is 4, 8 or 16");
+    static_assert(r.p2 >= 1, "moe direct: J is at least one column per warp");
+    kp_moe_direct_set s = {};
+    kp_moe_direct_fill<KP_DT_BF16, r.p1, r.pdl(), r.rows_max>(s);
+    kp_moe_direct_fill<KP_DT_FP16, r.p1, r.pdl(), r.rows_max>(s);
+    return s;
+  } else {
+    return kp_moe_direct_set{};
+  }
+}
+
+static const kp_moe_direct_set kp_moe_direct_sets[KP_NCAND] = {
+#define CPU(...)
+#define GPU(id, ...) kp_moe_direct_row<KP_CAND_##id>(),
+#include "../space.def"
+};
+
+int kp_moe_direct_built(int32_t cand) { return kp_moe_direct_sets[cand].up[0][0] != nullptr; }
+
+int kp_moe_direct_launch(const struct kp_call *c, int warps, int columns_per_warp) {
+  const struct kp_moe_call *mc = c->moe;
+  const kp_moe_direct_set &set = kp_moe_direct_sets[c->cand];
+  const int d = c->dtype == KP_DT_BF16 ? 0 : 1;
+  const kp_moe_direct_up_fn up = c->m >= 1 && c->m <= kp_moe_gemv_rows ? set.up[d][c->m - 1] : nullptr;
+  const kp_moe_direct_down_fn down = c->m >= 1 && c->m <= kp_moe_gemv_rows ? set.down[d][c->m - 1] : nullptr;
+  if (!up || !down || warps < 1 || warps > 8 || columns_per_warp < 1)
+    return kp_fail(KPICK_E_UNSUPPORTED, "moe.direct", "no kernel for m=%d, R=%d, J=%d, pdl=%d", (int)c->m, warps,
+                   columns_per_warp, c->pdl);
+  const kp_moe_layout l = kp_moe_layout_of(c->m, mc->topk, c->n, c->k);
+  uint16_t *h = (uint16_t *)((char *)mc->ws->temp + l.h); /* h [P, N] by pair */
+  const int P = c->m * mc->topk;
+  const int64_t per_block = (int64_t)warps * columns_per_warp;
+  const bool pdl = c->pdl != 0;
+  const dim3 block(warps * c->warp);
+  KP_GPU(kp_launch(up, dim3((unsigned)((c->n + per_block - 1) / per_block), (unsigned)P), block, c->stream, pdl,
+                   (const uint16_t *)c->x, (const uint16_t *)c->w, mc->ids, h, c->m, mc->topk, mc->experts, c->n,
+                   c->k));
+  KP_GPU(kp_launch(down, dim3((unsigned)((c->k + warps - 1) / warps)), block, c->stream, pdl, (const uint16_t *)h,
+                   (const uint16_t *)mc->w_down, mc->ids, mc->weights, (uint16_t *)c->y, c->m, mc->topk, mc->experts,
+                   c->n, c->k));
   return KPICK_OK;
 }
 

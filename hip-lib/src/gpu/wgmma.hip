@@ -383,7 +383,8 @@ static int kp_wg_map(CUtensorMap *map, int32_t dtype, const void *base, int64_t 
 /* the row's kernels, and the driver's tensor-map encoder they need */
 int kp_wgmma_built(int32_t cand) { return kp_wgmma_sets[cand].k[0][0] != nullptr && kp_encode_fn() != nullptr; }
 
-int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const void *xq, const float *sx) {
+int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const void *xq, const float *sx,
+                    const float *sw) {
   const int gated = c->op == KPICK_OP_GATED, bn = kp_wg_bn(c->m), fp8 = c->dtype == KP_DT_FP8;
   const kp_wgmma_fn k = c->m >= 1 && c->m <= kp_rows_limit ? kp_wgmma_sets[c->cand].k[c->dtype == KP_DT_FP16 ? 1 : 0][kp_log2(bn / 8)] : nullptr;
   const int w8a8 = (kp_defs[c->cand].flags & KF_W8A8) != 0;
@@ -406,8 +407,7 @@ int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const vo
   const int kb = kp_wg_boxes(wg, stages, c->m, tiles * s, sms);
   const size_t smem = kp_wg_smem(wg, stages, kb, c->m);
   const int kbox = kp_wg_kbox(c->dtype);
-  const float *sw = fp8 ? (const float *)((const char *)c->w + KPICK_FP8_SCALES_AT(gated ? 2 * c->n : c->n, c->k)) : nullptr;
-  kp_wgmma_args a = {(uint16_t *)c->y, fp8 ? sx : nullptr, sw, c->m, c->n, (int32_t)((c->k + kbox - 1) / kbox), stages, kb};
+  kp_wgmma_args a = {(uint16_t *)c->y, fp8 ? sx : nullptr, fp8 ? sw : nullptr, c->m, c->n, (int32_t)((c->k + kbox - 1) / kbox), stages, kb};
   KP_GPU(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[2];
@@ -437,7 +437,8 @@ int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const vo
 /* HIP, or a CUDA build without an sm_90a pass: the family is absent */
 int kp_wgmma_built(int32_t cand) { return 0; }
 
-int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const void *xq, const float *sx) {
+int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const void *xq, const float *sx,
+                    const float *sw) {
   return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "this build has no sm_90a kernels");
 }
 #endif
