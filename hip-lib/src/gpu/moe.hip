@@ -460,22 +460,29 @@ __global__ void __launch_bounds__(8 * KP_WARP)
 #pragma unroll
   for (int i = 0; i < M; ++i) acc[i] = 0.0f;
   float mine = 0.0f;
+  /* the next piece to load, (expert lu, piece lq), its row of W_down: counters, no division */
+  int lu = 0, lq = 0;
+  const uint16_t *lrow = nused > 0 ? wd + ((int64_t)s_used[0] * K + c) * N + lane * 8 : wd;
 #pragma unroll 1
   for (int i0 = 0; i0 < total; i0 += U) {
     kp_v16 wv[U];
+    int bu[U], bq[U];
 #pragma unroll
     for (int b = 0; b < U; ++b) {
-      const int i = i0 + b, u = i / nq;
-      const int64_t off = (int64_t)(i - u * nq) * chunk + lane * 8;
-      wv[b] = i < total && off < N ? kp_ld_stream(wd + ((int64_t)s_used[u] * K + c) * N + off) : zero;
+      bu[b] = lu, bq[b] = lq;
+      const bool live = i0 + b < total && lq * chunk + lane * 8 < N;
+      wv[b] = live ? kp_ld_stream(lrow + lq * chunk) : zero;
+      if (++lq == nq) {
+        lq = 0;
+        if (++lu < nused) lrow = wd + ((int64_t)s_used[lu] * K + c) * N + lane * 8;
+      }
     }
     kp_batch_fence(i0 == 0); /* under PDL: h is up's output */
 #pragma unroll
     for (int b = 0; b < U; ++b) {
-      const int i = i0 + b, u = i / nq, q = i - u * nq;
-      const int64_t off = (int64_t)q * chunk + lane * 8;
-      if (i >= total) continue;
-      const int s = s_start[u], cnt = s_start[u + 1] - s;
+      if (i0 + b >= total) continue;
+      const int u = bu[b], q = bq[b], s = s_start[u], cnt = s_start[u + 1] - s;
+      const int off = q * chunk + lane * 8;
       if (off < N) {
         float wf[8];
         kp_unpack8<DT>(wv[b], wf);
