@@ -21,7 +21,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as v from 'valibot';
-import { issuesLine, Table, TABLE_FORMAT, takesDtype, type Bucket, type Dtype, type Identity, type Numeric, type Op } from './schema.ts';
+import { bucketLow, issuesLine, Table, TABLE_FORMAT, takesDtype, type Bucket, type Dtype, type Identity, type Numeric, type Op } from './schema.ts';
 import { moeFields, shapeText } from './shape-key.ts';
 
 /** Larger than any real JSON table (a big one is a few MiB). */
@@ -341,8 +341,7 @@ function entryDrop(e: EntryView, byName: ReadonlyMap<string, BuildCandidate>, ta
     if (e.parity !== 'pass') return 'choice not parity-checked';
   }
   if ((c.stackBound || e.stack) && tableBlas !== buildBlas) return 'stack-bound and the BLAS differs';
-  const lo = e.bucket === 1 ? 1 : e.bucket / 2 + 1;
-  if (c.rowsMin > lo || c.rowsMax < e.bucket) return 'choice does not take these rows';
+  if (c.rowsMin > bucketLow(e.bucket) || c.rowsMax < e.bucket) return 'choice does not take these rows';
   return null;
 }
 

@@ -59,6 +59,11 @@ export function weightBytes(dtype: Dtype, rows: number, k: number): number {
 /** a rows bucket: 1, 2, 4 ... MAX_ROWS */
 export type Bucket = v.InferOutput<typeof Bucket>;
 
+/** The fewest rows a bucket's entry routes: bucket 1 takes m = 1, bucket b > 1 takes m = b/2 + 1 .. b. */
+export function bucketLow(bucket: Bucket): number {
+  return bucket === 1 ? 1 : bucket / 2 + 1;
+}
+
 /** E and top-k of a moe key: given on op moe (both), absent on linear and gated. */
 const Experts = v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(MAX_EXPERTS), v.description('moe: experts E of the layer')));
 const Topk = v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(MAX_TOPK), v.description('moe: experts per row (top-k)')));

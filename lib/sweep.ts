@@ -16,9 +16,10 @@ import { KpickError, takesDtype, type Candidate, type Kpick, type Problem } from
 import { linearsForDtype, type Linear } from './models.ts';
 import { ParityChecker, computeReference, referenceColumns } from './parity.ts';
 import { FLOOR, storeRecord, type RecordSite } from './record.ts';
-import type { Bucket, Dtype, Identity, Parity, StoreRecord } from './schema.ts';
+import { bucketLow, type Bucket, type Dtype, type Identity, type Parity, type StoreRecord } from './schema.ts';
 import { planUnits, shardKeys, unitKey, type Shard } from './shard.ts';
 import { moeFields, shapeId, shapeText, type ShapeKey } from './shape-key.ts';
+import { bucketOf } from './route.ts';
 import { MIN_SAMPLES } from './promote.ts';
 import { median } from './stats.ts';
 import { recordKey } from './store.ts';
@@ -279,6 +280,14 @@ function measureGroup(
     if (!cand.available) {
       m.status = 'unsupported';
       m.reason = 'not built for this target';
+      return m;
+    }
+    // the route sends every m of the bucket to its entry's choice: a candidate
+    // that cannot take the bucket's fewest rows must not become that choice
+    const low = bucketLow(bucketOf(g.rows));
+    if (cand.rowsMin > low) {
+      m.status = 'unsupported';
+      m.reason = `takes rows ${cand.rowsMin}..${cand.rowsMax}, not all of bucket ${g.rows} (m=${low}..${g.rows})`;
       return m;
     }
     try {

@@ -7,7 +7,7 @@ import type { Kpick } from './ffi.ts';
 import { NativeRoute } from './ffi.ts';
 import { guardTable, type Build, type Env, type Verdict } from './guard.ts';
 import { guardCompactRoute, jsonPathFor, Route, routeOnlyCommand, routePathFor } from './route.ts';
-import { BUCKETS, type Dtype, type Op } from './schema.ts';
+import { BUCKETS, bucketLow, type Bucket, type Dtype, type Op } from './schema.ts';
 import { moeFields, shapeId, shapeText, type ShapeKey } from './shape-key.ts';
 
 /** What the C route made of the .route: its verdict line and counts. */
@@ -36,7 +36,7 @@ export function tableFiles(file: string): { json: string; route: string } {
 /** One shape both readers are asked about. */
 type Probe = ShapeKey & { dtype: Dtype };
 
-const rowsOf = (bucket: number) => (bucket === 1 ? [1] : [bucket / 2 + 1, bucket]);
+const rowsOf = (bucket: Bucket) => (bucket === 1 ? [1] : [bucketLow(bucket), bucket]);
 
 /**
  * Both readers on the table named by `file` (its JSON or its .route). The

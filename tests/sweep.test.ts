@@ -171,6 +171,16 @@ test('a candidate not built for the target is recorded unsupported with its reas
   assert.is(records.find((x) => x.candidate === 'plain')?.status, 'ok');
 });
 
+test('a candidate is timed only at buckets whose every rows count it takes: the route sends m = b/2+1..b to the choice', () => {
+  const plain = space.find((c) => c.name === 'plain') as Candidate;
+  const from8: Candidate = { ...plain, name: 'rows8up.kernel', isDefault: false, rowsMin: 8 };
+  const { records } = sweep(plan({ linears: [linears[0] as Linear], rows: [8, 16], candidates: [plain, from8] }));
+  const at = (rows: number) => records.find((x) => x.candidate === 'rows8up.kernel' && x.rows === rows);
+  assert.equal([at(8)?.status, at(8)?.samples_us], ['unsupported', []]);
+  assert.match(at(8)?.reason ?? '', /takes rows 8\.\.\d+, not all of bucket 8 \(m=5\.\.8\)/);
+  assert.is(at(16)?.status, 'ok', 'bucket 16 routes m = 9..16, all of which it takes');
+});
+
 test('a native failure of one candidate is recorded as failed with the library message, and the sweep goes on', () => {
   const plain = space.find((c) => c.name === 'plain') as Candidate;
   const broken: Candidate = { ...plain, id: 4242, name: 'broken.kernel', isDefault: false };
