@@ -19,7 +19,6 @@ import { FLOOR, storeRecord, type RecordSite } from './record.ts';
 import { bucketLow, type Bucket, type Dtype, type Identity, type Parity, type StoreRecord } from './schema.ts';
 import { planUnits, shardKeys, unitKey, type Shard } from './shard.ts';
 import { moeFields, shapeId, shapeText, type ShapeKey } from './shape-key.ts';
-import { bucketOf } from './route.ts';
 import { MIN_SAMPLES } from './promote.ts';
 import { median } from './stats.ts';
 import { recordKey } from './store.ts';
@@ -284,7 +283,7 @@ function measureGroup(
     }
     // the route sends every m of the bucket to its entry's choice: a candidate
     // that cannot take the bucket's fewest rows must not become that choice
-    const low = bucketLow(bucketOf(g.rows));
+    const low = bucketLow(g.rows);
     if (cand.rowsMin > low) {
       m.status = 'unsupported';
       m.reason = `takes rows ${cand.rowsMin}..${cand.rowsMax}, not all of bucket ${g.rows} (m=${low}..${g.rows})`;
