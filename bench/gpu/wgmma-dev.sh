@@ -86,13 +86,10 @@ sweep() {
   local tag=$1 lib=$2 store=$3
   shift 3
   room 12 "sweep $tag" || return 0
-  local s=$(date +%s)
-  if [ -n "${trace_to:-}" ]; then
-    LD_LIBRARY_PATH="$trace_libs:${LD_LIBRARY_PATH:-}" CUDA_INJECTION64_PATH=$tracer KPTRACE_OUT=$trace_to KPICK_LIB=$lib \
-      timeout "$(left)" node --import tsx scripts/sweep.ts "$@" --store "$store" > "logs/sweep-$tag.jsonl" 2> "logs/sweep-$tag.log"
-  else
-    KPICK_LIB=$lib timeout "$(left)" node --import tsx scripts/sweep.ts "$@" --store "$store" > "logs/sweep-$tag.jsonl" 2> "logs/sweep-$tag.log"
-  fi
+  local s=$(date +%s) trace=()
+  [ -z "${trace_to:-}" ] || trace=(LD_LIBRARY_PATH="$trace_libs:${LD_LIBRARY_PATH:-}" CUDA_INJECTION64_PATH="$tracer" KPTRACE_OUT="$trace_to")
+  env "${trace[@]}" KPICK_LIB="$lib" timeout "$(left)" node --import tsx scripts/sweep.ts "$@" --store "$store" \
+    > "logs/sweep-$tag.jsonl" 2> "logs/sweep-$tag.log"
   log "sweep $tag ($*): exit $? in $(( $(date +%s) - s )) s; $(grep -o '[0-9]* failed parity' "logs/sweep-$tag.log" | tail -1)"
 }
 # run_sweeps PREFIX "args;@name args;..."
