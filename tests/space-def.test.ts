@@ -114,20 +114,20 @@ test('wgmma bits depend on S only: one class head per op, class and S', () => {
   oneHeadPerSplit(wgmma, 2, (r) => `${r.op}/${isW8a8(r) ? 'w8a8' : 'w16a16'}/${r.p[2]}`);
 });
 
-test('the moe direct family: params R,U,J; names moe.direct.rpbR.uU.cJ[.pdl]; rows 1-8; two nodes; bitwise with the grouped gemv', () => {
-  assert.is(families.get('moe_direct'), 'R,U,J');
-  const direct = gpu.filter((r) => r.family === 'moe_direct');
-  assert.ok(direct.length > 0, 'the family has rows');
-  const gemvHead = gpu.find((r) => r.family === 'moe_gemv' && r.bitwiseWith === r.id);
-  assert.ok(gemvHead, 'the grouped gemv has a class head');
-  for (const r of direct) {
-    const [rpb, u, j] = r.p;
-    assert.ok(j >= 1, `${r.name}: J columns a warp`);
-    assert.is(r.name, `moe.direct.rpb${rpb}.u${u}.c${j}${r.flags.includes('KF_PDL') ? '.pdl' : ''}`, `${r.id}: name from its params`);
+test('the moe fused family: params W,U,T; names moe.fused.wW.uU.tT[.pdl]; rows 1-8; two nodes; bitwise with moe.mma of its W', () => {
+  assert.is(families.get('moe_fused'), 'W,U,T');
+  const fused = gpu.filter((r) => r.family === 'moe_fused');
+  assert.ok(fused.length > 0, 'the family has rows');
+  const mmaHeads = gpu.filter((r) => r.family === 'moe_mma' && r.bitwiseWith === r.id);
+  for (const r of fused) {
+    const [w, u, t] = r.p;
+    assert.is(r.name, `moe.fused.w${w}.u${u}.t${t}${r.flags.includes('KF_PDL') ? '.pdl' : ''}`, `${r.id}: name from its params`);
     assert.is(r.op, 'MOE');
-    assert.ok(r.rowsMin === 1 && r.rowsMax <= 8, `${r.name}: lane t keeps row t, rows stop at 8`);
-    assert.is(r.nodes, 2, `${r.name}: gate/up and down, no plan`);
-    assert.is(r.bitwiseWith, gemvHead!.id, `${r.name}: the gemv's math in its order`);
+    assert.ok(r.rowsMin === 1 && r.rowsMax <= 8, `${r.name}: one warp routes the call, rows stop at 8`);
+    assert.is(r.nodes, 2, `${r.name}: gate/up and down, no plan, no combine`);
+    const head = mmaHeads.find((h) => h.p[0] === w);
+    assert.ok(head, `${r.name}: moe.mma has a class head of W ${w}`);
+    assert.is(r.bitwiseWith, head!.id, `${r.name}: moe.mma's sums in its order (its bits depend on W only)`);
   }
 });
 

@@ -160,6 +160,39 @@ __device__ __forceinline__ float kp_ld_coherent(const float *p) {
   return __uint_as_float(__atomic_load_n(reinterpret_cast<const uint32_t *>(p), __ATOMIC_RELAXED));
 #endif
 }
+__device__ __forceinline__ int32_t kp_ld_coherent(const int32_t *p) {
+#if defined(KPICK_GPU_CUDA)
+  return __ldcg(p);
+#else
+  return __atomic_load_n(p, __ATOMIC_RELAXED);
+#endif
+}
+
+/* Ask the L2 for a line another kernel will read soon (NVIDIA; nothing on HIP). */
+__device__ __forceinline__ void kp_prefetch_l2(const void *p) {
+#if defined(KPICK_GPU_CUDA)
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#endif
+}
+
+/* bit l: lane l's pred (the warp's lanes, 32 or 64) */
+__device__ __forceinline__ uint64_t kp_ballot(bool pred) {
+#if defined(KPICK_GPU_CUDA)
+  return __ballot_sync(0xffffffffu, pred);
+#else
+  return __ballot(pred);
+#endif
+}
+
+/* the warp's shared-memory writes seen by all its lanes */
+__device__ __forceinline__ void kp_syncwarp() {
+#if defined(KPICK_GPU_CUDA)
+  __syncwarp();
+#else
+  __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "wavefront");
+  __builtin_amdgcn_wave_barrier();
+#endif
+}
 
 /* Programmatic dependent launch (CUDA sm_90). kp_pdl_trigger lets the next
  * kernel of the stream start early; only PDL kernels call it, and none is ever

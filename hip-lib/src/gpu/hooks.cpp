@@ -301,7 +301,7 @@ static int available_w8a16mma(int32_t cand) {
 }
 static int supports_w8a16mma(const struct kpick_problem *p, const kp_row *r) { return p->k % 16 == 0; }
 
-/* moe: the batched-BLAS default, the grouped gemv (with and without the plan) and the grouped mma (moe.hip) */
+/* moe: the batched-BLAS default, the grouped gemv and the grouped mma, with the plan and combine kernels or fused (moe.hip) */
 static int launch_moe_blas(const kp_row *r, const kp_call *c) { return kp_moe_blas_launch(c); }
 static int available_moe_blas(int32_t cand) { return kp_moe_blas_available(); }
 static int supports_moe_blas(const struct kpick_problem *p, const kp_row *r) { return 1; }
@@ -310,9 +310,10 @@ static int launch_moe_gemv(const kp_row *r, const kp_call *c) { return kp_moe_ge
 static int available_moe_gemv(int32_t cand) { return kp_moe_gemv_built(cand); }
 static int supports_moe_gemv(const struct kpick_problem *p, const kp_row *r) { return p->n % 8 == 0; }
 
-static int launch_moe_direct(const kp_row *r, const kp_call *c) { return kp_moe_direct_launch(c, r->params[0], r->params[2]); }
-static int available_moe_direct(int32_t cand) { return kp_moe_direct_built(cand); }
-static int supports_moe_direct(const struct kpick_problem *p, const kp_row *r) { return p->n % 8 == 0; }
+static int launch_moe_fused(const kp_row *r, const kp_call *c) { return kp_moe_mma_launch(c, r->params[0]); }
+static int available_moe_fused(int32_t cand) { return g.has_mma && kp_moe_mma_built(cand); }
+/* it routes up to 64 pairs in one warp: its rows (1..8) at top-8 or fewer */
+static int supports_moe_fused(const struct kpick_problem *p, const kp_row *r) { return p->n % 8 == 0 && p->topk <= 8; }
 
 static int launch_moe_mma(const kp_row *r, const kp_call *c) { return kp_moe_mma_launch(c, r->params[0]); }
 static int available_moe_mma(int32_t cand) { return g.has_mma && kp_moe_mma_built(cand); }

@@ -92,8 +92,6 @@ int kp_moe_blas_available(void);
 int kp_moe_blas_launch(const struct kp_call *c);
 int kp_moe_gemv_built(int32_t cand);
 int kp_moe_gemv_launch(const struct kp_call *c, int rows_per_block);
-int kp_moe_direct_built(int32_t cand);
-int kp_moe_direct_launch(const struct kp_call *c, int warps, int columns_per_warp);
 int kp_moe_mma_built(int32_t cand);
 int kp_moe_mma_launch(const struct kp_call *c, int warps);
 int kp_moe_floor_launch(const void *w, const int32_t *used, int32_t nused, int32_t experts, int64_t n, int64_t k,

@@ -5,7 +5,8 @@
  *                   (ascending id), each expert's (row, slot) pairs (rows
  *                   ascending), their positions, and work items of at most C
  *                   pairs of one expert (the families here take one item per
- *                   expert). The first node of the gemv and mma families.
+ *                   expert). The first node of the gemv and mma families
+ *                   (not of moe.fused).
  *   moe.blas        the class default, what an engine without kpick runs: per
  *                   (row, expert) pair, the vendor BLAS's batched GEMM from
  *                   device pointer arrays (cublasGemmBatchedEx) for gate/up,
@@ -17,15 +18,16 @@
  *                   per-row weighted sum fused: a warp per output column walks
  *                   the active experts in ascending id, so each expert's
  *                   weights are read once and no float atomics are needed.
- *   moe.direct.rpbR.uU.cJ[.pdl]  the gemv family's two kernels at rows 1..8
- *                   without the plan: every warp or block routes itself from
- *                   ids, and down keeps the routing and gates in shared memory.
  *   moe.mma.wW.uU.tT grouped tensor-core tile (mma_core.h): a block multiplies
  *                   a 16-row tile of one active expert by the rows routed to
  *                   it, T x kp_mma_cols at a time (the tile's weights come
  *                   from L2 after the first pass); gate/up with silu*mul, down
  *                   into fp32 per pair, then a combine kernel sums each row's
  *                   pairs.
+ *   moe.fused.wW.uU.tT[.pdl]  the mma tile at rows 1..8 in two kernels: each
+ *                   block routes itself from ids (no plan), and the last down
+ *                   block of a tile of y sums its rows (no combine kernel).
+ *                   The same sums in the same order: the bits of moe.mma's W.
  * Every family sums a row's experts in ascending expert id, in fp32, rounding
  * once; h = silu(g)*u is rounded to the dtype between the two GEMMs. Bits of
  * the gemv family do not depend on R or U (a lane accumulates its pieces in
@@ -312,239 +314,165 @@ __global__ void __launch_bounds__(8 * KP_WARP)
   if (lane < m) y[(int64_t)lane * K + c] = kp_round<DT>(mine);
 }
 
-/* ---- the direct family (rows 1..8): the gemv's math, routed in every block, no plan ----
- *   up    a block per (R x J gate/up columns, pair p); each warp reads ids
- *         itself (one round of loads), so its weight loads follow the PDL
- *         wait by one L2 round trip and no block barrier. The warps of an
- *         expert's first pair compute it for every row routed to it (each
- *         active expert once) and write h[pair] for each of its pairs; a warp
- *         takes J columns in turn. Under PDL it waits before it reads ids,
- *         then lets down launch.
- *   down  the gemv's down (a warp per output column walks the active experts
- *         ascending, lane t keeps row t's weighted sum), with the routing and
- *         the gates built in shared memory once per block from ids, so no
- *         global load waits between two experts. They are read before the
- *         PDL wait (final once up has passed its wait, and down launches only
- *         after that), and so is the first batch of W_down: it streams while
- *         up runs out.
- * Every sum is the gemv family's, in its order: the bits are moe.gemv's. */
-static constexpr int kp_moe_direct_pairs = kp_moe_gemv_rows * KPICK_MAX_TOPK;
-
-/* an id or gate another kernel wrote, read past L1 (this SM's L1 may hold an older step's) */
-__device__ __forceinline__ int32_t kp_moe_ld_id(const int32_t *p) {
-#if defined(KPICK_GPU_CUDA)
-  return __ldcg(p);
-#else
-  return __atomic_load_n(p, __ATOMIC_RELAXED);
-#endif
-}
-__device__ __forceinline__ float kp_moe_ld_gate(const float *p) { return kp_ld_coherent(p); }
-
-/* bit l: lane l's pred (the warp's lanes, 32 or 64) */
-__device__ __forceinline__ uint64_t kp_moe_ballot(bool pred) {
-#if defined(KPICK_GPU_CUDA)
-  return __ballot_sync(0xffffffffu, pred);
-#else
-  return __ballot(pred);
-#endif
-}
-
-/* the warp's shared-memory writes seen by all its lanes */
-__device__ __forceinline__ void kp_moe_syncwarp() {
-#if defined(KPICK_GPU_CUDA)
-  __syncwarp();
-#else
-  __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "wavefront");
-  __builtin_amdgcn_wave_barrier();
-#endif
-}
-
-template <int DT, int M, int U, bool PDL>
-__global__ void __launch_bounds__(8 * KP_WARP)
-    kp_moe_direct_up_kernel(const uint16_t *__restrict__ x, const uint16_t *__restrict__ wgu,
-                            const int32_t *__restrict__ ids, uint16_t *__restrict__ h, int32_t m, int32_t topk,
-                            int32_t E, int64_t N, int64_t K) {
-  __shared__ int32_t s_pair[8][M]; /* per warp: its expert's pairs, rows ascending */
-  kp_batch_fence(true);            /* ids and x are earlier kernels' outputs */
-  if (PDL) kp_pdl_trigger();
-  const int lane = threadIdx.x % kp_warp, warp = threadIdx.x / kp_warp, p = blockIdx.y, P = m * topk;
-  const int e = kp_moe_ld_id(ids + p);
-  if (e < 0 || e >= E) return; /* block-uniform */
-  /* the expert's pairs, a warp's width of ids at a time: p must be the first */
-  int cnt = 0;
-  bool later = false;
-  for (int b = 0; b < P; b += kp_warp) {
-    const int i = b + lane;
-    const bool hit = i < P && kp_moe_ld_id(ids + i) == e;
-    const uint64_t mask = kp_moe_ballot(hit);
-    if (hit && i < p) later = true;
-    if (hit) {
-      const int rank = cnt + __popcll(mask & (((uint64_t)1 << lane) - 1));
-      if (rank < M) s_pair[warp][rank] = i; /* a row that repeats the expert could pass M: clamped */
-    }
-    cnt += __popcll(mask);
-  }
-  if (kp_moe_ballot(later) != 0) return; /* warp-uniform: another block owns the expert */
-  kp_moe_syncwarp();
-  const int rows = cnt < M ? cnt : M;
-  const uint16_t *xr[M];
-#pragma unroll
-  for (int i = 0; i < M; ++i) xr[i] = x + (int64_t)(s_pair[warp][i < rows ? i : rows - 1] / topk) * K;
-  const int64_t stride = (int64_t)gridDim.x * (blockDim.x / kp_warp);
-  for (int64_t n = (int64_t)blockIdx.x * (blockDim.x / kp_warp) + warp; n < N; n += stride) {
-    const uint16_t *w[2] = {wgu + ((int64_t)e * 2 * N + n) * K, wgu + ((int64_t)e * 2 * N + N + n) * K};
-    float acc[2][M];
-#pragma unroll
-    for (int i = 0; i < M; ++i) acc[0][i] = acc[1][i] = 0.0f;
-    kp_moe_dot<DT, 2, U, M>(w, xr, K, lane, rows, acc);
-    float mine = 0.0f;
-#pragma unroll
-    for (int i = 0; i < M; ++i) {
-      if (i >= rows) continue;
-      const float g = kp_warp_sum<kp_warp>(acc[0][i]), up = kp_warp_sum<kp_warp>(acc[1][i]);
-      if (lane == i) mine = kp_silu_mul(g, up);
-    }
-    if (lane < rows) h[(int64_t)s_pair[warp][lane] * N + n] = kp_round<DT>(mine);
-  }
-}
-
-template <int DT, int M, int U, bool PDL>
-__global__ void __launch_bounds__(8 * KP_WARP)
-    kp_moe_direct_down_kernel(const uint16_t *__restrict__ h, const uint16_t *__restrict__ wd,
-                              const int32_t *__restrict__ ids, const float *__restrict__ weights,
-                              uint16_t *__restrict__ y, int32_t m, int32_t topk, int32_t E, int64_t N, int64_t K) {
-  __shared__ int32_t s_ids[kp_moe_direct_pairs], s_at[kp_moe_direct_pairs], s_order[kp_moe_direct_pairs];
-  __shared__ int32_t s_used[kp_moe_direct_pairs], s_start[kp_moe_direct_pairs + 1];
-  __shared__ float s_gate[kp_moe_direct_pairs];
-  __shared__ int s_nused, s_nvalid;
-  if (PDL) kp_pdl_trigger();
-  const int P = m * topk;
-  if (threadIdx.x == 0) s_nused = 0, s_nvalid = 0;
-  for (int i = threadIdx.x; i < P; i += blockDim.x) s_ids[i] = kp_moe_ld_id(ids + i), s_gate[i] = kp_moe_ld_gate(weights + i);
-  __syncthreads();
-  /* pairs grouped by expert ascending, rows ascending within one (the plan's order) */
-  for (int i = threadIdx.x; i < P; i += blockDim.x) {
-    const int e = s_ids[i];
-    s_at[i] = -1;
-    if (e < 0 || e >= E) continue;
-    int less = 0, before = 0;
-    for (int j = 0; j < P; ++j) {
-      const int f = s_ids[j];
-      less += f >= 0 && f < e;
-      before += j < i && f == e;
-    }
-    s_order[less + before] = i;
-    s_at[i] = before == 0 ? less : -1; /* the expert's first pair: where its pairs start */
-    atomicAdd(&s_nvalid, 1);
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < P; i += blockDim.x) {
-    if (s_at[i] < 0) continue;
-    int rank = 0;
-    for (int j = 0; j < P; ++j) rank += s_at[j] >= 0 && s_ids[j] < s_ids[i];
-    s_used[rank] = s_ids[i];
-    s_start[rank] = s_at[i];
-    atomicAdd(&s_nused, 1);
-  }
-  __syncthreads();
-  const int nused = s_nused;
-  if (threadIdx.x == 0) s_start[nused] = s_nvalid;
-  __syncthreads();
-  const int lane = threadIdx.x % kp_warp;
-  const int64_t c = (int64_t)blockIdx.x * (blockDim.x / kp_warp) + threadIdx.x / kp_warp;
-  if (c >= K) return; /* no barrier follows */
-  constexpr int chunk = kp_warp * 8;
-  const int nq = (int)((N + chunk - 1) / chunk), total = nused * nq;
-  const kp_v16 zero = {0u, 0u, 0u, 0u};
-  float acc[M];
-#pragma unroll
-  for (int i = 0; i < M; ++i) acc[i] = 0.0f;
-  float mine = 0.0f;
-  /* the next piece to load, (expert lu, piece lq), its row of W_down: counters, no division */
-  int lu = 0, lq = 0;
-  const uint16_t *lrow = nused > 0 ? wd + ((int64_t)s_used[0] * K + c) * N + lane * 8 : wd;
-#pragma unroll 1
-  for (int i0 = 0; i0 < total; i0 += U) {
-    kp_v16 wv[U];
-    int bu[U], bq[U];
-#pragma unroll
-    for (int b = 0; b < U; ++b) {
-      bu[b] = lu, bq[b] = lq;
-      const bool live = i0 + b < total && lq * chunk + lane * 8 < N;
-      wv[b] = live ? kp_ld_stream(lrow + lq * chunk) : zero;
-      if (++lq == nq) {
-        lq = 0;
-        if (++lu < nused) lrow = wd + ((int64_t)s_used[lu] * K + c) * N + lane * 8;
-      }
-    }
-    kp_batch_fence(i0 == 0); /* under PDL: h is up's output */
-#pragma unroll
-    for (int b = 0; b < U; ++b) {
-      if (i0 + b >= total) continue;
-      const int u = bu[b], q = bq[b], s = s_start[u], cnt = s_start[u + 1] - s;
-      const int off = q * chunk + lane * 8;
-      if (off < N) {
-        float wf[8];
-        kp_unpack8<DT>(wv[b], wf);
-#pragma unroll
-        for (int r = 0; r < M; ++r) {
-          if (r >= cnt) continue;
-          float xf[8];
-          kp_unpack8<DT>(kp_ld_act(h + (int64_t)s_order[s + r] * N + off), xf);
-          float a = acc[r];
-#pragma unroll
-          for (int e = 0; e < 8; ++e) a = fmaf(wf[e], xf[e], a);
-          acc[r] = a;
-        }
-      }
-      if (q == nq - 1) { /* the expert's last piece: its rows' dots are complete */
-#pragma unroll
-        for (int r = 0; r < M; ++r) {
-          if (r >= cnt) continue;
-          const float d = kp_warp_sum<kp_warp>(acc[r]);
-          const int pair = s_order[s + r];
-          if (lane == pair / topk) mine += s_gate[pair] * d;
-          acc[r] = 0.0f;
-        }
-      }
-    }
-  }
-  kp_batch_fence(true); /* no active expert: the loop never waited */
-  if (lane < m) y[(int64_t)lane * K + c] = kp_round<DT>(mine);
-}
-
-/* ---- the mma family ---- */
+/* ---- the mma family, and moe.fused (its tile in two kernels) ---- */
 struct kp_moe_mma_args {
   const uint16_t *x;   /* gate/up: x [m, K]; down: h [P, N] in plan order */
   const uint16_t *w;   /* gate/up: W_gate_up; down: W_down */
   void *out;           /* gate/up: h (dtype); down: o fp32 [P, K] in plan order */
-  const kp_moe_plan *pl;
+  const kp_moe_plan *pl; /* moe.mma's plan; moe.fused routes itself from ids */
   int32_t topk;
   int64_t n, k;        /* the expert's N (intermediate) and K (hidden) */
   int32_t chunk;       /* the plan's rows per item */
+  /* moe.fused only */
+  const int32_t *ids;
+  const float *weights;
+  uint16_t *y;
+  int32_t *arrived;    /* per 16 columns of y: down blocks done with them */
+  int32_t m, E;
 };
+
+/* one term of a row's weighted sum: every combine adds it the same way */
+__device__ __forceinline__ float kp_moe_weigh(float sum, float gate, float v) { return fmaf(gate, v, sum); }
+
+static constexpr int kp_moe_fused_pairs = 64; /* m * topk a fused call takes: two ids a lane on NVIDIA */
+static constexpr int kp_moe_fused_rows = 8;
+
+/* what moe.fused's block knows of the call: its item (the plan's, when every
+ * active expert is one item) and, for down's combine, each row's pairs */
+struct kp_moe_route {
+  int e, s, cnt, nused;                   /* expert (-1: none), first pair in plan order, its pairs, active experts */
+  int32_t row[kp_moe_fused_pairs];        /* the expert's pairs' rows, ascending */
+  int32_t ids[kp_moe_fused_pairs];        /* ids, -1 where outside 0..E-1 */
+  uint32_t mask[KPICK_MAX_EXPERTS / 32];  /* bit e: expert e is active */
+  int32_t where[kp_moe_fused_rows][KPICK_MAX_TOPK]; /* down: row t's pairs in plan order, ascending expert */
+  float gate[kp_moe_fused_rows][KPICK_MAX_TOPK];
+  int32_t n[kp_moe_fused_rows];
+};
+
+/* Warp 0: item `it` of ids[P] as the plan would make it (the it-th active
+ * expert by id, its pairs by row, where they start in the plan's order). The
+ * caller syncs the block after. */
+__device__ void kp_moe_route_item(const int32_t *ids, int P, int topk, int E, int it, kp_moe_route &r) {
+  constexpr int slots = (kp_moe_fused_pairs + kp_warp - 1) / kp_warp;
+  const int lane = threadIdx.x % kp_warp, words = (E + 31) / 32;
+  for (int w = lane; w < words; w += kp_warp) r.mask[w] = 0u;
+  int v[slots];
+#pragma unroll
+  for (int q = 0; q < slots; ++q) {
+    const int i = lane + q * kp_warp;
+    v[q] = i < P ? kp_ld_coherent(ids + i) : -1; /* ids are another kernel's output */
+    if (v[q] < 0 || v[q] >= E) v[q] = -1;
+    if (i < P) r.ids[i] = v[q];
+  }
+  kp_syncwarp();
+#pragma unroll
+  for (int q = 0; q < slots; ++q)
+    if (v[q] >= 0) atomicOr(&r.mask[v[q] >> 5], 1u << (v[q] & 31));
+  kp_syncwarp();
+  if (lane == 0) {
+    int seen = 0, e = -1;
+    for (int w = 0; w < words; ++w) {
+      uint32_t b = r.mask[w];
+      const int c = __popc(b);
+      if (e < 0 && it < seen + c) {
+        for (int j = it - seen; j > 0; --j) b &= b - 1u;
+        e = w * 32 + __ffs(b) - 1;
+      }
+      seen += c;
+    }
+    r.e = e, r.nused = seen;
+  }
+  kp_syncwarp();
+  const int e = r.e;
+  int cnt = 0, less = 0;
+#pragma unroll
+  for (int q = 0; q < slots; ++q) {
+    const bool mine = e >= 0 && v[q] == e;
+    const uint64_t hit = kp_ballot(mine), lt = kp_ballot(v[q] >= 0 && v[q] < e);
+    const int rank = cnt + __popcll(hit & (((uint64_t)1 << lane) - 1u));
+    if (mine && rank < kp_moe_fused_pairs) r.row[rank] = (lane + q * kp_warp) / topk;
+    cnt += __popcll(hit), less += __popcll(lt);
+  }
+  if (lane == 0) r.s = less, r.cnt = cnt;
+}
+
+/* After kp_moe_route_item and a block sync: for each row t < m, its valid
+ * pairs' places in the plan's order, ascending expert id (the order the plan
+ * gives them), with their gates. The caller syncs the block after. */
+__device__ void kp_moe_route_rows(const float *weights, int m, int topk, kp_moe_route &r) {
+  const int P = m * topk;
+  for (int i = threadIdx.x; i < P; i += blockDim.x) {
+    const int e = r.ids[i], t = i / topk;
+    if (e < 0) continue;
+    int pos = 0, rank = 0;
+    for (int j = 0; j < P; ++j) { /* ties (a row that repeats an expert) by slot: every rank once */
+      const int f = r.ids[j];
+      const bool before = f >= 0 && (f < e || (f == e && j < i));
+      pos += before;
+      rank += before && j / topk == t;
+    }
+    r.where[t][rank] = pos;
+    r.gate[t][rank] = kp_ld_coherent(weights + i);
+  }
+  for (int t = threadIdx.x; t < m; t += blockDim.x) {
+    int n = 0;
+    for (int j = 0; j < topk; ++j) n += r.ids[t * topk + j] >= 0;
+    r.n[t] = n;
+  }
+}
 
 #if defined(KP_MMA_NV) || defined(KP_MMA_MFMA)
 /* One work item (blockIdx.y: up to a.chunk pairs of one expert, NT * kp_mma_cols at a time) by a
  * tile of its weights (blockIdx.x): gate/up (MODE gated, 8 gate rows over
  * their 8 up rows, len K) or down (MODE linear, 16 rows of W_down, len N).
  * The warps split the steps; partial tiles meet in shared memory in warp
- * order (mma_core.h's kernel, with gathered activation rows). */
-template <int DT, int NT, int U, int MODE, bool PDL>
+ * order (mma_core.h's kernel, with gathered activation rows).
+ * FUSED (moe.fused, rows 1..8): the item is routed here from ids, an item per
+ * active expert; gate/up waits before it lets down launch, so down may read
+ * ids and gates, route, and ask the L2 for its tile of W_down before its own
+ * wait; the last down block to finish 16 columns of y sums their rows'
+ * pairs there, as the combine kernel would. */
+template <int DT, int NT, int U, int MODE, bool PDL, bool FUSED>
 __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(kp_moe_mma_args a) {
-  if (PDL) kp_pdl_trigger();
-  kp_batch_fence(true);
-  const kp_moe_plan *pl = a.pl;
-  const int it = blockIdx.y;
-  if (it >= pl->nitems) return;
-  const int lane = threadIdx.x % kp_warp, warp = threadIdx.x / kp_warp, nwarps = blockDim.x / kp_warp;
-  const int u = pl->item_u[it], s_item = pl->start[u] + pl->item_r0[it], left = pl->start[u + 1] - s_item;
-  const int rows_item = left < a.chunk ? left : a.chunk;
-  const int64_t e = pl->used[u], N = a.n, K = a.k;
   const bool up = MODE == KP_MMA_GATED;
+  const int lane = threadIdx.x % kp_warp, warp = threadIdx.x / kp_warp, nwarps = blockDim.x / kp_warp;
+  const int it = blockIdx.y;
+  const int64_t N = a.n, K = a.k;
   const int64_t rows = up ? N : K, len = up ? K : N; /* tile rows (per half for gate/up), reduction length */
-  const uint16_t *w = a.w + (up ? e * 2 * N * K : e * K * N);
   const int64_t n0 = (int64_t)blockIdx.x * (up ? 8 : 16);
+  __shared__ kp_moe_route route;
+  int nitems, s_item, rows_item;
+  int64_t e;
+  if constexpr (FUSED) {
+    if (up) kp_batch_fence(true); /* ids are the router's output: down may read them once up lets it launch */
+    if (PDL) kp_pdl_trigger();
+    if (warp == 0) kp_moe_route_item(a.ids, a.m * a.topk, a.topk, a.E, it, route);
+    __syncthreads();
+    if (!up) kp_moe_route_rows(a.weights, a.m, a.topk, route);
+    nitems = route.nused, e = route.e < 0 ? 0 : route.e, s_item = route.s, rows_item = route.cnt;
+    if (up && it == 0 && blockIdx.x == 0) /* down's arrival counts, zeroed before down passes its wait */
+      for (int64_t q = threadIdx.x; q < (K + 15) / 16; q += blockDim.x) a.arrived[q] = 0;
+    if (PDL && !up && it < nitems) { /* W_down's tile streams to L2 while gate/up runs out */
+      const char *tile = (const char *)(a.w + e * K * N + n0 * N);
+      const int64_t bytes = ((n0 + 16 < K ? n0 + 16 : K) - n0) * N * 2;
+      for (int64_t off = (int64_t)threadIdx.x * 128; off < bytes; off += (int64_t)blockDim.x * 128) kp_prefetch_l2(tile + off);
+    }
+    __syncthreads();
+    if (!up) kp_batch_fence(true); /* h is gate/up's output */
+    if (it >= (nitems > 0 ? nitems : 1)) return; /* block-uniform; with no active expert block 0 still writes y */
+  } else {
+    if (PDL) kp_pdl_trigger();
+    kp_batch_fence(true);
+    const kp_moe_plan *pl = a.pl;
+    nitems = pl->nitems;
+    if (it >= nitems) return;
+    const int u = pl->item_u[it];
+    s_item = pl->start[u] + pl->item_r0[it];
+    const int left = pl->start[u + 1] - s_item;
+    rows_item = left < a.chunk ? left : a.chunk;
+    e = pl->used[u];
+  }
+  const uint16_t *w = a.w + (up ? e * 2 * N * K : e * K * N);
 
   const int64_t nsteps = (len + kp_mma_step - 1) / kp_mma_step, full = len / kp_mma_step;
   const int64_t s0 = warp * nsteps / nwarps, s1 = (warp + 1) * nsteps / nwarps;
@@ -558,8 +486,9 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
     const uint16_t *xr[NT];
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
-      const int col = t * kp_mma_cols + kp_lane_col(lane), at = s + (col < cnt ? col : cnt - 1);
-      xr[t] = up ? a.x + (int64_t)(pl->order[at] / a.topk) * K + koff : a.x + (int64_t)at * N + koff;
+      const int col = t * kp_mma_cols + kp_lane_col(lane), p = r0 + (col < cnt ? col : cnt - 1);
+      const int64_t xrow = !up ? s_item + p : FUSED ? route.row[p] : a.pl->order[s_item + p] / a.topk;
+      xr[t] = a.x + xrow * (up ? K : N) + koff;
     }
     kp_frag acc[NT];
 #pragma unroll
@@ -601,9 +530,28 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
       __syncthreads();
     }
   }
+  if constexpr (FUSED && MODE == KP_MMA_LINEAR) {
+    /* the last block of these 16 columns sums them: every other block's o is in L2 */
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(a.arrived + blockIdx.x, 1) == (nitems > 0 ? nitems : 1) - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const int cols = (int)(K - n0 < 16 ? K - n0 : 16);
+    for (int q = threadIdx.x; q < a.m * cols; q += blockDim.x) {
+      const int t = q / cols;
+      const int64_t c = n0 + q % cols;
+      float sum = 0.0f;
+      for (int i = 0; i < route.n[t]; ++i)
+        sum = kp_moe_weigh(sum, route.gate[t][i], kp_ld_coherent((const float *)a.out + (int64_t)route.where[t][i] * K + c));
+      a.y[(int64_t)t * K + c] = kp_round<DT>(sum);
+    }
+  }
 }
 #else
-template <int DT, int NT, int U, int MODE, bool PDL>
+template <int DT, int NT, int U, int MODE, bool PDL, bool FUSED>
 __global__ void kp_moe_mma_kernel(kp_moe_mma_args a) {
   __builtin_trap();
 }
@@ -639,7 +587,7 @@ __global__ void __launch_bounds__(256)
     for (int i = 0; i < n; ++i) {
       const float v = PAIR ? kp_load1<DT>((const uint16_t *)o + (int64_t)where[i] * K + c)
                            : ((const float *)o)[(int64_t)where[i] * K + c];
-      sum += weights[t * topk + ord[i]] * v;
+      sum = kp_moe_weigh(sum, weights[t * topk + ord[i]], v);
     }
     y[(int64_t)t * K + c] = kp_round<DT>(sum);
   }
@@ -840,93 +788,29 @@ int kp_moe_gemv_launch(const struct kp_call *c, int rows_per_block) {
   return KPICK_OK;
 }
 
-typedef void (*kp_moe_direct_up_fn)(const uint16_t *, const uint16_t *, const int32_t *, uint16_t *, int32_t, int32_t,
-                                     int32_t, int64_t, int64_t);
-typedef void (*kp_moe_direct_down_fn)(const uint16_t *, const uint16_t *, const int32_t *, const float *, uint16_t *,
-                                      int32_t, int32_t, int32_t, int64_t, int64_t);
-/* the kernels of one direct row: [dtype][m - 1], m = 1 .. rows_max */
-struct kp_moe_direct_set {
-  kp_moe_direct_up_fn up[2][kp_moe_gemv_rows];
-  kp_moe_direct_down_fn down[2][kp_moe_gemv_rows];
-};
-
-template <int DT, int U, bool PDL, int M>
-static void kp_moe_direct_fill(kp_moe_direct_set &s) {
-  s.up[DT][M - 1] = kp_moe_direct_up_kernel<DT, M, U, PDL>;
-  s.down[DT][M - 1] = kp_moe_direct_down_kernel<DT, M, U, PDL>;
-  if constexpr (M > 1) kp_moe_direct_fill<DT, U, PDL, M - 1>(s);
-}
-
-template <int ID>
-static kp_moe_direct_set kp_moe_direct_row() {
-  constexpr kp_def r = kp_defs[ID];
-  if constexpr (r.family == KP_FAM_moe_direct && (!r.pdl() || kp_pdl_built)) {
-    static_assert(r.rows_max >= 1 && r.rows_max <= kp_moe_gemv_rows && r.rows_max <= 32,
-                  "moe direct: rows stop at 8 (lane t keeps row t)");
-    static_assert(r.p0 >= 1 && r.p0 <= 8, "moe direct: R is 1..8 warps per block");
-    static_assert(r.p1 == 4 || r.p1 == 8 || r.p1 == 16, "moe direct: U is 4, 8 or 16");
-    static_assert(r.p2 >= 1, "moe direct: J is at least one column per warp");
-    kp_moe_direct_set s = {};
-    kp_moe_direct_fill<KP_DT_BF16, r.p1, r.pdl(), r.rows_max>(s);
-    kp_moe_direct_fill<KP_DT_FP16, r.p1, r.pdl(), r.rows_max>(s);
-    return s;
-  } else {
-    return kp_moe_direct_set{};
-  }
-}
-
-static const kp_moe_direct_set kp_moe_direct_sets[KP_NCAND] = {
-#define CPU(...)
-#define GPU(id, ...) kp_moe_direct_row<KP_CAND_##id>(),
-#include "../space.def"
-};
-
-int kp_moe_direct_built(int32_t cand) { return kp_moe_direct_sets[cand].up[0][0] != nullptr; }
-
-int kp_moe_direct_launch(const struct kp_call *c, int warps, int columns_per_warp) {
-  const struct kp_moe_call *mc = c->moe;
-  const kp_moe_direct_set &set = kp_moe_direct_sets[c->cand];
-  const int d = c->dtype == KP_DT_BF16 ? 0 : 1;
-  const kp_moe_direct_up_fn up = c->m >= 1 && c->m <= kp_moe_gemv_rows ? set.up[d][c->m - 1] : nullptr;
-  const kp_moe_direct_down_fn down = c->m >= 1 && c->m <= kp_moe_gemv_rows ? set.down[d][c->m - 1] : nullptr;
-  if (!up || !down || warps < 1 || warps > 8 || columns_per_warp < 1)
-    return kp_fail(KPICK_E_UNSUPPORTED, "moe.direct", "no kernel for m=%d, R=%d, J=%d, pdl=%d", (int)c->m, warps,
-                   columns_per_warp, c->pdl);
-  const kp_moe_layout l = kp_moe_layout_of(c->m, mc->topk, c->n, c->k);
-  uint16_t *h = (uint16_t *)((char *)mc->ws->temp + l.h); /* h [P, N] by pair */
-  const int P = c->m * mc->topk;
-  const int64_t per_block = (int64_t)warps * columns_per_warp;
-  const bool pdl = c->pdl != 0;
-  const dim3 block(warps * c->warp);
-  KP_GPU(kp_launch(up, dim3((unsigned)((c->n + per_block - 1) / per_block), (unsigned)P), block, c->stream, pdl,
-                   (const uint16_t *)c->x, (const uint16_t *)c->w, mc->ids, h, c->m, mc->topk, mc->experts, c->n,
-                   c->k));
-  KP_GPU(kp_launch(down, dim3((unsigned)((c->k + warps - 1) / warps)), block, c->stream, pdl, (const uint16_t *)h,
-                   (const uint16_t *)mc->w_down, mc->ids, mc->weights, (uint16_t *)c->y, c->m, mc->topk, mc->experts,
-                   c->n, c->k));
-  return KPICK_OK;
-}
-
 typedef void (*kp_moe_mma_fn)(kp_moe_mma_args);
 /* rows of one expert a block takes at most (4 tiles of 8 on NVIDIA) */
 static constexpr int kp_moe_mma_chunk = 4 * kp_mma_cols;
 struct kp_moe_mma_set {
   kp_moe_mma_fn up[2], down[2];
   int tiles;
+  bool fused;
 };
 
 template <int ID>
 static kp_moe_mma_set kp_moe_mma_row() {
   constexpr kp_def r = kp_defs[ID];
-  if constexpr (r.family == KP_FAM_moe_mma && (!r.pdl() || kp_pdl_built)) {
+  constexpr bool fused = r.family == KP_FAM_moe_fused;
+  if constexpr ((r.family == KP_FAM_moe_mma || fused) && (!r.pdl() || kp_pdl_built)) {
     static_assert(r.p0 >= 1 && r.p0 <= kp_mma_max_warps, "moe mma: W is 1..8 warps");
     static_assert(r.p1 == 8 || r.p1 == 16, "moe mma: U is 8 or 16");
     static_assert(r.p2 == 1 || r.p2 == 2 || r.p2 == 4 || r.p2 == 8, "moe mma: T is 1, 2, 4 or 8 column tiles");
-    return kp_moe_mma_set{{kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_GATED, r.pdl()>,
-                           kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_GATED, r.pdl()>},
-                          {kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl()>,
-                           kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl()>},
-                          r.p2};
+    static_assert(!fused || r.rows_max <= kp_moe_fused_rows, "moe fused: rows 1..8");
+    return kp_moe_mma_set{{kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused>,
+                           kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused>},
+                          {kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused>,
+                           kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused>},
+                          r.p2, fused};
   } else {
     return kp_moe_mma_set{};
   }
@@ -944,24 +828,36 @@ int kp_moe_mma_launch(const struct kp_call *c, int warps) {
   const struct kp_moe_call *mc = c->moe;
   const kp_moe_mma_set &set = kp_moe_mma_sets[c->cand];
   const int d = c->dtype == KP_DT_BF16 ? 0 : 1;
+  const int P = c->m * mc->topk;
   if (!set.up[0] || warps < 1 || warps > kp_mma_max_warps)
     return kp_fail(KPICK_E_UNSUPPORTED, "moe.mma", "no kernel for W=%d, pdl=%d", warps, c->pdl);
+  if (set.fused && (c->m > kp_moe_fused_rows || P > kp_moe_fused_pairs))
+    return kp_fail(KPICK_E_UNSUPPORTED, "moe.fused", "rows %d x top-%d: it routes at most %d rows and %d pairs",
+                   (int)c->m, (int)mc->topk, kp_moe_fused_rows, kp_moe_fused_pairs);
+  if (set.fused && (c->k + 15) / 16 * (int64_t)sizeof(int32_t) > (int64_t)sizeof(kp_moe_plan))
+    return kp_fail(KPICK_E_UNSUPPORTED, "moe.fused", "K %lld: more arrival counts than the plan's room",
+                   (long long)c->k);
   const kp_moe_layout l = kp_moe_layout_of(c->m, mc->topk, c->n, c->k);
   char *base = (char *)mc->ws->temp;
   kp_moe_plan *pl = (kp_moe_plan *)(base + l.plan);
   /* an item per active expert and one more per kp_moe_mma_chunk rows past its first (the
    * kernel walks an item's rows a tile at a time): where rows share an expert (skewed
-   * routing) its rows spread over blocks, while each item keeps its tile's weights in L2 */
+   * routing) its rows spread over blocks, while each item keeps its tile's weights in L2.
+   * moe.fused has an item per active expert (rows 1..8 fit one). */
   const int tile = set.tiles * kp_mma_cols, chunk = tile > kp_moe_mma_chunk ? tile : kp_moe_mma_chunk;
-  const int P = c->m * mc->topk, max_items = (P < mc->experts ? P : mc->experts) + P / chunk;
+  const int max_used = P < mc->experts ? P : mc->experts, max_items = set.fused ? max_used : max_used + P / chunk;
   const bool pdl = c->pdl != 0;
-  KP_TRY(kp_moe_plan_launch(mc->ids, c->m, mc->topk, mc->experts, chunk, pl, c->stream, pdl));
+  if (!set.fused) KP_TRY(kp_moe_plan_launch(mc->ids, c->m, mc->topk, mc->experts, chunk, pl, c->stream, pdl));
   const dim3 block(warps * c->warp);
-  kp_moe_mma_args up = {(const uint16_t *)c->x, (const uint16_t *)c->w, base + l.h, pl, mc->topk, c->n, c->k, chunk};
+  /* moe.fused: the plan's room holds down's arrival counts (a word per 16 columns of y) */
+  kp_moe_mma_args up = {(const uint16_t *)c->x, (const uint16_t *)c->w, base + l.h, set.fused ? nullptr : pl,
+                        mc->topk, c->n, c->k, chunk, mc->ids, mc->weights, (uint16_t *)c->y, (int32_t *)(base + l.plan),
+                        c->m, mc->experts};
   KP_GPU(kp_launch(set.up[d], dim3((unsigned)((c->n + 7) / 8), (unsigned)max_items), block, c->stream, pdl, up));
-  kp_moe_mma_args down = {(const uint16_t *)(base + l.h), (const uint16_t *)mc->w_down, base + l.o, pl, mc->topk,
-                          c->n, c->k, chunk};
+  kp_moe_mma_args down = up;
+  down.x = (const uint16_t *)(base + l.h), down.w = (const uint16_t *)mc->w_down, down.out = base + l.o;
   KP_GPU(kp_launch(set.down[d], dim3((unsigned)((c->k + 15) / 16), (unsigned)max_items), block, c->stream, pdl, down));
+  if (set.fused) return KPICK_OK;
   return c->dtype == KP_DT_BF16 ? kp_moe_combine<KP_DT_BF16>(c, base + l.o, pl, false)
                                 : kp_moe_combine<KP_DT_FP16>(c, base + l.o, pl, false);
 }
