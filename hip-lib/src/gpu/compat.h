@@ -168,6 +168,17 @@ __device__ __forceinline__ int32_t kp_ld_coherent(const int32_t *p) {
 #endif
 }
 
+/* Release this thread's writes (and, after a block barrier, its block's) to
+ * the whole device, and acquire what others released: a counter's fence.
+ * Not __threadfence on NVIDIA, which is fence.sc, far slower. */
+__device__ __forceinline__ void kp_fence_gpu() {
+#if defined(KPICK_GPU_CUDA)
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+#else
+  __threadfence();
+#endif
+}
+
 /* Ask the L2 for a line another kernel will read soon (NVIDIA; nothing on HIP). */
 __device__ __forceinline__ void kp_prefetch_l2(const void *p) {
 #if defined(KPICK_GPU_CUDA)

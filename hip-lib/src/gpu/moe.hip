@@ -334,6 +334,9 @@ struct kp_moe_mma_args {
 /* one term of a row's weighted sum: every combine adds it the same way */
 __device__ __forceinline__ float kp_moe_weigh(float sum, float gate, float v) { return fmaf(gate, v, sum); }
 
+#ifndef KP_MOE_FUSED_PREFETCH /* dev knob: 0 = no L2 prefetch of W_down before down's wait */
+#define KP_MOE_FUSED_PREFETCH 1
+#endif
 static constexpr int kp_moe_fused_pairs = 64; /* m * topk a fused call takes: two ids a lane on NVIDIA */
 static constexpr int kp_moe_fused_rows = 8;
 
@@ -448,11 +451,11 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
     if (PDL) kp_pdl_trigger();
     if (warp == 0) kp_moe_route_item(a.ids, a.m * a.topk, a.topk, a.E, it, route);
     __syncthreads();
-    if (!up) kp_moe_route_rows(a.weights, a.m, a.topk, route);
+    if (!up && PDL) kp_moe_route_rows(a.weights, a.m, a.topk, route); /* before the wait: free */
     nitems = route.nused, e = route.e < 0 ? 0 : route.e, s_item = route.s, rows_item = route.cnt;
     if (up && it == 0 && blockIdx.x == 0) /* down's arrival counts, zeroed before down passes its wait */
       for (int64_t q = threadIdx.x; q < (K + 15) / 16; q += blockDim.x) a.arrived[q] = 0;
-    if (PDL && !up && it < nitems) { /* W_down's tile streams to L2 while gate/up runs out */
+    if (PDL && KP_MOE_FUSED_PREFETCH && !up && it < nitems) { /* W_down's tile streams to L2 while gate/up runs out */
       const char *tile = (const char *)(a.w + e * K * N + n0 * N);
       const int64_t bytes = ((n0 + 16 < K ? n0 + 16 : K) - n0) * N * 2;
       for (int64_t off = (int64_t)threadIdx.x * 128; off < bytes; off += (int64_t)blockDim.x * 128) kp_prefetch_l2(tile + off);
@@ -531,14 +534,22 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
     }
   }
   if constexpr (FUSED && MODE == KP_MMA_LINEAR) {
-    /* the last block of these 16 columns sums them: every other block's o is in L2 */
+    /* the last block of these 16 columns sums them: every other block's o is in L2. One
+     * release/acquire fence a block, by the thread that counts (the barrier orders the
+     * block's writes before it). */
     __shared__ int last;
-    __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(a.arrived + blockIdx.x, 1) == (nitems > 0 ? nitems : 1) - 1;
+    if (threadIdx.x == 0) {
+      kp_fence_gpu();
+      last = atomicAdd(a.arrived + blockIdx.x, 1) == (nitems > 0 ? nitems : 1) - 1;
+      if (last) kp_fence_gpu();
+    }
     __syncthreads();
     if (!last) return;
-    __threadfence();
+    if (!PDL) {
+      kp_moe_route_rows(a.weights, a.m, a.topk, route);
+      __syncthreads();
+    }
     const int cols = (int)(K - n0 < 16 ? K - n0 : 16);
     for (int q = threadIdx.x; q < a.m * cols; q += blockDim.x) {
       const int t = q / cols;
