@@ -179,13 +179,6 @@ __device__ __forceinline__ void kp_fence_gpu() {
 #endif
 }
 
-/* Ask the L2 for a line another kernel will read soon (NVIDIA; nothing on HIP). */
-__device__ __forceinline__ void kp_prefetch_l2(const void *p) {
-#if defined(KPICK_GPU_CUDA)
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-#endif
-}
-
 /* bit l: lane l's pred (the warp's lanes, 32 or 64) */
 __device__ __forceinline__ uint64_t kp_ballot(bool pred) {
 #if defined(KPICK_GPU_CUDA)

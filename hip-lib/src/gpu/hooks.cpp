@@ -180,8 +180,11 @@ struct fp8_quantized {
   float *sx;
   const float *sw;
 };
+/* W's rows: a gated call's gate and up halves together */
+static int64_t w_rows(int32_t op, int64_t n) { return op == KPICK_OP_GATED ? 2 * n : n; }
+
 static int fp8_quantize_x(const kp_call *c, int let_next, fp8_quantized *f) {
-  const int64_t rows = c->op == KPICK_OP_GATED ? 2 * c->n : c->n;
+  const int64_t rows = w_rows(c->op, c->n);
   const fp8_scratch_layout at = fp8_scratch(c->m, rows, c->k);
   kp_scratch ws;
   KP_TRY(scratch_get(at.bytes, 0, c->stream, &ws));
@@ -194,7 +197,7 @@ static int fp8_quantize_x(const kp_call *c, int let_next, fp8_quantized *f) {
 }
 
 static int launch_blaslt_fp8(const kp_row *r, const kp_call *c) {
-  const int64_t rows = c->op == KPICK_OP_GATED ? 2 * c->n : c->n;
+  const int64_t rows = w_rows(c->op, c->n);
   int count = 0, scaled = 0;
   KP_TRY(kp_blas_fp8_plan(c->m, rows, c->k, &count, &scaled));
   fp8_quantized f;
@@ -222,7 +225,7 @@ static int launch_blaslt(const kp_row *r, const kp_call *c) {
 static int available_blaslt(int32_t cand) { return kp_row_numeric(&kp_space[cand]) == KPICK_NUM_W16A16 || kp_blas_fp8_built(); }
 static int supports_blaslt(const struct kpick_problem *p, const kp_row *r) {
   int count = 0;
-  const int64_t rows = p->op == KPICK_OP_GATED ? 2 * p->n : p->n;
+  const int64_t rows = w_rows(p->op, p->n);
   if (p->dtype == KPICK_FP8) { /* cuBLASLt's fp8 layout rules (blaslt.cpp) */
     int scaled = 0;
     if (p->k % 16 != 0 || rows % 16 != 0 || kp_blas_fp8_plan(p->m, rows, p->k, &count, &scaled) != KPICK_OK) return 0;

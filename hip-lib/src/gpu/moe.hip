@@ -334,9 +334,6 @@ struct kp_moe_mma_args {
 /* one term of a row's weighted sum: every combine adds it the same way */
 __device__ __forceinline__ float kp_moe_weigh(float sum, float gate, float v) { return fmaf(gate, v, sum); }
 
-#ifndef KP_MOE_FUSED_PREFETCH /* dev knob: 0 = no L2 prefetch of W_down before down's wait */
-#define KP_MOE_FUSED_PREFETCH 1
-#endif
 static constexpr int kp_moe_fused_pairs = 64; /* m * topk a fused call takes: two ids a lane on NVIDIA */
 static constexpr int kp_moe_fused_rows = 8;
 
@@ -432,9 +429,10 @@ __device__ void kp_moe_route_rows(const float *weights, int m, int topk, kp_moe_
  * order (mma_core.h's kernel, with gathered activation rows).
  * FUSED (moe.fused, rows 1..8): the item is routed here from ids, an item per
  * active expert; gate/up waits before it lets down launch, so down may read
- * ids and gates, route, and ask the L2 for its tile of W_down before its own
- * wait; the last down block to finish 16 columns of y sums their rows'
- * pairs there, as the combine kernel would. */
+ * ids and gates and route before its own wait (asking the L2 for its tile of
+ * W_down there too made the call 5 us slower at rows 1); the last down block
+ * to finish 16 columns of y sums their rows' pairs there, as the combine
+ * kernel would. */
 template <int DT, int NT, int U, int MODE, bool PDL, bool FUSED>
 __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(kp_moe_mma_args a) {
   const bool up = MODE == KP_MMA_GATED;
@@ -455,11 +453,6 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
     nitems = route.nused, e = route.e < 0 ? 0 : route.e, s_item = route.s, rows_item = route.cnt;
     if (up && it == 0 && blockIdx.x == 0) /* down's arrival counts, zeroed before down passes its wait */
       for (int64_t q = threadIdx.x; q < (K + 15) / 16; q += blockDim.x) a.arrived[q] = 0;
-    if (PDL && KP_MOE_FUSED_PREFETCH && !up && it < nitems) { /* W_down's tile streams to L2 while gate/up runs out */
-      const char *tile = (const char *)(a.w + e * K * N + n0 * N);
-      const int64_t bytes = ((n0 + 16 < K ? n0 + 16 : K) - n0) * N * 2;
-      for (int64_t off = (int64_t)threadIdx.x * 128; off < bytes; off += (int64_t)blockDim.x * 128) kp_prefetch_l2(tile + off);
-    }
     __syncthreads();
     if (!up) kp_batch_fence(true); /* h is gate/up's output */
     if (it >= (nitems > 0 ? nitems : 1)) return; /* block-uniform; with no active expert block 0 still writes y */
