@@ -336,6 +336,7 @@ __device__ __forceinline__ float kp_moe_weigh(float sum, float gate, float v) { 
 
 static constexpr int kp_moe_fused_pairs = 64; /* m * topk a fused call takes: two ids a lane on NVIDIA */
 static constexpr int kp_moe_fused_rows = 8;
+static constexpr int kp_moe_down2_warps = 8; /* moe.fused2's down: experts over 8 warps */
 
 /* what moe.fused's block knows of the call: its item (the plan's, when every
  * active expert is one item) and, for down's combine, each row's pairs */
@@ -554,9 +555,89 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
     }
   }
 }
+
+/* moe.fused2's down: a block per 16 columns of y, the call's active experts over
+ * its warps (a warp takes an expert's whole dot, so no block waits on another),
+ * each expert's sums met in shared memory by plan position, then each row's pairs
+ * summed in ascending expert id. No arrival count, no fp32 round trip. */
+template <int DT, int U, bool PDL>
+__global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_down2_kernel(kp_moe_mma_args a) {
+  if (PDL) kp_pdl_trigger();
+  const int lane = threadIdx.x % kp_warp, warp = threadIdx.x / kp_warp, nwarps = blockDim.x / kp_warp;
+  const int64_t N = a.n, K = a.k, n0 = (int64_t)blockIdx.x * 16;
+  const int P = a.m * a.topk;
+  __shared__ kp_moe_route route;
+  __shared__ int32_t s_used[kp_moe_fused_pairs], s_start[kp_moe_fused_pairs], s_cnt[kp_moe_fused_pairs];
+  __shared__ float val[kp_moe_fused_pairs][17];
+  if (warp == 0) kp_moe_route_item(a.ids, P, a.topk, a.E, 0, route);
+  __syncthreads();
+  if (threadIdx.x == 0) { /* the active experts, ascending */
+    int n = 0;
+    for (int w = 0; w < (a.E + 31) / 32; ++w)
+      for (uint32_t b = route.mask[w]; b != 0u && n < kp_moe_fused_pairs; b &= b - 1u) s_used[n++] = w * 32 + __ffs(b) - 1;
+  }
+  kp_moe_route_rows(a.weights, a.m, a.topk, route);
+  __syncthreads();
+  const int nused = route.nused < kp_moe_fused_pairs ? route.nused : kp_moe_fused_pairs;
+  for (int u = threadIdx.x; u < nused; u += blockDim.x) {
+    const int e = s_used[u];
+    int less = 0, cnt = 0;
+    for (int j = 0; j < P; ++j) {
+      const int f = route.ids[j];
+      less += f >= 0 && f < e;
+      cnt += f == e;
+    }
+    s_start[u] = less, s_cnt[u] = cnt;
+  }
+  __syncthreads();
+  kp_batch_fence(true); /* h is gate/up's output */
+  const int64_t nsteps = (N + kp_mma_step - 1) / kp_mma_step, full = N / kp_mma_step;
+  const int koff = kp_lane_koff(lane);
+  for (int u = warp; u < nused; u += nwarps) {
+    const int64_t e = s_used[u];
+    const int s = s_start[u], cnt_all = s_cnt[u];
+    const uint16_t *wr[kp_mma_wrows];
+#pragma unroll
+    for (int j = 0; j < kp_mma_wrows; ++j)
+      wr[j] = a.w + e * K * N + kp_tile_wrow<KP_MMA_LINEAR>(n0, kp_lane_tile_row(lane, j), K) * N + koff;
+    for (int r0 = 0; r0 < cnt_all; r0 += kp_mma_cols) {
+      const int cnt = cnt_all - r0 < kp_mma_cols ? cnt_all - r0 : kp_mma_cols;
+      const int col = kp_lane_col(lane), p = r0 + (col < cnt ? col : cnt - 1);
+      const uint16_t *xr[1] = {a.x + (int64_t)(s + p) * N + koff};
+      kp_frag acc[1];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[0][i] = 0.0f;
+      int64_t st = 0;
+#pragma unroll 1
+      for (; st + U <= full; st += U) kp_mma_steps<DT, 1, U>(wr, xr, st * kp_mma_step, acc, false);
+      if constexpr (U > 8) if (st + 8 <= full) { kp_mma_steps<DT, 1, 8>(wr, xr, st * kp_mma_step, acc, false); st += 8; }
+      if constexpr (U > 4) if (st + 4 <= full) { kp_mma_steps<DT, 1, 4>(wr, xr, st * kp_mma_step, acc, false); st += 4; }
+      if (st + 2 <= full) { kp_mma_steps<DT, 1, 2>(wr, xr, st * kp_mma_step, acc, false); st += 2; }
+      if (st + 1 <= full) { kp_mma_steps<DT, 1, 1>(wr, xr, st * kp_mma_step, acc, false); st += 1; }
+      if (st < nsteps) kp_mma_step_masked<DT, 1>(wr, xr, st * kp_mma_step, st * kp_mma_step + koff < N, acc, false);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = kp_frag_row(lane, i), c = kp_frag_col(lane, i);
+        if (c < cnt && row < 16) val[s + r0 + c][row] = acc[0][i];
+      }
+    }
+  }
+  __syncthreads();
+  const int cols = (int)(K - n0 < 16 ? K - n0 : 16);
+  for (int q = threadIdx.x; q < a.m * cols; q += blockDim.x) {
+    const int t = q / cols, c = q % cols;
+    float sum = 0.0f;
+    for (int i = 0; i < route.n[t]; ++i) sum = kp_moe_weigh(sum, route.gate[t][i], val[route.where[t][i]][c]);
+    a.y[(int64_t)t * K + n0 + c] = kp_round<DT>(sum);
+  }
+}
 #else
 template <int DT, int NT, int U, int MODE, bool PDL, bool FUSED>
 __global__ void kp_moe_mma_kernel(kp_moe_mma_args a) {
+  __builtin_trap();
+}
+template <int DT, int U, bool PDL>
+__global__ void kp_moe_down2_kernel(kp_moe_mma_args a) {
   __builtin_trap();
 }
 #endif
@@ -798,13 +879,13 @@ static constexpr int kp_moe_mma_chunk = 4 * kp_mma_cols;
 struct kp_moe_mma_set {
   kp_moe_mma_fn up[2], down[2];
   int tiles;
-  bool fused;
+  bool fused, down2;
 };
 
 template <int ID>
 static kp_moe_mma_set kp_moe_mma_row() {
   constexpr kp_def r = kp_defs[ID];
-  constexpr bool fused = r.family == KP_FAM_moe_fused;
+  constexpr bool down2 = r.family == KP_FAM_moe_fused2, fused = r.family == KP_FAM_moe_fused || down2;
   if constexpr ((r.family == KP_FAM_moe_mma || fused) && (!r.pdl() || kp_pdl_built)) {
     static_assert(r.p0 >= 1 && r.p0 <= kp_mma_max_warps, "moe mma: W is 1..8 warps");
     static_assert(r.p1 == 8 || r.p1 == 16, "moe mma: U is 8 or 16");
@@ -812,9 +893,11 @@ static kp_moe_mma_set kp_moe_mma_row() {
     static_assert(!fused || r.rows_max <= kp_moe_fused_rows, "moe fused: rows 1..8");
     return kp_moe_mma_set{{kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused>,
                            kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused>},
-                          {kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused>,
-                           kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused>},
-                          r.p2, fused};
+                          {down2 ? kp_moe_down2_kernel<KP_DT_BF16, r.p1, r.pdl()>
+                                 : kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused>,
+                           down2 ? kp_moe_down2_kernel<KP_DT_FP16, r.p1, r.pdl()>
+                                 : kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused>},
+                          r.p2, fused, down2};
   } else {
     return kp_moe_mma_set{};
   }
@@ -860,7 +943,9 @@ int kp_moe_mma_launch(const struct kp_call *c, int warps) {
   KP_GPU(kp_launch(set.up[d], dim3((unsigned)((c->n + 7) / 8), (unsigned)max_items), block, c->stream, pdl, up));
   kp_moe_mma_args down = up;
   down.x = (const uint16_t *)(base + l.h), down.w = (const uint16_t *)mc->w_down, down.out = base + l.o;
-  KP_GPU(kp_launch(set.down[d], dim3((unsigned)((c->k + 15) / 16), (unsigned)max_items), block, c->stream, pdl, down));
+  const dim3 down_grid((unsigned)((c->k + 15) / 16), set.down2 ? 1u : (unsigned)max_items);
+  const dim3 down_block(set.down2 ? kp_moe_down2_warps * c->warp : warps * c->warp);
+  KP_GPU(kp_launch(set.down[d], down_grid, down_block, c->stream, pdl, down));
   if (set.fused) return KPICK_OK;
   return c->dtype == KP_DT_BF16 ? kp_moe_combine<KP_DT_BF16>(c, base + l.o, pl, false)
                                 : kp_moe_combine<KP_DT_FP16>(c, base + l.o, pl, false);
