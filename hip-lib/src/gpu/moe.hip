@@ -423,6 +423,30 @@ __device__ void kp_moe_route_rows(const float *weights, int m, int topk, kp_moe_
 }
 
 #if defined(KP_MMA_NV) || defined(KP_MMA_MFMA)
+#ifndef KP_MOE_ONE_TAIL /* dev knob: 1 = a warp's last steps in one predicated batch, not 8 + 4 + 2 + 1 */
+#define KP_MOE_ONE_TAIL 0
+#endif
+/* count (< B) steps from k0 in one batch: every weight load of them in flight
+ * before the first multiply; the same steps in the same order as the ladder */
+template <int DT, int NT, int B>
+__device__ __forceinline__ void kp_moe_steps_upto(const uint16_t *const (&wr)[kp_mma_wrows],
+                                                  const uint16_t *const (&xr)[NT], int64_t k0, int count,
+                                                  kp_frag (&acc)[NT]) {
+  const kp_v16 zero = {0u, 0u, 0u, 0u};
+  kp_v16 a[B][kp_mma_wrows];
+#pragma unroll
+  for (int b = 0; b < B; ++b)
+#pragma unroll
+    for (int j = 0; j < kp_mma_wrows; ++j) a[b][j] = b < count ? kp_ld_stream(wr[j] + k0 + b * kp_mma_step) : zero;
+  kp_batch_fence(false);
+#pragma unroll
+  for (int b = 0; b < B; ++b) {
+    if (b >= count) break;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) kp_mma_apply<DT>(acc[t], a[b], kp_ld_act(xr[t] + k0 + b * kp_mma_step));
+  }
+}
+
 /* One work item (blockIdx.y: up to a.chunk pairs of one expert, NT * kp_mma_cols at a time) by a
  * tile of its weights (blockIdx.x): gate/up (MODE gated, 8 gate rows over
  * their 8 up rows, len K) or down (MODE linear, 16 rows of W_down, len N).
@@ -496,6 +520,7 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
     int64_t st = s0;
 #pragma unroll 1
     for (; st + U <= e1; st += U) kp_mma_steps<DT, NT, U>(wr, xr, st * kp_mma_step, acc, false);
+    if (KP_MOE_ONE_TAIL && st < e1) { kp_moe_steps_upto<DT, NT, U>(wr, xr, st * kp_mma_step, (int)(e1 - st), acc); st = e1; }
     if constexpr (U > 8) if (st + 8 <= e1) { kp_mma_steps<DT, NT, 8>(wr, xr, st * kp_mma_step, acc, false); st += 8; }
     if constexpr (U > 4) if (st + 4 <= e1) { kp_mma_steps<DT, NT, 4>(wr, xr, st * kp_mma_step, acc, false); st += 4; }
     if (st + 2 <= e1) { kp_mma_steps<DT, NT, 2>(wr, xr, st * kp_mma_step, acc, false); st += 2; }
@@ -610,6 +635,7 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_down2_kerne
       int64_t st = 0;
 #pragma unroll 1
       for (; st + U <= full; st += U) kp_mma_steps<DT, 1, U>(wr, xr, st * kp_mma_step, acc, false);
+      if (KP_MOE_ONE_TAIL && st < full) { kp_moe_steps_upto<DT, 1, U>(wr, xr, st * kp_mma_step, (int)(full - st), acc); st = full; }
       if constexpr (U > 8) if (st + 8 <= full) { kp_mma_steps<DT, 1, 8>(wr, xr, st * kp_mma_step, acc, false); st += 8; }
       if constexpr (U > 4) if (st + 4 <= full) { kp_mma_steps<DT, 1, 4>(wr, xr, st * kp_mma_step, acc, false); st += 4; }
       if (st + 2 <= full) { kp_mma_steps<DT, 1, 2>(wr, xr, st * kp_mma_step, acc, false); st += 2; }
