@@ -426,6 +426,42 @@ __device__ void kp_moe_route_rows(const float *weights, int m, int topk, kp_moe_
 #ifndef KP_MOE_ONE_TAIL /* dev knob: 1 = a warp's last steps in one predicated batch, not 8 + 4 + 2 + 1 */
 #define KP_MOE_ONE_TAIL 0
 #endif
+#ifndef KP_MOE_HOLD_BATCH /* dev knob: 1 = every batch's loads meet in one value before its first multiply */
+#define KP_MOE_HOLD_BATCH 0
+#endif
+/* B steps from k0 as kp_mma_steps, but every weight load of the batch is folded
+ * into one word that a branch (never taken: bound is the call's rows) reads before
+ * the first multiply: the scheduler must have all of them in flight at once,
+ * whatever registers that takes (kp_batch_fence does that only for the first batch
+ * on NVIDIA; a fold that only feeds a store lets ptxas interleave again) */
+template <int DT, int NT, int B>
+__device__ __forceinline__ void kp_moe_steps_held(const uint16_t *const (&wr)[kp_mma_wrows],
+                                                  const uint16_t *const (&xr)[NT], int64_t k0, kp_frag (&acc)[NT],
+                                                  int bound) {
+  kp_v16 a[B][kp_mma_wrows];
+  uint32_t all = 0u;
+#pragma unroll
+  for (int b = 0; b < B; ++b)
+#pragma unroll
+    for (int j = 0; j < kp_mma_wrows; ++j) a[b][j] = kp_ld_stream(wr[j] + k0 + b * kp_mma_step);
+#pragma unroll
+  for (int b = 0; b < B; ++b)
+#pragma unroll
+    for (int j = 0; j < kp_mma_wrows; ++j) all ^= a[b][j].x ^ a[b][j].y ^ a[b][j].z ^ a[b][j].w;
+  if ((all & (uint32_t)bound) == 0xffffffffu) __trap(); /* never: bound is the call's rows, 1..128 */
+#pragma unroll
+  for (int b = 0; b < B; ++b)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) kp_mma_apply<DT>(acc[t], a[b], kp_ld_act(xr[t] + k0 + b * kp_mma_step));
+}
+template <int DT, int NT, int B>
+__device__ __forceinline__ void kp_moe_steps(const uint16_t *const (&wr)[kp_mma_wrows],
+                                             const uint16_t *const (&xr)[NT], int64_t k0, kp_frag (&acc)[NT],
+                                             int bound) {
+  if constexpr (KP_MOE_HOLD_BATCH) kp_moe_steps_held<DT, NT, B>(wr, xr, k0, acc, bound);
+  else kp_mma_steps<DT, NT, B>(wr, xr, k0, acc, false);
+}
+
 /* count (< B) steps from k0 in one batch: every weight load of them in flight
  * before the first multiply; the same steps in the same order as the ladder */
 template <int DT, int NT, int B>
@@ -519,7 +555,7 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
     const int64_t e1 = s1 < full ? s1 : full;
     int64_t st = s0;
 #pragma unroll 1
-    for (; st + U <= e1; st += U) kp_mma_steps<DT, NT, U>(wr, xr, st * kp_mma_step, acc, false);
+    for (; st + U <= e1; st += U) kp_moe_steps<DT, NT, U>(wr, xr, st * kp_mma_step, acc, a.m);
     if (KP_MOE_ONE_TAIL && st < e1) { kp_moe_steps_upto<DT, NT, U>(wr, xr, st * kp_mma_step, (int)(e1 - st), acc); st = e1; }
     if constexpr (U > 8) if (st + 8 <= e1) { kp_mma_steps<DT, NT, 8>(wr, xr, st * kp_mma_step, acc, false); st += 8; }
     if constexpr (U > 4) if (st + 4 <= e1) { kp_mma_steps<DT, NT, 4>(wr, xr, st * kp_mma_step, acc, false); st += 4; }
@@ -634,7 +670,7 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_down2_kerne
       for (int i = 0; i < 4; ++i) acc[0][i] = 0.0f;
       int64_t st = 0;
 #pragma unroll 1
-      for (; st + U <= full; st += U) kp_mma_steps<DT, 1, U>(wr, xr, st * kp_mma_step, acc, false);
+      for (; st + U <= full; st += U) kp_moe_steps<DT, 1, U>(wr, xr, st * kp_mma_step, acc, a.m);
       if (KP_MOE_ONE_TAIL && st < full) { kp_moe_steps_upto<DT, 1, U>(wr, xr, st * kp_mma_step, (int)(full - st), acc); st = full; }
       if constexpr (U > 8) if (st + 8 <= full) { kp_mma_steps<DT, 1, 8>(wr, xr, st * kp_mma_step, acc, false); st += 8; }
       if constexpr (U > 4) if (st + 4 <= full) { kp_mma_steps<DT, 1, 4>(wr, xr, st * kp_mma_step, acc, false); st += 4; }
