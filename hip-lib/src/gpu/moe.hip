@@ -448,7 +448,7 @@ __device__ __forceinline__ void kp_moe_steps_held(const uint16_t *const (&wr)[kp
   for (int b = 0; b < B; ++b)
 #pragma unroll
     for (int j = 0; j < kp_mma_wrows; ++j) all ^= a[b][j].x ^ a[b][j].y ^ a[b][j].z ^ a[b][j].w;
-  if ((all & (uint32_t)bound) == 0xffffffffu) __trap(); /* never: bound is the call's rows, 1..128 */
+  if ((all & (uint32_t)bound) == 0xffffffffu) kp_trap(); /* never: bound is the call's rows, 1..128 */
 #pragma unroll
   for (int b = 0; b < B; ++b)
 #pragma unroll
