@@ -318,6 +318,10 @@ static int available_moe_fused(int32_t cand) { return g.has_mma && kp_moe_mma_bu
 /* it routes up to 64 pairs in one warp: its rows (1..8) at top-8 or fewer */
 static int supports_moe_fused(const struct kpick_problem *p, const kp_row *r) { return p->n % 8 == 0 && p->topk <= 8; }
 
+static int launch_moe_fused2(const kp_row *r, const kp_call *c) { return kp_moe_mma_launch(c, r->params[0]); }
+static int available_moe_fused2(int32_t cand) { return g.has_mma && kp_moe_mma_built(cand); }
+static int supports_moe_fused2(const struct kpick_problem *p, const kp_row *r) { return supports_moe_fused(p, r); }
+
 static int launch_moe_mma(const kp_row *r, const kp_call *c) { return kp_moe_mma_launch(c, r->params[0]); }
 static int available_moe_mma(int32_t cand) { return g.has_mma && kp_moe_mma_built(cand); }
 static int supports_moe_mma(const struct kpick_problem *p, const kp_row *r) { return p->n % 8 == 0; }
