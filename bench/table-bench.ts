@@ -15,10 +15,11 @@
 import { execSync } from 'node:child_process';
 import { asUsage, EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../lib/cli.ts';
 import * as opt from '../lib/options.ts';
-import { openKpick, type Problem, type Routing } from '../lib/ffi.ts';
+import { openKpick, type Routing } from '../lib/ffi.ts';
 import { decodeLinears, findModel, linearsForDtype, parseDtypes, parseRows, uniqueShapes, type Linear } from '../lib/models.ts';
 import { buildOf, loadRoute } from '../lib/route.ts';
 import { median } from '../lib/stats.ts';
+import { timeRounds } from '../lib/time-rounds.ts';
 import { type Op } from '../lib/schema.ts';
 import { moeFields, shapeId, shapeText } from '../lib/shape-key.ts';
 import { defaultTablePath } from '../lib/table.ts';
@@ -50,20 +51,6 @@ interface Row {
   rows: number; names: string;
   pick: string; default: string; pick_us: number; default_us: number; floor_us: number;
   speedup: number; pick_over_floor: number;
-}
-
-function timeRounds(problem: Problem, ids: number[], samples: number, rounds: number): { cands: number[][]; floor: number[] } {
-  const cands = ids.map(() => [] as number[]);
-  const floor: number[] = [];
-  for (let r = 0; r < rounds; r++) {
-    // rotate the order each round so drift hits everything alike
-    const order = [...ids.keys(), -1].map((_, i, all) => all[(i + r) % all.length]!);
-    for (const i of order) {
-      if (i < 0) floor.push(...problem.timeFloor(samples));
-      else cands[i]!.push(...problem.time(ids[i]!, samples));
-    }
-  }
-  return { cands, floor };
 }
 
 export async function main(argv: readonly string[]): Promise<number> {

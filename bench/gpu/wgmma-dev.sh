@@ -16,6 +16,9 @@
 #   SWEEPS="args;@name args;..."  sweeps in this order; "@name " first: variant name's library
 #   TRACE_SWEEPS="args;@name args;..."  the same, after them, each under the CUPTI kernel
 #                             tracer (tracer.sh): logs/trace-sweep-N.txt has every graph kernel
+#   BENCHES="script args;@name script args;..."  after the sweeps, tsx scripts (bench/moe-routings.ts,
+#                             scripts/parity.ts, ...) with this build's library or variant name's;
+#                             stdout to logs/bench-N.jsonl, stderr to logs/bench-N.log
 #   BUDGET_S                  seconds the steps may take (default 250): a step that
 #                             would pass it is skipped, and the logs are packed
 # All optional.
@@ -118,6 +121,20 @@ if [ -n "${TRACE_SWEEPS:-}" ]; then
   log "tracer: ${tracer:-none} ($(tail -1 logs/build-trace.log))"
   [ -z "$tracer" ] || run_sweeps trace-sweep "$TRACE_SWEEPS"
 fi
+
+IFS=';' read -ra benches <<< "${BENCHES:-}"
+n=0
+for b in "${benches[@]}"; do
+  n=$((n + 1)) blib=$PWD/build/libkpick-cuda.so
+  if [[ $b == @* ]]; then
+    name=${b%% *} name=${name#@} b=${b#* } blib=$PWD/build/var-$name/libkpick-cuda.so
+  fi
+  room 10 "bench $n" || continue
+  s=$(date +%s)
+  # shellcheck disable=SC2086
+  KPICK_LIB=$blib timeout "$(left)" node --import tsx $b > "logs/bench-$n.jsonl" 2> "logs/bench-$n.log"
+  log "bench $n ($b, $(basename "$(dirname "$blib")")): exit $? in $(( $(date +%s) - s )) s"
+done
 
 tar cJf "$out/dev.tar.xz" stores logs 2>/dev/null
 log "packed $(du -h "$out/dev.tar.xz" | cut -f1)"

@@ -20,8 +20,9 @@
  *                   weights are read once and no float atomics are needed.
  *   moe.mma.wW.uU.tT grouped tensor-core tile (mma_core.h): a block multiplies
  *                   a 16-row tile of one active expert by the rows routed to
- *                   it, T x kp_mma_cols at a time (the tile's weights come
- *                   from L2 after the first pass); gate/up with silu*mul, down
+ *                   it, up to T x kp_mma_cols at a time, fewer in a last pass
+ *                   (the tile's weights come from L2 after the first pass);
+ *                   gate/up with silu*mul, down
  *                   into fp32 per pair, then a combine kernel sums each row's
  *                   pairs.
  *   moe.fused.wW.uU.tT[.pdl]  the mma tile at rows 1..8 in two kernels: each
@@ -483,7 +484,7 @@ __device__ __forceinline__ void kp_moe_steps_upto(const uint16_t *const (&wr)[kp
   }
 }
 
-/* One work item (blockIdx.y: up to a.chunk pairs of one expert, NT * kp_mma_cols at a time) by a
+/* One work item (blockIdx.y: up to a.chunk pairs of one expert, NT * kp_mma_cols at most a pass) by a
  * tile of its weights (blockIdx.x): gate/up (MODE gated, 8 gate rows over
  * their 8 up rows, len K) or down (MODE linear, 16 rows of W_down, len N).
  * The warps split the steps; partial tiles meet in shared memory in warp
@@ -494,6 +495,12 @@ __device__ __forceinline__ void kp_moe_steps_upto(const uint16_t *const (&wr)[kp
  * W_down there too made the call 5 us slower at rows 1); the last down block
  * to finish 16 columns of y sums their rows' pairs there, as the combine
  * kernel would. */
+/* a pass's column tiles, as a type: the pass's arrays are sized by it */
+template <int V>
+struct kp_tiles {
+  static constexpr int value = V;
+};
+
 template <int DT, int NT, int U, int MODE, bool PDL, bool FUSED>
 __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(kp_moe_mma_args a) {
   const bool up = MODE == KP_MMA_GATED;
@@ -537,35 +544,37 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
   const uint16_t *wr[kp_mma_wrows];
 #pragma unroll
   for (int j = 0; j < kp_mma_wrows; ++j) wr[j] = w + kp_tile_wrow<MODE>(n0, kp_lane_tile_row(lane, j), rows) * len + koff;
-  /* the item's rows a tile at a time: after the first, the tile's weights come from L2 */
-  for (int r0 = 0; r0 < rows_item; r0 += NT * kp_mma_cols) {
-    const int s = s_item + r0, cnt = rows_item - r0 < NT * kp_mma_cols ? rows_item - r0 : NT * kp_mma_cols;
-    const uint16_t *xr[NT];
+  __shared__ float red[kp_mma_max_warps][kp_mma_cols][kp_mma_pad];
+  /* one pass: the item's rows r0.. over P column tiles (P * kp_mma_cols rows);
+   * returns the rows it covered */
+  auto pass = [&](auto tiles, int r0) -> int {
+    constexpr int P = decltype(tiles)::value;
+    const int s = s_item + r0, cnt = rows_item - r0 < P * kp_mma_cols ? rows_item - r0 : P * kp_mma_cols;
+    const uint16_t *xr[P];
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
+    for (int t = 0; t < P; ++t) {
       const int col = t * kp_mma_cols + kp_lane_col(lane), p = r0 + (col < cnt ? col : cnt - 1);
       const int64_t xrow = !up ? s_item + p : FUSED ? route.row[p] : a.pl->order[s_item + p] / a.topk;
       xr[t] = a.x + xrow * (up ? K : N) + koff;
     }
-    kp_frag acc[NT];
+    kp_frag acc[P];
 #pragma unroll
-    for (int t = 0; t < NT; ++t)
+    for (int t = 0; t < P; ++t)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
     const int64_t e1 = s1 < full ? s1 : full;
     int64_t st = s0;
 #pragma unroll 1
-    for (; st + U <= e1; st += U) kp_moe_steps<DT, NT, U>(wr, xr, st * kp_mma_step, acc, a.m);
-    if (KP_MOE_ONE_TAIL && st < e1) { kp_moe_steps_upto<DT, NT, U>(wr, xr, st * kp_mma_step, (int)(e1 - st), acc); st = e1; }
-    if constexpr (U > 8) if (st + 8 <= e1) { kp_mma_steps<DT, NT, 8>(wr, xr, st * kp_mma_step, acc, false); st += 8; }
-    if constexpr (U > 4) if (st + 4 <= e1) { kp_mma_steps<DT, NT, 4>(wr, xr, st * kp_mma_step, acc, false); st += 4; }
-    if (st + 2 <= e1) { kp_mma_steps<DT, NT, 2>(wr, xr, st * kp_mma_step, acc, false); st += 2; }
-    if (st + 1 <= e1) { kp_mma_steps<DT, NT, 1>(wr, xr, st * kp_mma_step, acc, false); st += 1; }
-    if (st < s1) kp_mma_step_masked<DT, NT>(wr, xr, st * kp_mma_step, st * kp_mma_step + koff < len, acc, false);
+    for (; st + U <= e1; st += U) kp_moe_steps<DT, P, U>(wr, xr, st * kp_mma_step, acc, a.m);
+    if (KP_MOE_ONE_TAIL && st < e1) { kp_moe_steps_upto<DT, P, U>(wr, xr, st * kp_mma_step, (int)(e1 - st), acc); st = e1; }
+    if constexpr (U > 8) if (st + 8 <= e1) { kp_mma_steps<DT, P, 8>(wr, xr, st * kp_mma_step, acc, false); st += 8; }
+    if constexpr (U > 4) if (st + 4 <= e1) { kp_mma_steps<DT, P, 4>(wr, xr, st * kp_mma_step, acc, false); st += 4; }
+    if (st + 2 <= e1) { kp_mma_steps<DT, P, 2>(wr, xr, st * kp_mma_step, acc, false); st += 2; }
+    if (st + 1 <= e1) { kp_mma_steps<DT, P, 1>(wr, xr, st * kp_mma_step, acc, false); st += 1; }
+    if (st < s1) kp_mma_step_masked<DT, P>(wr, xr, st * kp_mma_step, st * kp_mma_step + koff < len, acc, false);
 
-    __shared__ float red[kp_mma_max_warps][kp_mma_cols][kp_mma_pad];
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
+    for (int t = 0; t < P; ++t) {
       if (t * kp_mma_cols >= cnt) continue; /* block-uniform */
 #pragma unroll
       for (int i = 0; i < 4; ++i) red[warp][kp_frag_col(lane, i)][kp_frag_row(lane, i)] = acc[t][i];
@@ -587,6 +596,17 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
       }
       __syncthreads();
     }
+    return P * kp_mma_cols;
+  };
+  /* the item's rows T tiles a pass, the last pass only as wide as the rows it
+   * has left (a pass multiplies all its tiles; after the first pass the tile's
+   * weights come from L2). The bits do not depend on the widths. */
+  for (int r0 = 0; r0 < rows_item;) {
+    const int left = rows_item - r0;
+    if (NT >= 8 && left > 4 * kp_mma_cols) r0 += pass(kp_tiles<NT >= 8 ? 8 : 1>{}, r0);
+    else if (NT >= 4 && left > 2 * kp_mma_cols) r0 += pass(kp_tiles<NT >= 4 ? 4 : 1>{}, r0);
+    else if (NT >= 2 && left > kp_mma_cols) r0 += pass(kp_tiles<NT >= 2 ? 2 : 1>{}, r0);
+    else r0 += pass(kp_tiles<1>{}, r0);
   }
   if constexpr (FUSED && MODE == KP_MMA_LINEAR) {
     /* the last block of these 16 columns sums them: every other block's o is in L2. One

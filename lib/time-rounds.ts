@@ -1,0 +1,23 @@
+// Interleaved timing for benchmarks that compare several candidates and the
+// read floor on one problem: each round times every one of them once, in an
+// order rotated round by round, so clock and thermal drift hit all alike.
+
+/** what timeRounds needs of a Problem (lib/ffi.ts) */
+export interface Timeable {
+  time(id: number, nsamples: number): ArrayLike<number>;
+  timeFloor(nsamples: number): ArrayLike<number>;
+}
+
+/** samples of each candidate id (in the order given) and of the floor, over rounds rounds */
+export function timeRounds(problem: Timeable, ids: readonly number[], samples: number, rounds: number): { cands: number[][]; floor: number[] } {
+  const cands = ids.map(() => [] as number[]);
+  const floor: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    const order = [...ids.keys(), -1].map((_, i, all) => all[(i + r) % all.length]!);
+    for (const i of order) {
+      if (i < 0) floor.push(...Array.from(problem.timeFloor(samples)));
+      else cands[i]!.push(...Array.from(problem.time(ids[i]!, samples)));
+    }
+  }
+  return { cands, floor };
+}
