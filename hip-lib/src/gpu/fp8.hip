@@ -214,9 +214,8 @@ int kp_w8a16_launch(const struct kp_call *c, int rows_per_block, int rows_per_wa
                    (long long)c->k);
   const int64_t per_block = (int64_t)rows_per_block * rows_per_warp;
   const dim3 grid((unsigned)((c->n + per_block - 1) / per_block)), block(rows_per_block * c->warp);
-  const int64_t w_rows = c->op == KPICK_OP_GATED ? 2 * c->n : c->n;
   KP_GPU(kp_launch(k, grid, block, c->stream, c->pdl != 0, (const uint16_t *)c->x, (const uint8_t *)c->w,
-                   (uint16_t *)c->y, c->n, c->k, w_rows));
+                   (uint16_t *)c->y, c->n, c->k, kp_w_rows(c->op, c->n)));
   return KPICK_OK;
 }
 

@@ -180,11 +180,8 @@ struct fp8_quantized {
   float *sx;
   const float *sw;
 };
-/* W's rows: a gated call's gate and up halves together */
-static int64_t w_rows(int32_t op, int64_t n) { return op == KPICK_OP_GATED ? 2 * n : n; }
-
-static int fp8_quantize_x(const kp_call *c, int let_next, fp8_quantized *f) {
-  const int64_t rows = w_rows(c->op, c->n);
+/* x's e4m3 codes and row scales into the scratch; W (rows of it, kp_w_rows) its channel scales */
+static int fp8_quantize_x(const kp_call *c, int64_t rows, int let_next, fp8_quantized *f) {
   const fp8_scratch_layout at = fp8_scratch(c->m, rows, c->k);
   kp_scratch ws;
   KP_TRY(scratch_get(at.bytes, 0, c->stream, &ws));
@@ -197,11 +194,11 @@ static int fp8_quantize_x(const kp_call *c, int let_next, fp8_quantized *f) {
 }
 
 static int launch_blaslt_fp8(const kp_row *r, const kp_call *c) {
-  const int64_t rows = w_rows(c->op, c->n);
+  const int64_t rows = kp_w_rows(c->op, c->n);
   int count = 0, scaled = 0;
   KP_TRY(kp_blas_fp8_plan(c->m, rows, c->k, &count, &scaled));
   fp8_quantized f;
-  KP_TRY(fp8_quantize_x(c, 0, &f));
+  KP_TRY(fp8_quantize_x(c, rows, 0, &f));
   /* scaled: the BLAS applies the scales, writing y itself (linear) or the 2n-wide
    * product for silu-mul (gated); else unit-scale fp32 sums for the epilogue */
   void *out = scaled && c->op == KPICK_OP_LINEAR ? c->y : (void *)f.out;
@@ -225,7 +222,7 @@ static int launch_blaslt(const kp_row *r, const kp_call *c) {
 static int available_blaslt(int32_t cand) { return kp_row_numeric(&kp_space[cand]) == KPICK_NUM_W16A16 || kp_blas_fp8_built(); }
 static int supports_blaslt(const struct kpick_problem *p, const kp_row *r) {
   int count = 0;
-  const int64_t rows = w_rows(p->op, p->n);
+  const int64_t rows = kp_w_rows(p->op, p->n);
   if (p->dtype == KPICK_FP8) { /* cuBLASLt's fp8 layout rules (blaslt.cpp) */
     int scaled = 0;
     if (p->k % 16 != 0 || rows % 16 != 0 || kp_blas_fp8_plan(p->m, rows, p->k, &count, &scaled) != KPICK_OK) return 0;
@@ -270,7 +267,7 @@ static int supports_splitk(const struct kpick_problem *p, const kp_row *r) {
 static int launch_wgmma(const kp_row *r, const kp_call *c) {
   if (c->dtype != KPICK_FP8) return kp_wgmma_launch(c, r->params[0], r->params[1], r->params[2], NULL, NULL, NULL);
   fp8_quantized f;
-  KP_TRY(fp8_quantize_x(c, c->pdl, &f));
+  KP_TRY(fp8_quantize_x(c, kp_w_rows(c->op, c->n), c->pdl, &f));
   return kp_wgmma_launch(c, r->params[0], r->params[1], r->params[2], f.xq, f.sx, f.sw);
 }
 /* fp8 rows only beside the fp8 class default, as w8a16 */
@@ -313,18 +310,17 @@ static int launch_moe_gemv(const kp_row *r, const kp_call *c) { return kp_moe_ge
 static int available_moe_gemv(int32_t cand) { return kp_moe_gemv_built(cand); }
 static int supports_moe_gemv(const struct kpick_problem *p, const kp_row *r) { return p->n % 8 == 0; }
 
-static int launch_moe_fused(const kp_row *r, const kp_call *c) { return kp_moe_mma_launch(c, r->params[0]); }
-static int available_moe_fused(int32_t cand) { return g.has_mma && kp_moe_mma_built(cand); }
-/* it routes up to 64 pairs in one warp: its rows (1..8) at top-8 or fewer */
-static int supports_moe_fused(const struct kpick_problem *p, const kp_row *r) { return p->n % 8 == 0 && p->topk <= 8; }
-
-static int launch_moe_fused2(const kp_row *r, const kp_call *c) { return kp_moe_mma_launch(c, r->params[0]); }
-static int available_moe_fused2(int32_t cand) { return g.has_mma && kp_moe_mma_built(cand); }
-static int supports_moe_fused2(const struct kpick_problem *p, const kp_row *r) { return supports_moe_fused(p, r); }
-
 static int launch_moe_mma(const kp_row *r, const kp_call *c) { return kp_moe_mma_launch(c, r->params[0]); }
 static int available_moe_mma(int32_t cand) { return g.has_mma && kp_moe_mma_built(cand); }
 static int supports_moe_mma(const struct kpick_problem *p, const kp_row *r) { return p->n % 8 == 0; }
+
+/* moe.fused and moe.fused2: moe.mma's launcher and kernels, routed in one warp (up to 64 pairs: rows 1..8 at top-8 or fewer) */
+static int launch_moe_fused(const kp_row *r, const kp_call *c) { return launch_moe_mma(r, c); }
+static int available_moe_fused(int32_t cand) { return available_moe_mma(cand); }
+static int supports_moe_fused(const struct kpick_problem *p, const kp_row *r) { return supports_moe_mma(p, r) && p->topk <= 8; }
+static int launch_moe_fused2(const kp_row *r, const kp_call *c) { return launch_moe_mma(r, c); }
+static int available_moe_fused2(int32_t cand) { return available_moe_mma(cand); }
+static int supports_moe_fused2(const struct kpick_problem *p, const kp_row *r) { return supports_moe_fused(p, r); }
 
 struct kp_family_hooks {
   int (*launch)(const kp_row *r, const kp_call *c);

@@ -26,6 +26,9 @@ struct kp_call {
   const struct kp_moe_call *moe; /* op moe only: the rest of its arguments */
 };
 
+/* W's rows: a gated call's gate and up halves together */
+static inline int64_t kp_w_rows(int32_t op, int64_t n) { return op == KPICK_OP_GATED ? 2 * n : n; }
+
 /* a moe call's arguments beyond kp_call's (x, w = W_gate_up, y [m, k], n, k) */
 struct kp_moe_call {
   const void *w_down;

@@ -332,8 +332,15 @@ struct kp_moe_mma_args {
   int32_t m, E;
 };
 
-/* one term of a row's weighted sum: every combine adds it the same way */
-__device__ __forceinline__ float kp_moe_weigh(float sum, float gate, float v) { return fmaf(gate, v, sum); }
+/* a row's weighted sum over its n pairs, in the order given (ascending expert
+ * id): every combine forms it this way, so their bits agree */
+template <class Gate, class Value>
+__device__ __forceinline__ float kp_moe_row_sum(int n, Gate gate, Value value) {
+  float sum = 0.0f;
+#pragma unroll 4
+  for (int i = 0; i < n; ++i) sum = fmaf(gate(i), value(i), sum);
+  return sum;
+}
 
 static constexpr int kp_moe_fused_pairs = 64; /* m * topk a fused call takes: two ids a lane on NVIDIA */
 static constexpr int kp_moe_fused_rows = 8;
@@ -629,9 +636,9 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
     for (int q = threadIdx.x; q < a.m * cols; q += blockDim.x) {
       const int t = q / cols;
       const int64_t c = n0 + q % cols;
-      float sum = 0.0f;
-      for (int i = 0; i < route.n[t]; ++i)
-        sum = kp_moe_weigh(sum, route.gate[t][i], kp_ld_coherent((const float *)a.out + (int64_t)route.where[t][i] * K + c));
+      const float sum = kp_moe_row_sum(
+          route.n[t], [&](int i) { return route.gate[t][i]; },
+          [&](int i) { return kp_ld_coherent((const float *)a.out + (int64_t)route.where[t][i] * K + c); });
       a.y[(int64_t)t * K + c] = kp_round<DT>(sum);
     }
   }
@@ -708,8 +715,8 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_down2_kerne
   const int cols = (int)(K - n0 < 16 ? K - n0 : 16);
   for (int q = threadIdx.x; q < a.m * cols; q += blockDim.x) {
     const int t = q / cols, c = q % cols;
-    float sum = 0.0f;
-    for (int i = 0; i < route.n[t]; ++i) sum = kp_moe_weigh(sum, route.gate[t][i], val[route.where[t][i]][c]);
+    const float sum = kp_moe_row_sum(
+        route.n[t], [&](int i) { return route.gate[t][i]; }, [&](int i) { return val[route.where[t][i]][c]; });
     a.y[(int64_t)t * K + n0 + c] = kp_round<DT>(sum);
   }
 }
@@ -749,13 +756,12 @@ __global__ void __launch_bounds__(256)
   __syncthreads();
   const int64_t c = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
   if (c < K) {
-    float sum = 0.0f;
-#pragma unroll 4
-    for (int i = 0; i < n; ++i) {
-      const float v = PAIR ? kp_load1<DT>((const uint16_t *)o + (int64_t)where[i] * K + c)
-                           : ((const float *)o)[(int64_t)where[i] * K + c];
-      sum = kp_moe_weigh(sum, weights[t * topk + ord[i]], v);
-    }
+    const float sum = kp_moe_row_sum(
+        n, [&](int i) { return weights[t * topk + ord[i]]; },
+        [&](int i) {
+          return PAIR ? kp_load1<DT>((const uint16_t *)o + (int64_t)where[i] * K + c)
+                      : ((const float *)o)[(int64_t)where[i] * K + c];
+        });
     y[(int64_t)t * K + c] = kp_round<DT>(sum);
   }
 }
@@ -1020,8 +1026,8 @@ int kp_moe_mma_launch(const struct kp_call *c, int warps) {
   const dim3 block(warps * c->warp);
   /* moe.fused: the plan's room holds down's arrival counts (a word per 16 columns of y) */
   kp_moe_mma_args up = {(const uint16_t *)c->x, (const uint16_t *)c->w, base + l.h, set.fused ? nullptr : pl,
-                        mc->topk, c->n, c->k, chunk, mc->ids, mc->weights, (uint16_t *)c->y, (int32_t *)(base + l.plan),
-                        c->m, mc->experts};
+                        mc->topk, c->n, c->k, chunk, mc->ids, mc->weights, (uint16_t *)c->y,
+                        set.fused ? (int32_t *)(base + l.plan) : nullptr, c->m, mc->experts};
   KP_GPU(kp_launch(set.up[d], dim3((unsigned)((c->n + 7) / 8), (unsigned)max_items), block, c->stream, pdl, up));
   kp_moe_mma_args down = up;
   down.x = (const uint16_t *)(base + l.h), down.w = (const uint16_t *)mc->w_down, down.out = base + l.o;
