@@ -131,4 +131,19 @@ test('the moe fused family: params W,U,T; names moe.fused.wW.uU.tT[.pdl]; rows 1
   }
 });
 
+test('the moe tiles family: params W,U,T; names moe.tiles.wW.uU.tT; four nodes as moe.mma; one class head (a warp sums a tile alone)', () => {
+  assert.is(families.get('moe_tiles'), 'W,U,T');
+  const tiles = gpu.filter((r) => r.family === 'moe_tiles');
+  assert.ok(tiles.length > 0, 'the family has rows');
+  const heads = tiles.filter((r) => r.bitwiseWith === r.id);
+  assert.is(heads.length, 1, 'W, U and T change no bits: one head');
+  for (const r of tiles) {
+    const [w, u, t] = r.p;
+    assert.is(r.name, `moe.tiles.w${w}.u${u}.t${t}${r.flags.includes('KF_PDL') ? '.pdl' : ''}`, `${r.id}: name from its params`);
+    assert.is(r.op, 'MOE');
+    assert.is(r.nodes, 4, `${r.name}: plan, gate/up, down, combine`);
+    assert.is(r.bitwiseWith, heads[0]!.id, `${r.name}: bitwise with the family's head`);
+  }
+});
+
 test.run();

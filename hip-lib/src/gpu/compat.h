@@ -179,15 +179,6 @@ __device__ __forceinline__ void kp_fence_gpu() {
 #endif
 }
 
-/* stop the kernel: a state that cannot happen */
-__device__ __forceinline__ void kp_trap() {
-#if defined(KPICK_GPU_CUDA)
-  __trap();
-#else
-  __builtin_trap();
-#endif
-}
-
 /* bit l: lane l's pred (the warp's lanes, 32 or 64) */
 __device__ __forceinline__ uint64_t kp_ballot(bool pred) {
 #if defined(KPICK_GPU_CUDA)

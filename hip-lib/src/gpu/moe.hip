@@ -344,7 +344,6 @@ __device__ __forceinline__ float kp_moe_row_sum(int n, Gate gate, Value value) {
 
 static constexpr int kp_moe_fused_pairs = 64; /* m * topk a fused call takes: two ids a lane on NVIDIA */
 static constexpr int kp_moe_fused_rows = 8;
-static constexpr int kp_moe_down2_warps = 8; /* moe.fused2's down: experts over 8 warps */
 
 /* what moe.fused's block knows of the call: its item (the plan's, when every
  * active expert is one item) and, for down's combine, each row's pairs */
@@ -431,66 +430,6 @@ __device__ void kp_moe_route_rows(const float *weights, int m, int topk, kp_moe_
 }
 
 #if defined(KP_MMA_NV) || defined(KP_MMA_MFMA)
-#ifndef KP_MOE_ONE_TAIL /* dev knob: 1 = a warp's last steps in one predicated batch, not 8 + 4 + 2 + 1 */
-#define KP_MOE_ONE_TAIL 0
-#endif
-#ifndef KP_MOE_HOLD_BATCH /* dev knob: 1 = every batch's loads meet in one value before its first multiply */
-#define KP_MOE_HOLD_BATCH 0
-#endif
-/* B steps from k0 as kp_mma_steps, but every weight load of the batch is folded
- * into one word that a branch (never taken: bound is the call's rows) reads before
- * the first multiply: the scheduler must have all of them in flight at once,
- * whatever registers that takes (kp_batch_fence does that only for the first batch
- * on NVIDIA; a fold that only feeds a store lets ptxas interleave again) */
-template <int DT, int NT, int B>
-__device__ __forceinline__ void kp_moe_steps_held(const uint16_t *const (&wr)[kp_mma_wrows],
-                                                  const uint16_t *const (&xr)[NT], int64_t k0, kp_frag (&acc)[NT],
-                                                  int bound) {
-  kp_v16 a[B][kp_mma_wrows];
-  uint32_t all = 0u;
-#pragma unroll
-  for (int b = 0; b < B; ++b)
-#pragma unroll
-    for (int j = 0; j < kp_mma_wrows; ++j) a[b][j] = kp_ld_stream(wr[j] + k0 + b * kp_mma_step);
-#pragma unroll
-  for (int b = 0; b < B; ++b)
-#pragma unroll
-    for (int j = 0; j < kp_mma_wrows; ++j) all ^= a[b][j].x ^ a[b][j].y ^ a[b][j].z ^ a[b][j].w;
-  if ((all & (uint32_t)bound) == 0xffffffffu) kp_trap(); /* never: bound is the call's rows, 1..128 */
-#pragma unroll
-  for (int b = 0; b < B; ++b)
-#pragma unroll
-    for (int t = 0; t < NT; ++t) kp_mma_apply<DT>(acc[t], a[b], kp_ld_act(xr[t] + k0 + b * kp_mma_step));
-}
-template <int DT, int NT, int B>
-__device__ __forceinline__ void kp_moe_steps(const uint16_t *const (&wr)[kp_mma_wrows],
-                                             const uint16_t *const (&xr)[NT], int64_t k0, kp_frag (&acc)[NT],
-                                             int bound) {
-  if constexpr (KP_MOE_HOLD_BATCH) kp_moe_steps_held<DT, NT, B>(wr, xr, k0, acc, bound);
-  else kp_mma_steps<DT, NT, B>(wr, xr, k0, acc, false);
-}
-
-/* count (< B) steps from k0 in one batch: every weight load of them in flight
- * before the first multiply; the same steps in the same order as the ladder */
-template <int DT, int NT, int B>
-__device__ __forceinline__ void kp_moe_steps_upto(const uint16_t *const (&wr)[kp_mma_wrows],
-                                                  const uint16_t *const (&xr)[NT], int64_t k0, int count,
-                                                  kp_frag (&acc)[NT]) {
-  const kp_v16 zero = {0u, 0u, 0u, 0u};
-  kp_v16 a[B][kp_mma_wrows];
-#pragma unroll
-  for (int b = 0; b < B; ++b)
-#pragma unroll
-    for (int j = 0; j < kp_mma_wrows; ++j) a[b][j] = b < count ? kp_ld_stream(wr[j] + k0 + b * kp_mma_step) : zero;
-  kp_batch_fence(false);
-#pragma unroll
-  for (int b = 0; b < B; ++b) {
-    if (b >= count) break;
-#pragma unroll
-    for (int t = 0; t < NT; ++t) kp_mma_apply<DT>(acc[t], a[b], kp_ld_act(xr[t] + k0 + b * kp_mma_step));
-  }
-}
-
 /* One work item (blockIdx.y: up to a.chunk pairs of one expert, NT * kp_mma_cols at most a pass) by a
  * tile of its weights (blockIdx.x): gate/up (MODE gated, 8 gate rows over
  * their 8 up rows, len K) or down (MODE linear, 16 rows of W_down, len N).
@@ -508,14 +447,16 @@ struct kp_tiles {
   static constexpr int value = V;
 };
 
-template <int DT, int NT, int U, int MODE, bool PDL, bool FUSED>
+template <int DT, int NT, int U, int MODE, bool PDL, bool FUSED, bool TILES>
 __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(kp_moe_mma_args a) {
+  static_assert(!(FUSED && TILES), "moe.fused splits K over its warps");
   const bool up = MODE == KP_MMA_GATED;
   const int lane = threadIdx.x % kp_warp, warp = threadIdx.x / kp_warp, nwarps = blockDim.x / kp_warp;
   const int it = blockIdx.y;
   const int64_t N = a.n, K = a.k;
   const int64_t rows = up ? N : K, len = up ? K : N; /* tile rows (per half for gate/up), reduction length */
-  const int64_t n0 = (int64_t)blockIdx.x * (up ? 8 : 16);
+  /* TILES: the block's warps take consecutive tiles, each all of K */
+  const int64_t n0 = ((int64_t)blockIdx.x * (TILES ? nwarps : 1) + (TILES ? warp : 0)) * (up ? 8 : 16);
   __shared__ kp_moe_route route;
   int nitems, s_item, rows_item;
   int64_t e;
@@ -542,11 +483,12 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
     const int left = pl->start[u + 1] - s_item;
     rows_item = left < a.chunk ? left : a.chunk;
     e = pl->used[u];
+    if (TILES && n0 >= rows) return; /* a warp past the last tile: TILES has no block barrier */
   }
   const uint16_t *w = a.w + (up ? e * 2 * N * K : e * K * N);
 
   const int64_t nsteps = (len + kp_mma_step - 1) / kp_mma_step, full = len / kp_mma_step;
-  const int64_t s0 = warp * nsteps / nwarps, s1 = (warp + 1) * nsteps / nwarps;
+  const int64_t s0 = TILES ? 0 : warp * nsteps / nwarps, s1 = TILES ? nsteps : (warp + 1) * nsteps / nwarps;
   const int koff = kp_lane_koff(lane);
   const uint16_t *wr[kp_mma_wrows];
 #pragma unroll
@@ -572,36 +514,55 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
     const int64_t e1 = s1 < full ? s1 : full;
     int64_t st = s0;
 #pragma unroll 1
-    for (; st + U <= e1; st += U) kp_moe_steps<DT, P, U>(wr, xr, st * kp_mma_step, acc, a.m);
-    if (KP_MOE_ONE_TAIL && st < e1) { kp_moe_steps_upto<DT, P, U>(wr, xr, st * kp_mma_step, (int)(e1 - st), acc); st = e1; }
+    for (; st + U <= e1; st += U) kp_mma_steps<DT, P, U>(wr, xr, st * kp_mma_step, acc, false);
     if constexpr (U > 8) if (st + 8 <= e1) { kp_mma_steps<DT, P, 8>(wr, xr, st * kp_mma_step, acc, false); st += 8; }
     if constexpr (U > 4) if (st + 4 <= e1) { kp_mma_steps<DT, P, 4>(wr, xr, st * kp_mma_step, acc, false); st += 4; }
     if (st + 2 <= e1) { kp_mma_steps<DT, P, 2>(wr, xr, st * kp_mma_step, acc, false); st += 2; }
     if (st + 1 <= e1) { kp_mma_steps<DT, P, 1>(wr, xr, st * kp_mma_step, acc, false); st += 1; }
     if (st < s1) kp_mma_step_masked<DT, P>(wr, xr, st * kp_mma_step, st * kp_mma_step + koff < len, acc, false);
 
+    if constexpr (TILES) { /* the warp's own tile, through its own slice of red */
 #pragma unroll
-    for (int t = 0; t < P; ++t) {
-      if (t * kp_mma_cols >= cnt) continue; /* block-uniform */
+      for (int t = 0; t < P; ++t) {
+        if (t * kp_mma_cols >= cnt) continue; /* warp-uniform */
 #pragma unroll
-      for (int i = 0; i < 4; ++i) red[warp][kp_frag_col(lane, i)][kp_frag_row(lane, i)] = acc[t][i];
-      __syncthreads();
-      const int live = (up ? 8 : 16) * kp_mma_cols;
-      for (int q = threadIdx.x; q < live; q += blockDim.x) {
-        const int row = up ? q % 8 : q % 16, col = up ? q / 8 : q / 16, p = t * kp_mma_cols + col;
-        const int64_t n = n0 + row;
-        if (p >= cnt || n >= rows) continue;
-        float v = red[0][col][row];
-        for (int r = 1; r < nwarps; ++r) v += red[r][col][row];
-        if (up) {
-          float g = red[0][col][row + 8];
-          for (int r = 1; r < nwarps; ++r) g += red[r][col][row + 8];
-          ((uint16_t *)a.out)[(int64_t)(s + p) * N + n] = kp_round<DT>(kp_silu_mul(v, g));
-        } else {
-          ((float *)a.out)[(int64_t)(s + p) * K + n] = v;
+        for (int i = 0; i < 4; ++i) red[warp][kp_frag_col(lane, i)][kp_frag_row(lane, i)] = acc[t][i];
+        kp_syncwarp();
+        for (int q = lane; q < (up ? 8 : 16) * kp_mma_cols; q += kp_warp) {
+          const int row = up ? q % 8 : q % 16, col = up ? q / 8 : q / 16, p = t * kp_mma_cols + col;
+          const int64_t n = n0 + row;
+          if (p >= cnt || n >= rows) continue;
+          if (up)
+            ((uint16_t *)a.out)[(int64_t)(s + p) * N + n] = kp_round<DT>(kp_silu_mul(red[warp][col][row], red[warp][col][row + 8]));
+          else
+            ((float *)a.out)[(int64_t)(s + p) * K + n] = red[warp][col][row];
         }
+        kp_syncwarp();
       }
-      __syncthreads();
+    } else {
+#pragma unroll
+      for (int t = 0; t < P; ++t) {
+        if (t * kp_mma_cols >= cnt) continue; /* block-uniform */
+#pragma unroll
+        for (int i = 0; i < 4; ++i) red[warp][kp_frag_col(lane, i)][kp_frag_row(lane, i)] = acc[t][i];
+        __syncthreads();
+        const int live = (up ? 8 : 16) * kp_mma_cols;
+        for (int q = threadIdx.x; q < live; q += blockDim.x) {
+          const int row = up ? q % 8 : q % 16, col = up ? q / 8 : q / 16, p = t * kp_mma_cols + col;
+          const int64_t n = n0 + row;
+          if (p >= cnt || n >= rows) continue;
+          float v = red[0][col][row];
+          for (int r = 1; r < nwarps; ++r) v += red[r][col][row];
+          if (up) {
+            float g = red[0][col][row + 8];
+            for (int r = 1; r < nwarps; ++r) g += red[r][col][row + 8];
+            ((uint16_t *)a.out)[(int64_t)(s + p) * N + n] = kp_round<DT>(kp_silu_mul(v, g));
+          } else {
+            ((float *)a.out)[(int64_t)(s + p) * K + n] = v;
+          }
+        }
+        __syncthreads();
+      }
     }
     return P * kp_mma_cols;
   };
@@ -644,89 +605,9 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
   }
 }
 
-/* moe.fused2's down: a block per 16 columns of y, the call's active experts over
- * its warps (a warp takes an expert's whole dot, so no block waits on another),
- * each expert's sums met in shared memory by plan position, then each row's pairs
- * summed in ascending expert id. No arrival count, no fp32 round trip. */
-template <int DT, int U, bool PDL>
-__global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_down2_kernel(kp_moe_mma_args a) {
-  if (PDL) kp_pdl_trigger();
-  const int lane = threadIdx.x % kp_warp, warp = threadIdx.x / kp_warp, nwarps = blockDim.x / kp_warp;
-  const int64_t N = a.n, K = a.k, n0 = (int64_t)blockIdx.x * 16;
-  const int P = a.m * a.topk;
-  __shared__ kp_moe_route route;
-  __shared__ int32_t s_used[kp_moe_fused_pairs], s_start[kp_moe_fused_pairs], s_cnt[kp_moe_fused_pairs];
-  __shared__ float val[kp_moe_fused_pairs][17];
-  if (warp == 0) kp_moe_route_item(a.ids, P, a.topk, a.E, 0, route);
-  __syncthreads();
-  if (threadIdx.x == 0) { /* the active experts, ascending */
-    int n = 0;
-    for (int w = 0; w < (a.E + 31) / 32; ++w)
-      for (uint32_t b = route.mask[w]; b != 0u && n < kp_moe_fused_pairs; b &= b - 1u) s_used[n++] = w * 32 + __ffs(b) - 1;
-  }
-  kp_moe_route_rows(a.weights, a.m, a.topk, route);
-  __syncthreads();
-  const int nused = route.nused < kp_moe_fused_pairs ? route.nused : kp_moe_fused_pairs;
-  for (int u = threadIdx.x; u < nused; u += blockDim.x) {
-    const int e = s_used[u];
-    int less = 0, cnt = 0;
-    for (int j = 0; j < P; ++j) {
-      const int f = route.ids[j];
-      less += f >= 0 && f < e;
-      cnt += f == e;
-    }
-    s_start[u] = less, s_cnt[u] = cnt;
-  }
-  __syncthreads();
-  kp_batch_fence(true); /* h is gate/up's output */
-  const int64_t nsteps = (N + kp_mma_step - 1) / kp_mma_step, full = N / kp_mma_step;
-  const int koff = kp_lane_koff(lane);
-  for (int u = warp; u < nused; u += nwarps) {
-    const int64_t e = s_used[u];
-    const int s = s_start[u], cnt_all = s_cnt[u];
-    const uint16_t *wr[kp_mma_wrows];
-#pragma unroll
-    for (int j = 0; j < kp_mma_wrows; ++j)
-      wr[j] = a.w + e * K * N + kp_tile_wrow<KP_MMA_LINEAR>(n0, kp_lane_tile_row(lane, j), K) * N + koff;
-    for (int r0 = 0; r0 < cnt_all; r0 += kp_mma_cols) {
-      const int cnt = cnt_all - r0 < kp_mma_cols ? cnt_all - r0 : kp_mma_cols;
-      const int col = kp_lane_col(lane), p = r0 + (col < cnt ? col : cnt - 1);
-      const uint16_t *xr[1] = {a.x + (int64_t)(s + p) * N + koff};
-      kp_frag acc[1];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[0][i] = 0.0f;
-      int64_t st = 0;
-#pragma unroll 1
-      for (; st + U <= full; st += U) kp_moe_steps<DT, 1, U>(wr, xr, st * kp_mma_step, acc, a.m);
-      if (KP_MOE_ONE_TAIL && st < full) { kp_moe_steps_upto<DT, 1, U>(wr, xr, st * kp_mma_step, (int)(full - st), acc); st = full; }
-      if constexpr (U > 8) if (st + 8 <= full) { kp_mma_steps<DT, 1, 8>(wr, xr, st * kp_mma_step, acc, false); st += 8; }
-      if constexpr (U > 4) if (st + 4 <= full) { kp_mma_steps<DT, 1, 4>(wr, xr, st * kp_mma_step, acc, false); st += 4; }
-      if (st + 2 <= full) { kp_mma_steps<DT, 1, 2>(wr, xr, st * kp_mma_step, acc, false); st += 2; }
-      if (st + 1 <= full) { kp_mma_steps<DT, 1, 1>(wr, xr, st * kp_mma_step, acc, false); st += 1; }
-      if (st < nsteps) kp_mma_step_masked<DT, 1>(wr, xr, st * kp_mma_step, st * kp_mma_step + koff < N, acc, false);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int row = kp_frag_row(lane, i), c = kp_frag_col(lane, i);
-        if (c < cnt && row < 16) val[s + r0 + c][row] = acc[0][i];
-      }
-    }
-  }
-  __syncthreads();
-  const int cols = (int)(K - n0 < 16 ? K - n0 : 16);
-  for (int q = threadIdx.x; q < a.m * cols; q += blockDim.x) {
-    const int t = q / cols, c = q % cols;
-    const float sum = kp_moe_row_sum(
-        route.n[t], [&](int i) { return route.gate[t][i]; }, [&](int i) { return val[route.where[t][i]][c]; });
-    a.y[(int64_t)t * K + n0 + c] = kp_round<DT>(sum);
-  }
-}
 #else
-template <int DT, int NT, int U, int MODE, bool PDL, bool FUSED>
+template <int DT, int NT, int U, int MODE, bool PDL, bool FUSED, bool TILES>
 __global__ void kp_moe_mma_kernel(kp_moe_mma_args a) {
-  __builtin_trap();
-}
-template <int DT, int U, bool PDL>
-__global__ void kp_moe_down2_kernel(kp_moe_mma_args a) {
   __builtin_trap();
 }
 #endif
@@ -967,25 +848,23 @@ static constexpr int kp_moe_mma_chunk = 4 * kp_mma_cols;
 struct kp_moe_mma_set {
   kp_moe_mma_fn up[2], down[2];
   int tiles;
-  bool fused, down2;
+  bool fused, wide; /* wide: moe.tiles, the warps over tiles (a block covers W tiles) */
 };
 
 template <int ID>
 static kp_moe_mma_set kp_moe_mma_row() {
   constexpr kp_def r = kp_defs[ID];
-  constexpr bool down2 = r.family == KP_FAM_moe_fused2, fused = r.family == KP_FAM_moe_fused || down2;
-  if constexpr ((r.family == KP_FAM_moe_mma || fused) && (!r.pdl() || kp_pdl_built)) {
+  constexpr bool fused = r.family == KP_FAM_moe_fused, wide = r.family == KP_FAM_moe_tiles;
+  if constexpr ((r.family == KP_FAM_moe_mma || fused || wide) && (!r.pdl() || kp_pdl_built)) {
     static_assert(r.p0 >= 1 && r.p0 <= kp_mma_max_warps, "moe mma: W is 1..8 warps");
     static_assert(r.p1 == 8 || r.p1 == 16, "moe mma: U is 8 or 16");
     static_assert(r.p2 == 1 || r.p2 == 2 || r.p2 == 4 || r.p2 == 8, "moe mma: T is 1, 2, 4 or 8 column tiles");
     static_assert(!fused || r.rows_max <= kp_moe_fused_rows, "moe fused: rows 1..8");
-    return kp_moe_mma_set{{kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused>,
-                           kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused>},
-                          {down2 ? kp_moe_down2_kernel<KP_DT_BF16, r.p1, r.pdl()>
-                                 : kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused>,
-                           down2 ? kp_moe_down2_kernel<KP_DT_FP16, r.p1, r.pdl()>
-                                 : kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused>},
-                          r.p2, fused, down2};
+    return kp_moe_mma_set{{kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused, wide>,
+                           kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused, wide>},
+                          {kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide>,
+                           kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide>},
+                          r.p2, fused, wide};
   } else {
     return kp_moe_mma_set{};
   }
@@ -1028,12 +907,14 @@ int kp_moe_mma_launch(const struct kp_call *c, int warps) {
   kp_moe_mma_args up = {(const uint16_t *)c->x, (const uint16_t *)c->w, base + l.h, set.fused ? nullptr : pl,
                         mc->topk, c->n, c->k, chunk, mc->ids, mc->weights, (uint16_t *)c->y,
                         set.fused ? (int32_t *)(base + l.plan) : nullptr, c->m, mc->experts};
-  KP_GPU(kp_launch(set.up[d], dim3((unsigned)((c->n + 7) / 8), (unsigned)max_items), block, c->stream, pdl, up));
+  /* tiles of W: gate/up 8 gate rows over their 8 up rows, down 16 rows; moe.tiles puts W of them in a block */
+  const int64_t per_block = set.wide ? warps : 1, up_tiles = (c->n + 7) / 8, down_tiles = (c->k + 15) / 16;
+  KP_GPU(kp_launch(set.up[d], dim3((unsigned)((up_tiles + per_block - 1) / per_block), (unsigned)max_items), block,
+                   c->stream, pdl, up));
   kp_moe_mma_args down = up;
   down.x = (const uint16_t *)(base + l.h), down.w = (const uint16_t *)mc->w_down, down.out = base + l.o;
-  const dim3 down_grid((unsigned)((c->k + 15) / 16), set.down2 ? 1u : (unsigned)max_items);
-  const dim3 down_block(set.down2 ? kp_moe_down2_warps * c->warp : warps * c->warp);
-  KP_GPU(kp_launch(set.down[d], down_grid, down_block, c->stream, pdl, down));
+  KP_GPU(kp_launch(set.down[d], dim3((unsigned)((down_tiles + per_block - 1) / per_block), (unsigned)max_items), block,
+                   c->stream, pdl, down));
   if (set.fused) return KPICK_OK;
   return c->dtype == KP_DT_BF16 ? kp_moe_combine<KP_DT_BF16>(c, base + l.o, pl, false)
                                 : kp_moe_combine<KP_DT_FP16>(c, base + l.o, pl, false);
