@@ -2,7 +2,8 @@
  * and the read floor once, for Nsight Compute to profile (ncu flushes the
  * caches before each of its passes, so every launch reads cold weights).
  *   profile OP N K ROWS NAMES      OP: 0 linear, 1 gated, 2 moe (Qwen3-30B-A3B's E 128,
- *                                  top-8, uniform routing); bf16; ROWS and NAMES comma lists
+ *                                  top-8, uniform routing), 3 the same moe under skewed
+ *                                  routing; bf16; ROWS and NAMES comma lists
  * Prints one "PROFILE seq=... what=... m=..." line per launch, in launch
  * order, so the ncu report (one row per kernel, in the same order) can be
  * read back per candidate; blaslt may launch more than one kernel per call.
@@ -28,7 +29,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: profile OP N K ROWS NAMES   (ROWS, NAMES: comma lists)\n");
     return 2;
   }
-  const int op = atoi(argv[1]);
+  const int skewed = atoi(argv[1]) == 3, op = skewed ? KPICK_OP_MOE : atoi(argv[1]);
   const long long n = atoll(argv[2]), k = atoll(argv[3]);
   int rows[16], nrows = 0, mmax = 1;
   for (char *s = strtok(argv[4], ","); s && nrows < 16; s = strtok(NULL, ",")) {
@@ -38,7 +39,7 @@ int main(int argc, char **argv) {
   }
   kpick_problem *p = NULL;
   if (check(kpick_init(), "init")) return 1;
-  if (op == KPICK_OP_MOE ? check(kpick_problem_create_moe(KPICK_BF16, 128, 8, n, k, mmax, 0, 1, 7, &p), "problem_create_moe")
+  if (op == KPICK_OP_MOE ? check(kpick_problem_create_moe(KPICK_BF16, 128, 8, n, k, mmax, skewed ? KPICK_ROUTING_SKEWED : KPICK_ROUTING_UNIFORM, 1, 7, &p), "problem_create_moe")
                          : check(kpick_problem_create(op, KPICK_BF16, n, k, mmax, 1, 7, &p), "problem_create"))
     return 1;
 
