@@ -51,6 +51,14 @@
 //          the W8A8 default is the point of the dtype. A class with a looser
 //          bar than the default's would trade accuracy for speed without
 //          anyone asking, so it is never picked over it.
+//   routing: (moe) the sweep times a moe problem under uniform and under skewed
+//          routing (lib/sweep.ts). Where a problem has both, each candidate is
+//          ranked on the geometric means of its uniform and skewed samples taken
+//          in pairs (the i-th of each, in the order taken), and the floor on the
+//          geometric mean of its two medians: a pick must hold where rows spread
+//          over the experts and where they share a few. A candidate timed under
+//          one routing only has no samples there (not eligible). A problem with
+//          uniform records alone (stores from before) ranks on them, as before.
 // Among the candidates that pass, the fastest median wins (ties by name). Every
 // entry says in one line why it moved or why it kept the default.
 import { identityDifference, identityKey, identityTag } from './identity.ts';
@@ -268,6 +276,48 @@ const defaultKey = (r: Pick<StoreRecord, 'op' | 'dtype'>) => (r.dtype === 'fp8' 
 
 const problemKey = (r: StoreRecord) => `${r.dtype}\u0000${shapeId(r)}\u0000${r.rows}`;
 
+/** The i-th geometric mean of the i-th uniform and i-th skewed sample, for as many pairs as both have. */
+export function pairedGeomeans(uniform: readonly number[], skewed: readonly number[]): number[] {
+  const n = Math.min(uniform.length, skewed.length);
+  return uniform.slice(0, n).map((u, i) => Math.sqrt(u * skewed[i]!));
+}
+
+/**
+ * One problem's pooled results, samples and floor, each candidate's records
+ * pooled; for a moe problem timed under both routings, across them (the rule
+ * above): the verdicts (status, parity, nodes) over both, the samples paired.
+ */
+function poolProblem(group: readonly StoreRecord[]): { pooled: Map<string, CandidateResult>; samples: Map<string, number[]>; floorUs: number | null } {
+  const both = group.some((r) => r.routing === 'skewed');
+  const byName = new Map<string, StoreRecord[]>();
+  const floors: StoreRecord[] = [];
+  for (const r of group) {
+    // 'parity' records pool with the candidate's timings: their verdict counts, they add no samples.
+    if (r.kind === 'floor') floors.push(r);
+    else byName.set(r.candidate, [...(byName.get(r.candidate) ?? []), r]);
+  }
+  const samplesOf = (rs: readonly StoreRecord[]): number[] => {
+    if (!both) return pooledSamples(rs);
+    return pairedGeomeans(pooledSamples(rs.filter((r) => r.routing !== 'skewed')), pooledSamples(rs.filter((r) => r.routing === 'skewed')));
+  };
+  const samples = new Map([...byName].map(([name, rs]) => [name, samplesOf(rs)] as const));
+  const pooled = new Map([...byName].sort(([a], [b]) => byText(a, b)).map(([name, rs]) => {
+    const result = poolCandidate(rs);
+    if (!both) return [name, result] as const;
+    const xs = samples.get(name)!;
+    const timed = xs.length > 0;
+    return [name, { ...result, median_us: timed ? median(xs) : null, p25_us: timed ? quantile(xs, 0.25) : null, p75_us: timed ? quantile(xs, 0.75) : null, samples: xs.length }] as const;
+  }));
+  const floorMedian = (rs: readonly StoreRecord[]) => {
+    const xs = rs.filter((r) => r.status === 'ok').flatMap((r) => r.samples_us);
+    return xs.length > 0 ? median(xs) : null;
+  };
+  const uniformFloor = floorMedian(floors.filter((r) => r.routing !== 'skewed'));
+  const skewedFloor = floorMedian(floors.filter((r) => r.routing === 'skewed'));
+  const floorUs = !both ? uniformFloor : uniformFloor !== null && skewedFloor !== null ? Math.sqrt(uniformFloor * skewedFloor) : null;
+  return { pooled, samples, floorUs };
+}
+
 /** Deterministic entry order: op, dtype, experts and top-k (moe), n, k, bucket. */
 export function compareEntries(a: TableEntry, b: TableEntry): number {
   return byText(a.op, b.op) || byText(a.dtype, b.dtype) || byShape(a, b, byText) || a.bucket - b.bucket;
@@ -319,16 +369,7 @@ export function promote(records: readonly StoreRecord[], gate: number, pdlRows: 
       leftOut.set(defaultKey(head), (leftOut.get(defaultKey(head)) ?? 0) + 1);
       continue;
     }
-    const byName = new Map<string, StoreRecord[]>();
-    const floors: StoreRecord[] = [];
-    for (const r of group) {
-      // 'parity' records pool with the candidate's timings: their verdict counts, they add no samples.
-      if (r.kind === 'floor') floors.push(r);
-      else byName.set(r.candidate, [...(byName.get(r.candidate) ?? []), r]);
-    }
-    const pooled = new Map([...byName].sort(([a], [b]) => byText(a, b)).map(([name, rs]) => [name, poolCandidate(rs)] as const));
-    const floorSamples = floors.filter((r) => r.status === 'ok').flatMap((r) => r.samples_us);
-    const samples = new Map([...byName].map(([name, rs]) => [name, pooledSamples(rs)] as const));
+    const { pooled, samples, floorUs } = poolProblem(group);
     const pdl = new Set(group.filter((r) => r.pdl).map((r) => r.candidate));
     const { choice, reason } = decide(head.op, defaultName, pooled, samples, gate, head.rows, pdlRows, pdl, head.dtype);
     entries.push({
@@ -341,7 +382,7 @@ export function promote(records: readonly StoreRecord[], gate: number, pdlRows: 
       default: defaultName,
       choice,
       reason,
-      floor_us: floorSamples.length > 0 ? median(floorSamples) : null,
+      floor_us: floorUs,
       candidates: Object.fromEntries(pooled),
     });
   }

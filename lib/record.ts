@@ -17,6 +17,8 @@ export interface RecordSite extends ShapeKey {
   copies: number;
   /** buffer placements the samples were spread over (lib/sweep.ts); absent: one */
   placements?: number;
+  /** moe: the routing drawn, when skewed (absent: uniform) */
+  routing?: 'skewed';
   seed: number;
 }
 
@@ -62,6 +64,7 @@ export function storeRecord(site: RecordSite, kind: StoreRecord['kind'], outcome
     samples_us: outcome.status === 'ok' ? [...outcome.samples] : [],
     copies: site.copies,
     ...(site.placements !== undefined && site.placements > 1 ? { placements: site.placements } : {}),
+    ...(site.routing !== undefined ? { routing: site.routing } : {}),
     parity: cand === undefined ? FLOOR_PARITY : outcome.parity,
     seed: site.seed,
     at: new Date().toISOString(),

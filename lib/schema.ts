@@ -115,6 +115,7 @@ export const StoreRecord = v.pipe(v.strictObject({
   samples_us: v.array(Micros),
   copies: v.pipe(v.number(), v.integer(), v.minValue(0)),
   placements: v.optional(v.pipe(v.number(), v.integer(), v.minValue(2), v.description('buffer placements the samples were spread over (problems of one seed allocated side by side); absent: one'))),
+  routing: v.optional(v.pipe(v.picklist(['skewed']), v.description('moe: timed under skewed routing (rows share a hot set of experts); absent: uniform, as every moe record before this field'))),
   parity: Parity,
   seed: v.pipe(v.number(), v.integer(), v.minValue(0)),
   at: v.pipe(v.string(), v.isoTimestamp()),

@@ -29,11 +29,12 @@ export function formatWarning(w: StoreWarning): string {
   return `${w.file}:${w.line}: ${w.message}`;
 }
 
-type KeyFields = Pick<StoreRecord, 'op' | 'dtype' | 'n' | 'k' | 'experts' | 'topk' | 'rows' | 'candidate'> & { identity: Identity };
+type KeyFields = Pick<StoreRecord, 'op' | 'dtype' | 'n' | 'k' | 'experts' | 'topk' | 'rows' | 'candidate' | 'routing'> & { identity: Identity };
 
-/** The one way a record is keyed: identity + op + dtype + shape (E and top-k on moe) + rows + candidate. */
+/** The one way a record is keyed: identity + op + dtype + shape (E and top-k on moe) + rows + candidate, + the routing where skewed. */
 export function recordKey(r: KeyFields): string {
-  return JSON.stringify([identityKey(r.identity), r.dtype, shapeId(r), r.rows, r.candidate]);
+  const key = [identityKey(r.identity), r.dtype, shapeId(r), r.rows, r.candidate];
+  return JSON.stringify(r.routing === undefined ? key : [...key, r.routing]);
 }
 
 /**

@@ -112,15 +112,27 @@ interface Group {
   dtype: Dtype;
   linear: Linear;
   rows: Bucket;
+  /** moe: the skewed routing's pass (absent: uniform) */
+  routing?: 'skewed';
   /** candidates of the op not yet in the store */
   todo: Candidate[];
   floor: boolean;
 }
 
-function label(g: Pick<Group, 'dtype' | 'linear' | 'rows'>): string {
+function label(g: Pick<Group, 'dtype' | 'linear' | 'rows' | 'routing'>): string {
   const shape = shapeText(g.linear);
   const name = g.linear.name === shape ? '' : `${g.linear.name} `;
-  return `${g.dtype} ${name}${g.linear.op} ${shape} m=${g.rows}`;
+  return `${g.dtype} ${name}${g.linear.op} ${shape}${g.routing ? ` ${g.routing}` : ''} m=${g.rows}`;
+}
+
+/**
+ * The routings a problem is timed under: a moe problem under both that its
+ * inputs draw, uniform (a trained router spreading rows) and skewed (rows
+ * sharing a hot set of experts), so that promote ranks a moe candidate on both
+ * (lib/promote.ts); every other op has none.
+ */
+export function routingsOf(linear: Pick<Linear, 'op'>): (undefined | 'skewed')[] {
+  return linear.op === 'moe' ? [undefined, 'skewed'] : [undefined];
 }
 
 const NOT_RUN: Parity = { status: 'skipped', rel_err: null, bitwise: null, reason: 'not run' };
@@ -184,8 +196,8 @@ function failure(err: unknown, during: string): string {
 
 /** Runs the plan; records go to events.record in the order measured. */
 export function runSweep(kpick: Kpick, plan: SweepPlan, events: SweepEvents): SweepSummary {
-  const key = (g: Pick<Group, 'dtype' | 'linear' | 'rows'>, candidate: string) =>
-    recordKey({ identity: plan.identity, op: g.linear.op, dtype: g.dtype, n: g.linear.n, k: g.linear.k, ...moeFields(g.linear), rows: g.rows, candidate });
+  const key = (g: Pick<Group, 'dtype' | 'linear' | 'rows' | 'routing'>, candidate: string) =>
+    recordKey({ identity: plan.identity, op: g.linear.op, dtype: g.dtype, n: g.linear.n, k: g.linear.k, ...moeFields(g.linear), rows: g.rows, candidate, routing: g.routing });
 
   // the shard's part comes from the full plan, before the store is consulted
   const mine = plan.shard === undefined ? null : shardKeys(planUnits(plan), plan.shard);
@@ -200,13 +212,16 @@ export function runSweep(kpick: Kpick, plan: SweepPlan, events: SweepEvents): Sw
         noCandidates.push(`${dtype} ${linear.name} ${linear.op} ${shapeText(linear)}`);
         continue;
       }
-      for (const rows of plan.rows) {
-        if (mine !== null && !mine.has(unitKey(dtype, linear, rows))) continue;
-        const g = { dtype, linear, rows };
-        const todo = ofOp.filter((c) => !plan.done.has(key(g, c.name)));
-        const floor = !plan.done.has(key(g, FLOOR));
-        skipped += ofOp.length - todo.length + (floor ? 0 : 1);
-        if (todo.length > 0 || floor) groups.push({ ...g, todo, floor });
+      // a routing's rows together: its problems are made once for them
+      for (const routing of routingsOf(linear)) {
+        for (const rows of plan.rows) {
+          if (mine !== null && !mine.has(unitKey(dtype, linear, rows))) continue;
+          const g = { dtype, linear, rows, ...(routing ? { routing } : {}) };
+          const todo = ofOp.filter((c) => !plan.done.has(key(g, c.name)));
+          const floor = !plan.done.has(key(g, FLOOR));
+          skipped += ofOp.length - todo.length + (floor ? 0 : 1);
+          if (todo.length > 0 || floor) groups.push({ ...g, todo, floor });
+        }
       }
     }
   }
@@ -231,7 +246,7 @@ export function runSweep(kpick: Kpick, plan: SweepPlan, events: SweepEvents): Sw
   };
   try {
     for (const g of groups) {
-      const which = `${g.dtype}:${shapeId(g.linear)}`;
+      const which = `${g.dtype}:${shapeId(g.linear)}:${g.routing ?? 'uniform'}`;
       if (which !== problemOf) {
         freeAll();
         const mMax = Math.max(...groups.filter((o) => o.dtype === g.dtype && o.linear === g.linear).map((o) => o.rows));
@@ -240,8 +255,7 @@ export function runSweep(kpick: Kpick, plan: SweepPlan, events: SweepEvents): Sw
           dtype: g.dtype,
           n: g.linear.n,
           k: g.linear.k,
-          // a moe problem's routing: uniform, as a trained router spreads rows (parity also checks the skewed one)
-          ...(g.linear.op === 'moe' ? { experts: g.linear.experts, topk: g.linear.topk, routing: 'uniform' as const } : {}),
+          ...(g.linear.op === 'moe' ? { experts: g.linear.experts, topk: g.linear.topk, routing: g.routing ?? ('uniform' as const) } : {}),
           mMax,
           seed: plan.seed ?? randomInt(0, 2 ** 47),
         };
@@ -369,6 +383,7 @@ function measureGroup(
     rows: g.rows,
     copies: problem.copies,
     ...(problems.length > 1 ? { placements: problems.length } : {}),
+    ...(g.routing ? { routing: g.routing } : {}),
     seed: Number(problem.seed),
   };
   for (const m of measures) emit(storeRecord(site, 'candidate', m, m.cand));

@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { chooseIdentity, DEFAULT_GATE, DEFAULT_PDL_ROWS, MIN_SAMPLES, poolCandidate, promote, type Promoted } from '../lib/promote.ts';
+import { chooseIdentity, DEFAULT_GATE, DEFAULT_PDL_ROWS, MIN_SAMPLES, pairedGeomeans, poolCandidate, promote, type Promoted } from '../lib/promote.ts';
 import { identityTag } from '../lib/identity.ts';
 import type { StoreRecord, TableEntry } from '../lib/schema.ts';
 import { evenSamples, problem, syntheticRecord, SYNTHETIC_IDENTITY } from './helpers/synthetic-records.ts';
@@ -465,6 +465,39 @@ test('moe problems: one entry per E and top-k, keyed and ordered by them; the no
   // and a linear candidate with more nodes than its default is still held to it
   const lin = onlyEntry(problem({ nodes: 1 }, [{ candidate: 'rowblk.r2', nodes: 2, samples_us: evenSamples(60, 0.02) }]));
   assert.is(lin.choice, 'plain');
+});
+
+test('moe under both routings: each candidate ranks on its paired uniform x skewed geomeans, the floor on the geomean of the two', () => {
+  const moe = { op: 'moe', experts: 8, topk: 2 } as const;
+  const skewed = { ...moe, routing: 'skewed' } as const;
+  const def = { candidate: 'moe.loop', is_default: true, nodes: 9, nodes_declared: 3 };
+  const records = [
+    // uniform: the spread one is fastest (50 us), the balanced one 60, the default 100
+    ...problem({ ...moe, ...def }, [
+      { ...moe, candidate: 'moe.spread', samples_us: evenSamples(50, 0.02) },
+      { ...moe, candidate: 'moe.balanced', samples_us: evenSamples(60, 0.02) },
+      { ...moe, candidate: 'moe.once', samples_us: evenSamples(40, 0.02) },
+    ]),
+    syntheticRecord({ ...moe, kind: 'floor', candidate: 'floor', samples_us: evenSamples(20, 0.02), parity: { status: 'skipped', rel_err: null, bitwise: null, reason: 'floor' } }),
+    // skewed: the spread one slows to 200 us (geomean 100: no gain), the balanced one to 70 (geomean 64.8)
+    syntheticRecord({ ...skewed, ...def, samples_us: evenSamples(100, 0.02) }),
+    syntheticRecord({ ...skewed, candidate: 'moe.spread', samples_us: evenSamples(200, 0.02) }),
+    syntheticRecord({ ...skewed, candidate: 'moe.balanced', samples_us: evenSamples(70, 0.02) }),
+    syntheticRecord({ ...skewed, kind: 'floor', candidate: 'floor', samples_us: evenSamples(5, 0.02), parity: { status: 'skipped', rel_err: null, bitwise: null, reason: 'floor' } }),
+  ];
+  const e = onlyEntry(records);
+  assert.is(e.choice, 'moe.balanced', 'fastest on the geomean, not on uniform alone');
+  assert.ok(Math.abs(e.candidates['moe.balanced']!.median_us! - Math.sqrt(60 * 70)) < 1e-9);
+  assert.ok(Math.abs(e.candidates['moe.spread']!.median_us! - 100) < 1e-9);
+  assert.is(e.candidates['moe.once']!.median_us, null, 'timed under one routing only: no paired samples, not eligible');
+  assert.ok(Math.abs(e.floor_us! - 10) < 1e-9, 'sqrt(20 x 5)');
+  // the same problem with its uniform records alone ranks on them, as stores before the skewed pass do
+  assert.is(onlyEntry(records.filter((r) => r.routing === undefined)).choice, 'moe.once');
+});
+
+test('paired geomeans: the i-th of each side, as many as both have', () => {
+  assert.equal(pairedGeomeans([4, 9, 1], [1, 4]), [2, 6]);
+  assert.equal(pairedGeomeans([], [1]), []);
 });
 
 test.run();

@@ -196,24 +196,32 @@ test('a native failure of one candidate is recorded as failed with the library m
   assert.is(summary.failed, 2);
 });
 
-test('a moe shape: its records carry experts and top-k, its candidates pass parity on the uniform routing, its floor is timed', () => {
+test('a moe shape: timed under both routings (the skewed records say so), its records carry experts and top-k, its candidates pass parity under each, its floor is timed under each', () => {
   const moe: Linear = { name: 'experts', op: 'moe', n: 32, k: 64, experts: 8, topk: 2 };
   const { records, summary } = sweep(plan({ linears: [moe], rows: [1, 4] }));
   assert.is(summary.failed, 0);
   assert.is(summary.parityFailed, 0);
   assert.equal(summary.noCandidates, []);
   const names = space.filter((c) => c.op === 'moe').map((c) => c.name);
-  assert.is(records.length, 2 * (names.length + 1), 'each moe candidate and the floor, per rows bucket');
+  assert.is(records.length, 2 * 2 * (names.length + 1), 'each moe candidate and the floor, per rows bucket and routing');
+  for (const routing of [undefined, 'skewed'])
+    for (const rows of [1, 4])
+      assert.equal(records.filter((r) => r.routing === routing && r.rows === rows).map((r) => r.candidate).sort(), [...names, 'floor'].sort(), `${routing ?? 'uniform'} rows ${rows}`);
   for (const r of records) {
     assert.equal([r.op, r.experts, r.topk, r.n, r.k], ['moe', 8, 2, 32, 64], JSON.stringify(r));
     assert.ok(v.is(StoreRecord, r));
     assert.ok(r.samples_us.length > 0 && r.samples_us.every((t) => t > 0), r.candidate);
   }
   assert.ok(records.filter((r) => r.kind === 'candidate').every((r) => r.parity.status === 'pass'));
-  // its keys differ from those of the same n, k with another top-k: one store holds both
+  // its keys differ from those of the same n, k with another top-k, and a skewed record's from its uniform twin's: one store holds all
   const other = recordKey({ ...records[0]!, topk: 1 });
   assert.not.equal(recordKey(records[0]!), other);
+  const uniform = records.find((r) => r.routing === undefined)!;
+  assert.not.equal(recordKey(uniform), recordKey({ ...uniform, routing: 'skewed' }));
   assert.ok(measuredKeys(records, identity).has(recordKey(records[0]!)));
+  // a resumed sweep finds both routings done
+  const again = sweep(plan({ linears: [moe], rows: [1, 4], done: measuredKeys(records, identity) }));
+  assert.is(again.records.length, 0);
 });
 
 test('a build with no candidate of an op leaves its shapes out and names them, instead of failing', () => {
