@@ -1,8 +1,8 @@
 // Benchmark: moe candidates under both routings a moe problem draws (uniform,
 // and skewed: rows share a hot set of experts), against the read floor of the
-// experts the rows read. The sweep times moe under uniform routing only; this
-// shows what a pick costs where rows share experts. Timing only: parity is the
-// sweep's and scripts/parity.ts's (both check the skewed routing too).
+// experts the rows read, each routing on its own line (the sweep's promote
+// keeps only the geomean of the two per candidate). Timing only: parity is the
+// sweep's and scripts/parity.ts's (both check both routings).
 //   tsx bench/moe-routings.ts --candidates 'moe.mma.*,moe.blas' --rows 16,32,64,128
 // One JSON line per (routing, rows, candidate) on stdout, a table on stderr.
 import { EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, asUsage, type OptionSpec } from '../lib/cli.ts';
