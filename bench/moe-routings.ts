@@ -5,7 +5,7 @@
 // sweep's and scripts/parity.ts's (both check both routings).
 //   tsx bench/moe-routings.ts --candidates 'moe.mma.*,moe.blas' --rows 16,32,64,128
 // One JSON line per (routing, rows, candidate) on stdout, a table on stderr.
-import { EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, asUsage, type OptionSpec } from '../lib/cli.ts';
+import { EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, asUsage, UsageError, type OptionSpec } from '../lib/cli.ts';
 import * as opt from '../lib/options.ts';
 import { openKpick, type Routing } from '../lib/ffi.ts';
 import { decodeLinears, findModel, parseRows } from '../lib/models.ts';
@@ -42,7 +42,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   const copies = optionInt(o, 'copies', OPTIONS.copies.default, 0, 4096);
   const quiet = o.quiet === true;
   const moes = decodeLinears(model).filter((l) => l.op === 'moe');
-  if (moes.length === 0) return asUsage(() => { throw new Error(`${model.name} has no moe block`); });
+  if (moes.length === 0) throw new UsageError(`${model.name} has no moe block`);
   const kpick = openKpick(optionText(o, 'backend'));
   const cands = asUsage(() => selectCandidates(kpick.candidates().filter((c) => c.op === 'moe'), opt.candidateList(optionText(o, 'candidates'))));
   for (const l of moes) {

@@ -18,7 +18,7 @@ export interface RecordSite extends ShapeKey {
   /** buffer placements the samples were spread over (lib/sweep.ts); absent: one */
   placements?: number;
   /** moe: the routing drawn, when skewed (absent: uniform) */
-  routing?: 'skewed';
+  routing?: StoreRecord['routing'];
   seed: number;
 }
 

@@ -22,6 +22,7 @@ import { moeFields, shapeId, shapeText, type ShapeKey } from './shape-key.ts';
 import { MIN_SAMPLES } from './promote.ts';
 import { median } from './stats.ts';
 import { recordKey } from './store.ts';
+import { rotate } from './time-rounds.ts';
 
 export { FLOOR };
 
@@ -89,13 +90,6 @@ export function selectCandidates(all: readonly Candidate[], globs: readonly stri
   return all.filter((c) => patterns.some(({ re }) => re.test(c.name)));
 }
 
-/** list rotated left by r: round r starts at a different member */
-export function rotate<T>(list: readonly T[], r: number): T[] {
-  if (list.length === 0) return [];
-  const s = r % list.length;
-  return [...list.slice(s), ...list.slice(0, s)];
-}
-
 /**
  * How the timing of a group is cut: `rounds` visits of `samples` calls each.
  * On the CPU every sample is a round of its own (the same count of samples):
@@ -113,7 +107,7 @@ interface Group {
   linear: Linear;
   rows: Bucket;
   /** moe: the skewed routing's pass (absent: uniform) */
-  routing?: 'skewed';
+  routing?: StoreRecord['routing'];
   /** candidates of the op not yet in the store */
   todo: Candidate[];
   floor: boolean;
@@ -131,7 +125,7 @@ function label(g: Pick<Group, 'dtype' | 'linear' | 'rows' | 'routing'>): string 
  * sharing a hot set of experts), so that promote ranks a moe candidate on both
  * (lib/promote.ts); every other op has none.
  */
-export function routingsOf(linear: Pick<Linear, 'op'>): (undefined | 'skewed')[] {
+export function routingsOf(linear: Pick<Linear, 'op'>): StoreRecord['routing'][] {
   return linear.op === 'moe' ? [undefined, 'skewed'] : [undefined];
 }
 

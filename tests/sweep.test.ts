@@ -7,7 +7,7 @@ import { identityFromInfo } from '../lib/identity.ts';
 import type { Linear } from '../lib/models.ts';
 import { StoreRecord } from '../lib/schema.ts';
 import { measuredKeys, recordKey } from '../lib/store.ts';
-import { FLOOR, STOPPED, STOP_MARGIN, contenderKey, hopeless, rotate, runSweep, selectCandidates, timedThrough, visitsOf, type SweepPlan } from '../lib/sweep.ts';
+import { FLOOR, STOPPED, STOP_MARGIN, contenderKey, hopeless, runSweep, selectCandidates, timedThrough, visitsOf, type SweepPlan } from '../lib/sweep.ts';
 import { MIN_SAMPLES } from '../lib/promote.ts';
 
 const kpick = loadKpick({ lib: join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so') });
@@ -47,13 +47,6 @@ test('selectCandidates keeps names matching any glob, and refuses a glob that ma
   assert.equal(selectCandidates(space, ['plain', 'gated.pl?in']).map((c) => c.name), ['plain', 'gated.plain']);
   assert.is(selectCandidates(space, undefined).length, space.length);
   assert.throws(() => selectCandidates(space, ['plain', 'gemv.*']), /no candidate matches 'gemv\.\*'; this space has plain, rowblk\.r2/);
-});
-
-test('rotate starts each round at the next member', () => {
-  assert.equal(rotate([1, 2, 3], 0), [1, 2, 3]);
-  assert.equal(rotate([1, 2, 3], 1), [2, 3, 1]);
-  assert.equal(rotate([1, 2, 3], 4), [2, 3, 1]);
-  assert.equal(rotate([], 3), []);
 });
 
 test('visitsOf: on the CPU every sample is a round of its own; a GPU keeps its samples together in each round', () => {

@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { timeRounds, type Timeable } from '../lib/time-rounds.ts';
+import { rotate, timeRounds, type Timeable } from '../lib/time-rounds.ts';
 
 /** a problem that logs what was timed and returns the id (floor: -1) as each sample */
 function logging(): Timeable & { log: number[] } {
@@ -11,6 +11,13 @@ function logging(): Timeable & { log: number[] } {
     timeFloor: (n) => (log.push(-1), new Float64Array(n).fill(-1)),
   };
 }
+
+test('rotate starts each round at the next member', () => {
+  assert.equal(rotate([1, 2, 3], 0), [1, 2, 3]);
+  assert.equal(rotate([1, 2, 3], 1), [2, 3, 1]);
+  assert.equal(rotate([1, 2, 3], 4), [2, 3, 1]);
+  assert.equal(rotate([], 3), []);
+});
 
 test('each round times every candidate and the floor once, the order rotated a step a round', () => {
   const p = logging();
