@@ -49,6 +49,7 @@
 #include "launch.h"
 #include "gemv_core.h"
 #include "mma_core.h"
+#include "moe_plan.h"
 
 #if defined(KPICK_GPU_CUDA)
 #include <dlfcn.h>
@@ -57,26 +58,15 @@
 static constexpr int kp_moe_plan_threads = 1024; /* one per expert: KPICK_MAX_EXPERTS */
 static_assert(KPICK_MAX_EXPERTS <= kp_moe_plan_threads, "the plan gives each expert a thread");
 static_assert(KPICK_MAX_ROWS <= 128, "the plan keeps an expert's rows in 4 words");
-static constexpr int kp_moe_max_pairs = KPICK_MAX_ROWS * KPICK_MAX_TOPK;
-static constexpr int kp_moe_max_items = KPICK_MAX_EXPERTS + kp_moe_max_pairs;
 static constexpr int kp_moe_gemv_rows = 8; /* rows a gemv warp holds: the gemv rows stop at 8 */
-
-struct kp_moe_plan {
-  int32_t nused, nitems, pad[2];
-  int32_t used[KPICK_MAX_EXPERTS];      /* active experts, ascending */
-  int32_t start[KPICK_MAX_EXPERTS + 1]; /* pairs of used[u]: order[start[u] .. start[u+1]) */
-  int32_t order[kp_moe_max_pairs];      /* pair t * topk + j, grouped by expert, rows ascending */
-  int32_t pos[kp_moe_max_pairs];        /* where pair i sits in order, -1 for an id outside 0..E-1 */
-  int32_t item_u[kp_moe_max_items];     /* work item: expert u, its pairs from item_r0 on, at most C */
-  int32_t item_r0[kp_moe_max_items];
-};
 
 static size_t kp_align(size_t v) { return (v + 255) / 256 * 256; }
 
 /* the scratch layout of one call: plan, h [P, N], o fp32 [P, K], then the
- * default's gate/up product [P, 2N], its o [P, K] and its 6 pointer arrays */
+ * default's gate/up product [P, 2N], its o [P, K] and its 6 pointer arrays,
+ * then moe.wgmma's x rows gathered in plan order [P, K] */
 struct kp_moe_layout {
-  size_t plan, h, o, gu, ob, ptrs, total;
+  size_t plan, h, o, gu, ob, ptrs, xg, total;
 };
 static kp_moe_layout kp_moe_layout_of(int32_t m, int32_t topk, int64_t n, int64_t k) {
   const size_t P = (size_t)m * (size_t)topk;
@@ -87,7 +77,8 @@ static kp_moe_layout kp_moe_layout_of(int32_t m, int32_t topk, int64_t n, int64_
   l.gu = l.o + kp_align(P * (size_t)k * 4);
   l.ob = l.gu + kp_align(P * (size_t)n * 4);
   l.ptrs = l.ob + kp_align(P * (size_t)k * 2);
-  l.total = l.ptrs + kp_align(6 * P * sizeof(void *));
+  l.xg = l.ptrs + kp_align(6 * P * sizeof(void *));
+  l.total = l.xg + kp_align(P * (size_t)k * 2);
   return l;
 }
 
@@ -916,6 +907,45 @@ int kp_moe_mma_launch(const struct kp_call *c, int warps) {
   KP_GPU(kp_launch(set.down[d], dim3((unsigned)((down_tiles + per_block - 1) / per_block), (unsigned)max_items), block,
                    c->stream, pdl, down));
   if (set.fused) return KPICK_OK;
+  return c->dtype == KP_DT_BF16 ? kp_moe_combine<KP_DT_BF16>(c, base + l.o, pl, false)
+                                : kp_moe_combine<KP_DT_FP16>(c, base + l.o, pl, false);
+}
+
+/* moe.wgmma: the plan, x's rows gathered in plan order (the copy engine reads
+ * whole boxes of rows), gate/up and down by the grouped wgmma tile (wgmma.hip),
+ * the combine: 5 nodes. xg[q] = x[order[q] / topk], a block per valid pair
+ * (K % 8 == 0: 16-byte pieces). */
+__global__ void __launch_bounds__(256)
+    kp_moe_gather_kernel(const uint16_t *__restrict__ x, const kp_moe_plan *pl, int32_t topk, int64_t k,
+                         uint16_t *__restrict__ xg) {
+  const int q = blockIdx.x;
+  if (q >= pl->start[pl->nused]) return;
+  const kp_v16 *src = (const kp_v16 *)(x + (int64_t)(pl->order[q] / topk) * k);
+  kp_v16 *dst = (kp_v16 *)(xg + (int64_t)q * k);
+  for (int64_t i = threadIdx.x; i < k / 8; i += blockDim.x) dst[i] = src[i];
+}
+
+static constexpr int kp_moe_wgmma_chunk = 64; /* rows of one expert an item takes: the widest x box */
+
+int kp_moe_wgmma_launch(const struct kp_call *c, int wg, int stages) {
+  const struct kp_moe_call *mc = c->moe;
+  if (c->k % 8 != 0 || c->n % 8 != 0 || !kp_wgmma_moe_fits(wg, stages))
+    return kp_fail(KPICK_E_UNSUPPORTED, "moe.wgmma", "N %lld and K %lld must be multiples of 8, WG=%d T=%d must fit",
+                   (long long)c->n, (long long)c->k, wg, stages);
+  const kp_moe_layout l = kp_moe_layout_of(c->m, mc->topk, c->n, c->k);
+  char *base = (char *)mc->ws->temp;
+  kp_moe_plan *pl = (kp_moe_plan *)(base + l.plan);
+  uint16_t *xg = (uint16_t *)(base + l.xg), *h = (uint16_t *)(base + l.h);
+  const int P = c->m * mc->topk, max_used = P < mc->experts ? P : mc->experts;
+  const int items = max_used + P / kp_moe_wgmma_chunk;
+  KP_TRY(kp_moe_plan_launch(mc->ids, c->m, mc->topk, mc->experts, kp_moe_wgmma_chunk, pl, c->stream, false));
+  KP_GPU(kp_launch(kp_moe_gather_kernel, dim3((unsigned)P), dim3(256), c->stream, false, (const uint16_t *)c->x,
+                   (const kp_moe_plan *)pl, mc->topk, c->k, xg));
+  const int64_t E = mc->experts;
+  const kp_wgmma_moe_op up = {1, c->w, E * 2 * c->n, c->k, 2 * c->n, xg, P, h, c->n, pl, kp_moe_wgmma_chunk, items};
+  KP_TRY(kp_wgmma_moe_launch(c, wg, stages, &up));
+  const kp_wgmma_moe_op down = {0, mc->w_down, E * c->k, c->n, c->k, h, P, base + l.o, c->k, pl, kp_moe_wgmma_chunk, items};
+  KP_TRY(kp_wgmma_moe_launch(c, wg, stages, &down));
   return c->dtype == KP_DT_BF16 ? kp_moe_combine<KP_DT_BF16>(c, base + l.o, pl, false)
                                 : kp_moe_combine<KP_DT_FP16>(c, base + l.o, pl, false);
 }

@@ -38,6 +38,7 @@
 #include "../common/error.h"
 #include "check.h"
 #include "launch.h"
+#include "moe_plan.h"
 #include "rows.h"
 #include "wgmma_core.h"
 
@@ -257,6 +258,150 @@ __global__ void kp_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const 
 }
 #endif
 
+/* ---- moe.wgmma: the tile over a moe plan's work items ----
+ * A block per (W tile, work item of moe.hip's plan: up to `chunk` rows of one
+ * active expert). The expert's weights are rows e * wexp.. of one map over all
+ * experts (gate/up: E x 2N rows of K; down: E x K rows of N), so the W rows a
+ * tile reads past its expert's are never stored. x is the item's rows of a
+ * buffer in plan order (gate/up: x gathered by moe.hip; down: h), one TMA box
+ * of BN rows, BN the narrowest of 16, 32 and 64 holding the item (the rows past
+ * it are multiplied, never stored). One K box per stage: the grid has many
+ * blocks. gate/up stores h = silu(g) * u rounded to the dtype, down o in fp32,
+ * both at the item's places in plan order (moe.hip's combine sums each row's
+ * pairs). An output is one warpgroup's chain of wgmmas over the K boxes in
+ * order: the bits depend on nothing of WG or T. */
+struct kp_wgmma_moe_args {
+  void *out;
+  const kp_moe_plan *pl;
+  int64_t n;    /* output columns: gate/up N, down K */
+  int64_t wexp; /* W rows an expert: gate/up 2N, down K */
+  int32_t nbox; /* ceil(reduction length / 64) */
+  int32_t stages, chunk;
+};
+
+#if defined(KP_WGMMA_DEVICE)
+template <int DT, int BN, int WG, int MODE>
+__device__ __forceinline__ void kp_wgmma_moe_tile(const CUtensorMap *wmap, const CUtensorMap *xmap,
+                                                  const kp_wgmma_moe_args &p, uint8_t *ring, uint64_t *full,
+                                                  uint64_t *empty, int64_t e, int s, int cnt) {
+  constexpr int BM = 64 * WG, consumers = 128 * WG, KBOX = kp_wg_kbox(DT);
+  constexpr uint32_t wbox = BM * 128, box_bytes = wbox + BN * 128;
+  constexpr int LD = BN + kp_wg_pad, OUT = MODE == KP_WG_GATED ? BM / 2 : BM;
+  const int T = p.stages, nbx = p.nbox, tid = threadIdx.x;
+  const int64_t N = p.n, n0 = (int64_t)blockIdx.x * OUT, wrow = e * p.wexp;
+  const int role = __shfl_sync(0xffffffffu, tid / 128, 0); /* warp-uniform, as in kp_wgmma_kernel */
+
+  if (role == WG) { /* producer: one thread of the last warp */
+    if (tid == consumers) {
+      kp_prefetch_tensormap(wmap);
+      kp_prefetch_tensormap(xmap);
+      const uint64_t pol_w = kp_policy_evict_first(), pol_x = kp_policy_evict_last();
+      for (int i = 0; i < nbx; ++i) {
+        const int st = i % T, round = i / T;
+        if (round > 0) kp_mbar_wait(&empty[st], (uint32_t)(round - 1) & 1u);
+        kp_mbar_expect_tx(&full[st], box_bytes);
+        uint8_t *dst = ring + (size_t)st * box_bytes;
+        const int32_t k = i * KBOX;
+        if constexpr (MODE == KP_WG_GATED) {
+          kp_tma_load(dst, wmap, k, (int32_t)(wrow + n0), &full[st], pol_w);
+          kp_tma_load(dst + wbox / 2, wmap, k, (int32_t)(wrow + N + n0), &full[st], pol_w);
+        } else {
+          kp_tma_load(dst, wmap, k, (int32_t)(wrow + n0), &full[st], pol_w);
+        }
+        kp_tma_load(dst + wbox, xmap, k, s, &full[st], pol_x);
+      }
+    }
+    return;
+  }
+
+  const int lane = tid % 32, warp = (tid % 128) / 32;
+  float d[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
+  const uint32_t ring_addr = kp_smem_addr(ring);
+#pragma unroll 1
+  for (int x = 0; x < nbx; ++x) {
+    const int st = x % T;
+    kp_mbar_wait(&full[st], (uint32_t)(x / T) & 1u);
+    const uint32_t box = ring_addr + (uint32_t)st * box_bytes;
+    const uint32_t a = box + (uint32_t)role * 64 * 128, b = box + wbox;
+    kp_wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < kp_wg_slices; ++kk) kp_wgmma<DT, BN>(d, kp_wg_desc(a + kk * 32), kp_wg_desc(b + kk * 32));
+    kp_wg_commit();
+    kp_wg_wait<1>(); /* the previous box's wgmmas have retired: its stage may be refilled */
+    if (x > 0 && lane == 0) kp_mbar_arrive(&empty[(x - 1) % T]);
+  }
+  kp_wg_wait<0>();
+
+  /* every consumer is past its last wgmma and every box has landed: the ring
+   * becomes the fp32 tile [BM][LD] */
+  kp_consumers_sync(consumers);
+  float *t = reinterpret_cast<float *>(ring);
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = role * 64 + warp * 16 + lane / 4 + 8 * (i / 2), col = 8 * j + 2 * (lane % 4) + (i % 2);
+      t[row * LD + col] = d[4 * j + i];
+    }
+  kp_consumers_sync(consumers);
+  const int groups = OUT * ((cnt + 3) / 4);
+  for (int g = tid; g < groups; g += consumers) {
+    const int r = g % OUT, m4 = (g / OUT) * 4;
+    if (n0 + r >= N) continue;
+    float4 v = *reinterpret_cast<const float4 *>(t + r * LD + m4);
+    if constexpr (MODE == KP_WG_GATED) {
+      const float4 u = *reinterpret_cast<const float4 *>(t + (r + OUT) * LD + m4);
+      v = make_float4(kp_silu_mul(v.x, u.x), kp_silu_mul(v.y, u.y), kp_silu_mul(v.z, u.z), kp_silu_mul(v.w, u.w));
+    }
+    const float vs[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (m4 + j >= cnt) break;
+      const int64_t at = (int64_t)(s + m4 + j) * N + n0 + r;
+      if constexpr (MODE == KP_WG_GATED) ((uint16_t *)p.out)[at] = kp_round<DT>(vs[j]);
+      else ((float *)p.out)[at] = vs[j];
+    }
+  }
+}
+
+template <int DT, int WG, int MODE>
+__global__ void __launch_bounds__(128 * WG + 32)
+    kp_wgmma_moe_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap x16,
+                        const __grid_constant__ CUtensorMap x32, const __grid_constant__ CUtensorMap x64,
+                        kp_wgmma_moe_args p) {
+  extern __shared__ uint8_t kp_wg_raw[];
+  __shared__ uint64_t full[kp_wg_max_stages], empty[kp_wg_max_stages];
+  uint8_t *const ring = (uint8_t *)(((uintptr_t)kp_wg_raw + 1023) & ~(uintptr_t)1023);
+  const kp_moe_plan *pl = p.pl;
+  const int it = blockIdx.y;
+  if (it >= pl->nitems) return; /* block-uniform, before any barrier */
+  const int u = pl->item_u[it], s = pl->start[u] + pl->item_r0[it], left = pl->start[u + 1] - s;
+  /* visibly warp-uniform, so that the BN branch holds no divergent wgmma */
+  const int cnt = __shfl_sync(0xffffffffu, left < p.chunk ? left : p.chunk, 0);
+  const int64_t e = pl->used[u];
+  if (threadIdx.x == 0) {
+    for (int q = 0; q < p.stages; ++q) {
+      kp_mbar_init(&full[q], 1);
+      kp_mbar_init(&empty[q], 128 * WG / 32);
+    }
+    kp_mbar_init_fence();
+  }
+  __syncthreads();
+  if (cnt <= 16) kp_wgmma_moe_tile<DT, 16, WG, MODE>(&wmap, &x16, p, ring, full, empty, e, s, cnt);
+  else if (cnt <= 32) kp_wgmma_moe_tile<DT, 32, WG, MODE>(&wmap, &x32, p, ring, full, empty, e, s, cnt);
+  else kp_wgmma_moe_tile<DT, 64, WG, MODE>(&wmap, &x64, p, ring, full, empty, e, s, cnt);
+}
+#elif defined(KPICK_GPU_CUDA)
+template <int DT, int WG, int MODE>
+__global__ void kp_wgmma_moe_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap x16,
+                                    const __grid_constant__ CUtensorMap x32, const __grid_constant__ CUtensorMap x64,
+                                    kp_wgmma_moe_args p) {
+  __builtin_trap();
+}
+#endif
+
 /* ---- host ---- */
 
 static constexpr int kp_wg_bn(int32_t m) { return m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : 128; }
@@ -433,6 +578,70 @@ int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const vo
   KP_GPU(cudaLaunchKernelEx(&cfg, k, wmap, xmap, a));
   return KPICK_OK;
 }
+
+/* ---- moe.wgmma's host side ---- */
+static constexpr int kp_wg_moe_bn_max = 64; /* an item's rows: BN = 16, 32 or 64 */
+typedef void (*kp_wgmma_moe_fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
+                                kp_wgmma_moe_args);
+/* the kernels of one moe.wgmma row: k[dtype slot: bf16, fp16][linear, gated] */
+struct kp_wgmma_moe_set {
+  kp_wgmma_moe_fn k[2][2];
+};
+
+template <int ID>
+static kp_wgmma_moe_set kp_wgmma_moe_row() {
+  constexpr kp_def r = kp_defs[ID];
+  kp_wgmma_moe_set s = {};
+  if constexpr (r.family == KP_FAM_moe_wgmma) {
+    static_assert(r.p0 == 1 || r.p0 == 2, "moe.wgmma: WG is 1 or 2 consumer warpgroups");
+    static_assert(r.p1 >= 2 && r.p1 <= kp_wg_max_stages, "moe.wgmma: T is 2..kp_wg_max_stages stages");
+    static_assert(!r.pdl(), "moe.wgmma: no .pdl rows");
+    s.k[0][0] = kp_wgmma_moe_kernel<KP_DT_BF16, r.p0, KP_WG_LINEAR>;
+    s.k[0][1] = kp_wgmma_moe_kernel<KP_DT_BF16, r.p0, KP_WG_GATED>;
+    s.k[1][0] = kp_wgmma_moe_kernel<KP_DT_FP16, r.p0, KP_WG_LINEAR>;
+    s.k[1][1] = kp_wgmma_moe_kernel<KP_DT_FP16, r.p0, KP_WG_GATED>;
+  }
+  return s;
+}
+
+static const kp_wgmma_moe_set kp_wgmma_moe_sets[KP_NCAND] = {
+#define CPU(...)
+#define GPU(id, ...) kp_wgmma_moe_row<KP_CAND_##id>(),
+#include "../space.def"
+};
+
+int kp_wgmma_moe_built(int32_t cand) { return kp_wgmma_moe_sets[cand].k[0][0] != nullptr && kp_encode_fn() != nullptr; }
+
+int kp_wgmma_moe_fits(int wg, int stages) { return kp_wgmma_fits(wg, stages, 1, kp_wg_moe_bn_max); }
+
+int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, const struct kp_wgmma_moe_op *op) {
+  const int slot = c->dtype == KP_DT_FP16 ? 1 : 0;
+  const kp_wgmma_moe_fn k = c->dtype == KP_DT_BF16 || c->dtype == KP_DT_FP16 ? kp_wgmma_moe_sets[c->cand].k[slot][op->gated ? 1 : 0] : nullptr;
+  if (!k || wg != kp_defs[c->cand].p0 || !kp_wgmma_moe_fits(wg, stages) || op->chunk < 1 ||
+      op->chunk > kp_wg_moe_bn_max)
+    return kp_fail(KPICK_E_UNSUPPORTED, "moe.wgmma", "no kernel for dtype %d, WG=%d, T=%d, chunk %d", (int)c->dtype,
+                   wg, stages, op->chunk);
+  if (op->items < 1) return KPICK_OK;
+  const int bm = op->gated ? 32 * wg : 64 * wg;
+  CUtensorMap wmap, x16, x32, x64;
+  KP_TRY(kp_wg_map(&wmap, c->dtype, op->w, op->wrows, op->len, bm));
+  KP_TRY(kp_wg_map(&x16, c->dtype, op->x, op->xrows, op->len, 16));
+  KP_TRY(kp_wg_map(&x32, c->dtype, op->x, op->xrows, op->len, 32));
+  KP_TRY(kp_wg_map(&x64, c->dtype, op->x, op->xrows, op->len, 64));
+  const size_t smem = kp_wg_smem(wg, stages, 1, kp_wg_moe_bn_max);
+  const int kbox = kp_wg_kbox(c->dtype);
+  kp_wgmma_moe_args a = {op->out, (const kp_moe_plan *)op->plan, op->ncols, op->wexp,
+                         (int32_t)((op->len + kbox - 1) / kbox), stages, op->chunk};
+  KP_GPU(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  const int64_t tiles = (op->ncols + bm - 1) / bm;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)tiles, (unsigned)op->items);
+  cfg.blockDim = dim3(128 * wg + 32);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = c->stream;
+  KP_GPU(cudaLaunchKernelEx(&cfg, k, wmap, x16, x32, x64, a));
+  return KPICK_OK;
+}
 #else
 /* HIP, or a CUDA build without an sm_90a pass: the family is absent */
 int kp_wgmma_built(int32_t cand) { return 0; }
@@ -440,5 +649,10 @@ int kp_wgmma_built(int32_t cand) { return 0; }
 int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const void *xq, const float *sx,
                     const float *sw) {
   return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "this build has no sm_90a kernels");
+}
+int kp_wgmma_moe_built(int32_t cand) { return 0; }
+int kp_wgmma_moe_fits(int wg, int stages) { return 0; }
+int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, const struct kp_wgmma_moe_op *op) {
+  return kp_fail(KPICK_E_UNSUPPORTED, "moe.wgmma", "this build has no sm_90a kernels");
 }
 #endif
