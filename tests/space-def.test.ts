@@ -146,16 +146,16 @@ test('the moe tiles family: params W,U,T; names moe.tiles.wW.uU.tT; four nodes a
   }
 });
 
-test('the moe wgmma family: params WG,T; names moe.wgmma.mB.tT with B = 64 WG; five nodes; one class head; no .pdl', () => {
-  assert.is(families.get('moe_wgmma'), 'WG,T');
+test('the moe wgmma family: params WG,T,KB; names moe.wgmma.mB.tT.kKB with B = 64 WG; five nodes; one class head; no .pdl', () => {
+  assert.is(families.get('moe_wgmma'), 'WG,T,KB');
   const rows = gpu.filter((r) => r.family === 'moe_wgmma');
   assert.ok(rows.length > 0, 'the family has rows');
   const heads = rows.filter((r) => r.bitwiseWith === r.id);
-  assert.is(heads.length, 1, 'WG and T change no bits: one head');
+  assert.is(heads.length, 1, 'WG, T and KB change no bits: one head');
   for (const r of rows) {
-    const [wg, t] = r.p;
-    assert.is(r.name, `moe.wgmma.m${64 * wg}.t${t}`, `${r.id}: name from its params`);
-    assert.ok([1, 2].includes(wg) && t >= 2 && t <= 16, `${r.name}: WG ${wg}, T ${t}`);
+    const [wg, t, kb] = r.p;
+    assert.is(r.name, `moe.wgmma.m${64 * wg}.t${t}.k${kb}`, `${r.id}: name from its params`);
+    assert.ok([1, 2].includes(wg) && t >= 2 && t <= 16 && [1, 2, 4].includes(kb), `${r.name}: WG ${wg}, T ${t}, KB ${kb}`);
     assert.is(r.op, 'MOE');
     assert.is(r.nodes, 5, `${r.name}: plan, gather, gate/up, down, combine`);
     assert.not.ok(r.flags.includes('KF_PDL'), `${r.name}: no .pdl rows`);

@@ -125,6 +125,15 @@ __device__ __forceinline__ float kp_shfl_xor(float v, int lane_mask) {
 #endif
 }
 
+/* lane src's v, the whole warp taking part */
+__device__ __forceinline__ int kp_shfl(int v, int src) {
+#if defined(KPICK_GPU_CUDA)
+  return __shfl_sync(0xffffffffu, v, src);
+#else
+  return __shfl(v, src);
+#endif
+}
+
 /* Weights are read once per call: keep them out of L1. */
 __device__ __forceinline__ kp_v16 kp_ld_stream(const void *p) {
   kp_v16 r;

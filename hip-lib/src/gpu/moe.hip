@@ -147,8 +147,11 @@ __global__ void __launch_bounds__(kp_moe_plan_threads)
 static int kp_moe_plan_launch(const int32_t *ids, int32_t m, int32_t topk, int32_t E, int32_t chunk, kp_moe_plan *pl,
                               hipStream_t s, bool pdl) {
   const auto k = pdl ? kp_moe_plan_kernel<kp_pdl_built> : kp_moe_plan_kernel<false>;
-  /* a thread per expert (a block of E, at least one warp): fewer threads, cheaper barriers */
-  const int threads = E < 32 ? 32 : (E + 31) / 32 * 32;
+  /* a thread per expert or per pair, whichever are more (up to the block's limit): a
+   * thread looping over pairs waits out one L2 round trip per pair (a block of E alone
+   * took 8.7 us at 1024 pairs, h200-2026-12-02-moe-wgmma) */
+  const int P = m * topk, want = E > P ? E : P < kp_moe_plan_threads ? P : kp_moe_plan_threads;
+  const int threads = want < 32 ? 32 : (want + 31) / 32 * 32;
   KP_GPU(kp_launch(k, dim3(1), dim3((unsigned)threads), s, pdl, ids, m, topk, E, chunk, pl));
   return KPICK_OK;
 }
@@ -610,26 +613,31 @@ template <int DT, bool PAIR>
 __global__ void __launch_bounds__(256)
     kp_moe_combine_kernel(const void *__restrict__ o, const kp_moe_plan *pl, const int32_t *__restrict__ ids,
                           const float *__restrict__ weights, uint16_t *__restrict__ y, int32_t topk, int32_t E, int64_t K) {
-  __shared__ int32_t ord[KPICK_MAX_TOPK], where[KPICK_MAX_TOPK];
+  __shared__ int32_t where[KPICK_MAX_TOPK];
+  __shared__ float gate[KPICK_MAX_TOPK];
   __shared__ int n;
   const int t = blockIdx.x;
-  if (threadIdx.x == 0) {
-    int k = 0;
-    for (int j = 0; j < topk; ++j) { /* insertion sort of the valid slots by expert id */
-      const int e = ids[t * topk + j];
-      if (e < 0 || e >= E) continue;
-      int i = k++;
-      while (i > 0 && ids[t * topk + ord[i - 1]] > e) ord[i] = ord[i - 1], i--;
-      ord[i] = j;
+  if (threadIdx.x < kp_warp) { /* warp 0: each valid slot's rank by (expert id, slot), all at once */
+    const int j = threadIdx.x;
+    const int e = j < topk ? ids[t * topk + j] : -1;
+    const bool valid = e >= 0 && e < E;
+    int rank = 0;
+    for (int q = 0; q < topk; ++q) { /* the order of a stable sort by id */
+      const int f = kp_shfl(e, q);
+      rank += f >= 0 && f < E && (f < e || (f == e && q < j));
     }
-    for (int i = 0; i < k; ++i) where[i] = PAIR ? t * topk + ord[i] : pl->pos[t * topk + ord[i]];
-    n = k;
+    if (valid) {
+      where[rank] = PAIR ? t * topk + j : pl->pos[t * topk + j];
+      gate[rank] = weights[t * topk + j];
+    }
+    const int k = __popcll(kp_ballot(valid));
+    if (j == 0) n = k;
   }
   __syncthreads();
   const int64_t c = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
   if (c < K) {
     const float sum = kp_moe_row_sum(
-        n, [&](int i) { return weights[t * topk + ord[i]]; },
+        n, [&](int i) { return gate[i]; },
         [&](int i) {
           return PAIR ? kp_load1<DT>((const uint16_t *)o + (int64_t)where[i] * K + c)
                       : ((const float *)o)[(int64_t)where[i] * K + c];
@@ -927,11 +935,11 @@ __global__ void __launch_bounds__(256)
 
 static constexpr int kp_moe_wgmma_chunk = 64; /* rows of one expert an item takes: the widest x box */
 
-int kp_moe_wgmma_launch(const struct kp_call *c, int wg, int stages) {
+int kp_moe_wgmma_launch(const struct kp_call *c, int wg, int stages, int kb) {
   const struct kp_moe_call *mc = c->moe;
-  if (c->k % 8 != 0 || c->n % 8 != 0 || !kp_wgmma_moe_fits(wg, stages))
-    return kp_fail(KPICK_E_UNSUPPORTED, "moe.wgmma", "N %lld and K %lld must be multiples of 8, WG=%d T=%d must fit",
-                   (long long)c->n, (long long)c->k, wg, stages);
+  if (c->k % 8 != 0 || c->n % 8 != 0 || !kp_wgmma_moe_fits(wg, stages, kb))
+    return kp_fail(KPICK_E_UNSUPPORTED, "moe.wgmma", "N %lld and K %lld must be multiples of 8, WG=%d T=%d KB=%d must fit",
+                   (long long)c->n, (long long)c->k, wg, stages, kb);
   const kp_moe_layout l = kp_moe_layout_of(c->m, mc->topk, c->n, c->k);
   char *base = (char *)mc->ws->temp;
   kp_moe_plan *pl = (kp_moe_plan *)(base + l.plan);
@@ -943,9 +951,9 @@ int kp_moe_wgmma_launch(const struct kp_call *c, int wg, int stages) {
                    (const kp_moe_plan *)pl, mc->topk, c->k, xg));
   const int64_t E = mc->experts;
   const kp_wgmma_moe_op up = {1, c->w, E * 2 * c->n, c->k, 2 * c->n, xg, P, h, c->n, pl, kp_moe_wgmma_chunk, items};
-  KP_TRY(kp_wgmma_moe_launch(c, wg, stages, &up));
+  KP_TRY(kp_wgmma_moe_launch(c, wg, stages, kb, &up));
   const kp_wgmma_moe_op down = {0, mc->w_down, E * c->k, c->n, c->k, h, P, base + l.o, c->k, pl, kp_moe_wgmma_chunk, items};
-  KP_TRY(kp_wgmma_moe_launch(c, wg, stages, &down));
+  KP_TRY(kp_wgmma_moe_launch(c, wg, stages, kb, &down));
   return c->dtype == KP_DT_BF16 ? kp_moe_combine<KP_DT_BF16>(c, base + l.o, pl, false)
                                 : kp_moe_combine<KP_DT_FP16>(c, base + l.o, pl, false);
 }

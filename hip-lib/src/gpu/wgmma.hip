@@ -265,8 +265,8 @@ __global__ void kp_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const 
  * tile reads past its expert's are never stored. x is the item's rows of a
  * buffer in plan order (gate/up: x gathered by moe.hip; down: h), one TMA box
  * of BN rows, BN the narrowest of 16, 32 and 64 holding the item (the rows past
- * it are multiplied, never stored). One K box per stage: the grid has many
- * blocks. gate/up stores h = silu(g) * u rounded to the dtype, down o in fp32,
+ * it are multiplied, never stored). A stage holds KB K boxes (the row's), one
+ * row's K chunks requested back to back as in kp_wgmma_kernel. gate/up stores h = silu(g) * u rounded to the dtype, down o in fp32,
  * both at the item's places in plan order (moe.hip's combine sums each row's
  * pairs). An output is one warpgroup's chain of wgmmas over the K boxes in
  * order: the bits depend on nothing of WG or T. */
@@ -276,7 +276,7 @@ struct kp_wgmma_moe_args {
   int64_t n;    /* output columns: gate/up N, down K */
   int64_t wexp; /* W rows an expert: gate/up 2N, down K */
   int32_t nbox; /* ceil(reduction length / 64) */
-  int32_t stages, chunk;
+  int32_t stages, kb, chunk; /* T stages of KB K boxes */
 };
 
 #if defined(KP_WGMMA_DEVICE)
@@ -287,7 +287,8 @@ __device__ __forceinline__ void kp_wgmma_moe_tile(const CUtensorMap *wmap, const
   constexpr int BM = 64 * WG, consumers = 128 * WG, KBOX = kp_wg_kbox(DT);
   constexpr uint32_t wbox = BM * 128, box_bytes = wbox + BN * 128;
   constexpr int LD = BN + kp_wg_pad, OUT = MODE == KP_WG_GATED ? BM / 2 : BM;
-  const int T = p.stages, nbx = p.nbox, tid = threadIdx.x;
+  const int T = p.stages, KB = p.kb, nbx = p.nbox, nst = (nbx + KB - 1) / KB, tid = threadIdx.x;
+  const uint32_t stage_bytes = (uint32_t)KB * box_bytes;
   const int64_t N = p.n, n0 = (int64_t)blockIdx.x * OUT, wrow = e * p.wexp;
   const int role = __shfl_sync(0xffffffffu, tid / 128, 0); /* warp-uniform, as in kp_wgmma_kernel */
 
@@ -296,19 +297,23 @@ __device__ __forceinline__ void kp_wgmma_moe_tile(const CUtensorMap *wmap, const
       kp_prefetch_tensormap(wmap);
       kp_prefetch_tensormap(xmap);
       const uint64_t pol_w = kp_policy_evict_first(), pol_x = kp_policy_evict_last();
-      for (int i = 0; i < nbx; ++i) {
-        const int st = i % T, round = i / T;
+      for (int i = 0; i < nst; ++i) {
+        const int st = i % T, round = i / T, boxes = min(KB, nbx - i * KB);
         if (round > 0) kp_mbar_wait(&empty[st], (uint32_t)(round - 1) & 1u);
-        kp_mbar_expect_tx(&full[st], box_bytes);
-        uint8_t *dst = ring + (size_t)st * box_bytes;
-        const int32_t k = i * KBOX;
-        if constexpr (MODE == KP_WG_GATED) {
-          kp_tma_load(dst, wmap, k, (int32_t)(wrow + n0), &full[st], pol_w);
-          kp_tma_load(dst + wbox / 2, wmap, k, (int32_t)(wrow + N + n0), &full[st], pol_w);
-        } else {
-          kp_tma_load(dst, wmap, k, (int32_t)(wrow + n0), &full[st], pol_w);
+        kp_mbar_expect_tx(&full[st], (uint32_t)boxes * box_bytes);
+        for (int j = 0; j < boxes; ++j) { /* the W boxes of the stage back to back */
+          uint8_t *dst = ring + (size_t)st * stage_bytes + (size_t)j * box_bytes;
+          const int32_t k = (i * KB + j) * KBOX;
+          if constexpr (MODE == KP_WG_GATED) {
+            kp_tma_load(dst, wmap, k, (int32_t)(wrow + n0), &full[st], pol_w);
+            kp_tma_load(dst + wbox / 2, wmap, k, (int32_t)(wrow + N + n0), &full[st], pol_w);
+          } else {
+            kp_tma_load(dst, wmap, k, (int32_t)(wrow + n0), &full[st], pol_w);
+          }
         }
-        kp_tma_load(dst + wbox, xmap, k, s, &full[st], pol_x);
+        for (int j = 0; j < boxes; ++j)
+          kp_tma_load(ring + (size_t)st * stage_bytes + (size_t)j * box_bytes + wbox, xmap, (i * KB + j) * KBOX, s,
+                      &full[st], pol_x);
       }
     }
     return;
@@ -321,16 +326,17 @@ __device__ __forceinline__ void kp_wgmma_moe_tile(const CUtensorMap *wmap, const
   const uint32_t ring_addr = kp_smem_addr(ring);
 #pragma unroll 1
   for (int x = 0; x < nbx; ++x) {
-    const int st = x % T;
-    kp_mbar_wait(&full[st], (uint32_t)(x / T) & 1u);
-    const uint32_t box = ring_addr + (uint32_t)st * box_bytes;
+    const int i = x / KB, j = x - i * KB, st = i % T;
+    if (j == 0) kp_mbar_wait(&full[st], (uint32_t)(i / T) & 1u);
+    const uint32_t box = ring_addr + (uint32_t)st * stage_bytes + (uint32_t)j * box_bytes;
     const uint32_t a = box + (uint32_t)role * 64 * 128, b = box + wbox;
     kp_wg_fence();
 #pragma unroll
     for (int kk = 0; kk < kp_wg_slices; ++kk) kp_wgmma<DT, BN>(d, kp_wg_desc(a + kk * 32), kp_wg_desc(b + kk * 32));
     kp_wg_commit();
-    kp_wg_wait<1>(); /* the previous box's wgmmas have retired: its stage may be refilled */
-    if (x > 0 && lane == 0) kp_mbar_arrive(&empty[(x - 1) % T]);
+    /* the previous box's wgmmas have retired: at a stage's first box the previous stage may be refilled */
+    kp_wg_wait<1>();
+    if (j == 0 && i > 0 && lane == 0) kp_mbar_arrive(&empty[(i - 1) % T]);
   }
   kp_wg_wait<0>();
 
@@ -595,6 +601,7 @@ static kp_wgmma_moe_set kp_wgmma_moe_row() {
   if constexpr (r.family == KP_FAM_moe_wgmma) {
     static_assert(r.p0 == 1 || r.p0 == 2, "moe.wgmma: WG is 1 or 2 consumer warpgroups");
     static_assert(r.p1 >= 2 && r.p1 <= kp_wg_max_stages, "moe.wgmma: T is 2..kp_wg_max_stages stages");
+    static_assert(r.p2 == 1 || r.p2 == 2 || r.p2 == 4, "moe.wgmma: KB is 1, 2 or 4 K boxes a stage");
     static_assert(!r.pdl(), "moe.wgmma: no .pdl rows");
     s.k[0][0] = kp_wgmma_moe_kernel<KP_DT_BF16, r.p0, KP_WG_LINEAR>;
     s.k[0][1] = kp_wgmma_moe_kernel<KP_DT_BF16, r.p0, KP_WG_GATED>;
@@ -612,15 +619,18 @@ static const kp_wgmma_moe_set kp_wgmma_moe_sets[KP_NCAND] = {
 
 int kp_wgmma_moe_built(int32_t cand) { return kp_wgmma_moe_sets[cand].k[0][0] != nullptr && kp_encode_fn() != nullptr; }
 
-int kp_wgmma_moe_fits(int wg, int stages) { return kp_wgmma_fits(wg, stages, 1, kp_wg_moe_bn_max); }
+int kp_wgmma_moe_fits(int wg, int stages, int kb) {
+  return kb >= 1 && kb <= 4 && kp_wgmma_fits(wg, stages, 1, kp_wg_moe_bn_max) &&
+         kp_wg_smem(wg, stages, kb, kp_wg_moe_bn_max) <= kp_wg_smem_cap;
+}
 
-int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, const struct kp_wgmma_moe_op *op) {
+int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, int kb, const struct kp_wgmma_moe_op *op) {
   const int slot = c->dtype == KP_DT_FP16 ? 1 : 0;
   const kp_wgmma_moe_fn k = c->dtype == KP_DT_BF16 || c->dtype == KP_DT_FP16 ? kp_wgmma_moe_sets[c->cand].k[slot][op->gated ? 1 : 0] : nullptr;
-  if (!k || wg != kp_defs[c->cand].p0 || !kp_wgmma_moe_fits(wg, stages) || op->chunk < 1 ||
+  if (!k || wg != kp_defs[c->cand].p0 || !kp_wgmma_moe_fits(wg, stages, kb) || op->chunk < 1 ||
       op->chunk > kp_wg_moe_bn_max)
-    return kp_fail(KPICK_E_UNSUPPORTED, "moe.wgmma", "no kernel for dtype %d, WG=%d, T=%d, chunk %d", (int)c->dtype,
-                   wg, stages, op->chunk);
+    return kp_fail(KPICK_E_UNSUPPORTED, "moe.wgmma", "no kernel for dtype %d, WG=%d, T=%d, KB=%d, chunk %d",
+                   (int)c->dtype, wg, stages, kb, op->chunk);
   if (op->items < 1) return KPICK_OK;
   const int bm = op->gated ? 32 * wg : 64 * wg;
   CUtensorMap wmap, x16, x32, x64;
@@ -628,10 +638,10 @@ int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, const struc
   KP_TRY(kp_wg_map(&x16, c->dtype, op->x, op->xrows, op->len, 16));
   KP_TRY(kp_wg_map(&x32, c->dtype, op->x, op->xrows, op->len, 32));
   KP_TRY(kp_wg_map(&x64, c->dtype, op->x, op->xrows, op->len, 64));
-  const size_t smem = kp_wg_smem(wg, stages, 1, kp_wg_moe_bn_max);
+  const size_t smem = kp_wg_smem(wg, stages, kb, kp_wg_moe_bn_max);
   const int kbox = kp_wg_kbox(c->dtype);
   kp_wgmma_moe_args a = {op->out, (const kp_moe_plan *)op->plan, op->ncols, op->wexp,
-                         (int32_t)((op->len + kbox - 1) / kbox), stages, op->chunk};
+                         (int32_t)((op->len + kbox - 1) / kbox), stages, kb, op->chunk};
   KP_GPU(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   const int64_t tiles = (op->ncols + bm - 1) / bm;
   cudaLaunchConfig_t cfg = {};
@@ -651,8 +661,8 @@ int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const vo
   return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "this build has no sm_90a kernels");
 }
 int kp_wgmma_moe_built(int32_t cand) { return 0; }
-int kp_wgmma_moe_fits(int wg, int stages) { return 0; }
-int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, const struct kp_wgmma_moe_op *op) {
+int kp_wgmma_moe_fits(int wg, int stages, int kb) { return 0; }
+int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, int kb, const struct kp_wgmma_moe_op *op) {
   return kp_fail(KPICK_E_UNSUPPORTED, "moe.wgmma", "this build has no sm_90a kernels");
 }
 #endif
