@@ -18,7 +18,7 @@
 #   build/libkpick-cuda.so, with the table in tables/, into logs/abi.log; fp8: the Llama-3.1-8B --dtype fp8 parts of
 #   sweep, bench, parity and serve (a 2-layer --check-step) alone, and a promote; checks: the whole-step fp64 check of
 #   both routes at serving rows, where the tile families are picked (serve checks at c=1), for each
-#   "model:dtype:c" of $CHECK_SPECS)
+#   "model:dtype:c" of $CHECK_SPECS; serve takes $SERVE_MODELS, and SERVE_FP8=0 leaves out its Llama-3.1-8B fp8 run)
 # Everything comes back as $OUT/pipeline.tar.xz (stores, tables, logs) and
 # $OUT/summary.txt; each step has its own time limit so the pack always runs.
 set -uo pipefail
@@ -163,8 +163,8 @@ for want in $steps; do
         step "serve-$m" 90 node --import tsx scripts/serve-bench.ts --model "$m" --c 1,4,8,16,32,64 --steps ${SERVE_STEPS:-32} --runs 2 --identity-steps 256 --json
         tail -n 12 "logs/serve-$m.log" >> "$summary"
       done
-      step serve-fp8-Llama-3.1-8B 120 node --import tsx scripts/serve-bench.ts --model Llama-3.1-8B --dtype fp8 --c 1,4,8,16,32,64 --steps ${SERVE_STEPS:-32} --runs 2 --identity-steps 256 --json
-      tail -n 12 logs/serve-fp8-Llama-3.1-8B.log | sed 's/^/fp8: /' >> "$summary" ;;
+      [ "${SERVE_FP8:-1}" = 1 ] && step serve-fp8-Llama-3.1-8B 120 node --import tsx scripts/serve-bench.ts --model Llama-3.1-8B --dtype fp8 --c 1,4,8,16,32,64 --steps ${SERVE_STEPS:-32} --runs 2 --identity-steps 256 --json
+      [ "${SERVE_FP8:-1}" = 1 ] && tail -n 12 logs/serve-fp8-Llama-3.1-8B.log | sed 's/^/fp8: /' >> "$summary" ;;
     pdl-rows)
       # promote's old rule (.pdl picks only at rows <= 2) against its default
       # (any rows), on one store: compare serve-pdl2-* with serve-* of this call
