@@ -87,12 +87,47 @@ size_t kp_moe_scratch_bytes(int32_t m, int32_t topk, int64_t n, int64_t k) {
 }
 
 /* ---- the plan ---- */
+
+/* v: three inclusive scans over the block, in one pass: each warp by shuffles,
+ * then the first warp over the warps' totals. Two block barriers, where a
+ * doubling scan in shared memory takes two a step (20 at 1024 threads). The
+ * block's threads are a multiple of 32 (on a 64-wide target its last warp may
+ * be half); at most 32 warps. */
+__device__ __forceinline__ void kp_block_scan3(int (&v)[3], int32_t (*tot)[3]) {
+  const int tid = threadIdx.x, lane = tid % kp_warp, w = tid / kp_warp, nt = blockDim.x;
+  const int nw = (nt + kp_warp - 1) / kp_warp, last = min(kp_warp, nt - w * kp_warp) - 1;
+#pragma unroll
+  for (int d = 1; d < kp_warp; d <<= 1)
+#pragma unroll
+    for (int j = 0; j < 3; ++j) {
+      const int o = kp_shfl_up(v[j], d);
+      if (lane >= d) v[j] += o;
+    }
+  if (lane == last)
+    for (int j = 0; j < 3; ++j) tot[w][j] = v[j];
+  __syncthreads();
+  if (w == 0) {
+#pragma unroll
+    for (int j = 0; j < 3; ++j) {
+      int s = lane < nw ? tot[lane][j] : 0;
+#pragma unroll
+      for (int d = 1; d < kp_warp; d <<= 1) {
+        const int o = kp_shfl_up(s, d);
+        if (lane >= d) s += o;
+      }
+      if (lane < nw) tot[lane][j] = s;
+    }
+  }
+  __syncthreads();
+  if (w > 0)
+    for (int j = 0; j < 3; ++j) v[j] += tot[w - 1][j];
+}
 template <bool PDL>
 __global__ void __launch_bounds__(kp_moe_plan_threads)
     kp_moe_plan_kernel(const int32_t *ids, int32_t m, int32_t topk, int32_t E, int32_t chunk, kp_moe_plan *pl) {
   __shared__ uint32_t mask[KPICK_MAX_EXPERTS][4]; /* bit t: row t routes to the expert */
   __shared__ int32_t off[KPICK_MAX_EXPERTS];
-  __shared__ int32_t sc[3][kp_moe_plan_threads];
+  __shared__ int32_t tot[kp_moe_plan_threads / 32][3];
   if (PDL) kp_pdl_trigger();
   const int tid = threadIdx.x, nt = blockDim.x, P = m * topk;
   if (tid < E)
@@ -108,16 +143,9 @@ __global__ void __launch_bounds__(kp_moe_plan_threads)
   if (tid < E)
     for (int w = 0; w < 4; ++w) cnt += __popc(mask[tid][w]);
   const int used = cnt > 0, nit = used ? (cnt + chunk - 1) / chunk : 0;
-  sc[0][tid] = used, sc[1][tid] = cnt, sc[2][tid] = nit;
-  __syncthreads();
-  for (int d = 1; d < nt; d <<= 1) { /* inclusive scans */
-    int a = 0, b = 0, c = 0;
-    if (tid >= d) a = sc[0][tid - d], b = sc[1][tid - d], c = sc[2][tid - d];
-    __syncthreads();
-    sc[0][tid] += a, sc[1][tid] += b, sc[2][tid] += c;
-    __syncthreads();
-  }
-  const int u = sc[0][tid] - used, at = sc[1][tid] - cnt, it = sc[2][tid] - nit;
+  int sc[3] = {used, cnt, nit};
+  kp_block_scan3(sc, tot);
+  const int u = sc[0] - used, at = sc[1] - cnt, it = sc[2] - nit;
   if (tid < E) off[tid] = at;
   if (used) {
     pl->used[u] = tid;
@@ -125,9 +153,9 @@ __global__ void __launch_bounds__(kp_moe_plan_threads)
     for (int q = 0; q < nit; ++q) pl->item_u[it + q] = u, pl->item_r0[it + q] = q * chunk;
   }
   if (tid == nt - 1) {
-    pl->nused = sc[0][tid];
-    pl->nitems = sc[2][tid];
-    pl->start[sc[0][tid]] = sc[1][tid];
+    pl->nused = sc[0];
+    pl->nitems = sc[2];
+    pl->start[sc[0]] = sc[1];
   }
   for (int i = tid; i < P; i += nt) pl->order[i] = 0; /* a repeated id leaves a slot */
   __syncthreads();
@@ -336,6 +364,9 @@ __device__ __forceinline__ float kp_moe_row_sum(int n, Gate gate, Value value) {
   return sum;
 }
 
+#ifndef KP_MOE_FUSED_EARLY_W /* dev knob: 0 = moe.fused's down loads no W before its wait */
+#define KP_MOE_FUSED_EARLY_W 1
+#endif
 static constexpr int kp_moe_fused_pairs = 64; /* m * topk a fused call takes: two ids a lane on NVIDIA */
 static constexpr int kp_moe_fused_rows = 8;
 
@@ -431,8 +462,9 @@ __device__ void kp_moe_route_rows(const float *weights, int m, int topk, kp_moe_
  * order (mma_core.h's kernel, with gathered activation rows).
  * FUSED (moe.fused, rows 1..8): the item is routed here from ids, an item per
  * active expert; gate/up waits before it lets down launch, so down may read
- * ids and gates and route before its own wait (asking the L2 for its tile of
- * W_down there too made the call 5 us slower at rows 1); the last down block
+ * ids and gates and route before its own wait, and under PDL load its first
+ * steps of W_down into registers there too (an L2 prefetch of the tile instead
+ * made the call 5 us slower at rows 1, 7b4e00a); the last down block
  * to finish 16 columns of y sums their rows' pairs there, as the combine
  * kernel would. */
 /* a pass's column tiles, as a type: the pass's arrays are sized by it */
@@ -445,6 +477,8 @@ template <int DT, int NT, int U, int MODE, bool PDL, bool FUSED, bool TILES>
 __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(kp_moe_mma_args a) {
   static_assert(!(FUSED && TILES), "moe.fused splits K over its warps");
   const bool up = MODE == KP_MMA_GATED;
+  /* moe.fused's down under PDL: its first W loads go out before the wait for h */
+  constexpr bool early_w = FUSED && PDL && MODE == KP_MMA_LINEAR && KP_MOE_FUSED_EARLY_W;
   const int lane = threadIdx.x % kp_warp, warp = threadIdx.x / kp_warp, nwarps = blockDim.x / kp_warp;
   const int it = blockIdx.y;
   const int64_t N = a.n, K = a.k;
@@ -464,7 +498,7 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
     if (up && it == 0 && blockIdx.x == 0) /* down's arrival counts, zeroed before down passes its wait */
       for (int64_t q = threadIdx.x; q < (K + 15) / 16; q += blockDim.x) a.arrived[q] = 0;
     __syncthreads();
-    if (!up) kp_batch_fence(true); /* h is gate/up's output */
+    if (!up && !early_w) kp_batch_fence(true); /* h is gate/up's output */
     if (it >= (nitems > 0 ? nitems : 1)) return; /* block-uniform; with no active expert block 0 still writes y */
   } else {
     if (PDL) kp_pdl_trigger();
@@ -507,13 +541,16 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
       for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
     const int64_t e1 = s1 < full ? s1 : full;
     int64_t st = s0;
+    /* early_w: the first batch's W loads are issued before the wait (kp_mma_steps' first) */
+    bool first = early_w && r0 == 0;
 #pragma unroll 1
-    for (; st + U <= e1; st += U) kp_mma_steps<DT, P, U>(wr, xr, st * kp_mma_step, acc, false);
-    if constexpr (U > 8) if (st + 8 <= e1) { kp_mma_steps<DT, P, 8>(wr, xr, st * kp_mma_step, acc, false); st += 8; }
-    if constexpr (U > 4) if (st + 4 <= e1) { kp_mma_steps<DT, P, 4>(wr, xr, st * kp_mma_step, acc, false); st += 4; }
-    if (st + 2 <= e1) { kp_mma_steps<DT, P, 2>(wr, xr, st * kp_mma_step, acc, false); st += 2; }
-    if (st + 1 <= e1) { kp_mma_steps<DT, P, 1>(wr, xr, st * kp_mma_step, acc, false); st += 1; }
-    if (st < s1) kp_mma_step_masked<DT, P>(wr, xr, st * kp_mma_step, st * kp_mma_step + koff < len, acc, false);
+    for (; st + U <= e1; st += U, first = false) kp_mma_steps<DT, P, U>(wr, xr, st * kp_mma_step, acc, first);
+    if constexpr (U > 8) if (st + 8 <= e1) { kp_mma_steps<DT, P, 8>(wr, xr, st * kp_mma_step, acc, first); st += 8; first = false; }
+    if constexpr (U > 4) if (st + 4 <= e1) { kp_mma_steps<DT, P, 4>(wr, xr, st * kp_mma_step, acc, first); st += 4; first = false; }
+    if (st + 2 <= e1) { kp_mma_steps<DT, P, 2>(wr, xr, st * kp_mma_step, acc, first); st += 2; first = false; }
+    if (st + 1 <= e1) { kp_mma_steps<DT, P, 1>(wr, xr, st * kp_mma_step, acc, first); st += 1; first = false; }
+    if (st < s1) kp_mma_step_masked<DT, P>(wr, xr, st * kp_mma_step, st * kp_mma_step + koff < len, acc, first);
+    if (early_w) kp_batch_fence(true); /* a warp with no steps waits too, before any store */
 
     if constexpr (TILES) { /* the warp's own tile, through its own slice of red */
 #pragma unroll
@@ -935,11 +972,11 @@ __global__ void __launch_bounds__(256)
 
 static constexpr int kp_moe_wgmma_chunk = 64; /* rows of one expert an item takes: the widest x box */
 
-int kp_moe_wgmma_launch(const struct kp_call *c, int wg, int stages, int kb) {
+int kp_moe_wgmma_launch(const struct kp_call *c, int wg, int stages, int kb, int s) {
   const struct kp_moe_call *mc = c->moe;
-  if (c->k % 8 != 0 || c->n % 8 != 0 || !kp_wgmma_moe_fits(wg, stages, kb))
-    return kp_fail(KPICK_E_UNSUPPORTED, "moe.wgmma", "N %lld and K %lld must be multiples of 8, WG=%d T=%d KB=%d must fit",
-                   (long long)c->n, (long long)c->k, wg, stages, kb);
+  if (c->k % 8 != 0 || c->n % 8 != 0 || !kp_wgmma_moe_fits(wg, stages, kb, s))
+    return kp_fail(KPICK_E_UNSUPPORTED, "moe.wgmma", "N %lld and K %lld must be multiples of 8, WG=%d T=%d KB=%d S=%d must fit",
+                   (long long)c->n, (long long)c->k, wg, stages, kb, s);
   const kp_moe_layout l = kp_moe_layout_of(c->m, mc->topk, c->n, c->k);
   char *base = (char *)mc->ws->temp;
   kp_moe_plan *pl = (kp_moe_plan *)(base + l.plan);
@@ -951,9 +988,9 @@ int kp_moe_wgmma_launch(const struct kp_call *c, int wg, int stages, int kb) {
                    (const kp_moe_plan *)pl, mc->topk, c->k, xg));
   const int64_t E = mc->experts;
   const kp_wgmma_moe_op up = {1, c->w, E * 2 * c->n, c->k, 2 * c->n, xg, P, h, c->n, pl, kp_moe_wgmma_chunk, items};
-  KP_TRY(kp_wgmma_moe_launch(c, wg, stages, kb, &up));
+  KP_TRY(kp_wgmma_moe_launch(c, wg, stages, kb, s, &up));
   const kp_wgmma_moe_op down = {0, mc->w_down, E * c->k, c->n, c->k, h, P, base + l.o, c->k, pl, kp_moe_wgmma_chunk, items};
-  KP_TRY(kp_wgmma_moe_launch(c, wg, stages, kb, &down));
+  KP_TRY(kp_wgmma_moe_launch(c, wg, stages, kb, s, &down));
   return c->dtype == KP_DT_BF16 ? kp_moe_combine<KP_DT_BF16>(c, base + l.o, pl, false)
                                 : kp_moe_combine<KP_DT_FP16>(c, base + l.o, pl, false);
 }
