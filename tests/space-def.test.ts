@@ -163,26 +163,4 @@ test('the moe wgmma family: params WG,T,KB; names moe.wgmma.mB.tT.kKB with B = 6
   }
 });
 
-test('the moe wgmma split family: params WG,T,S; names moe.wgmma.mB.tT.sS; five nodes; one class head per S, none shared with the unsplit rows', () => {
-  assert.is(families.get('moe_wgmma_split'), 'WG,T,S');
-  const rows = gpu.filter((r) => r.family === 'moe_wgmma_split');
-  assert.ok(rows.length > 0, 'the family has rows');
-  const splits = new Set(rows.map((r) => r.p[2]));
-  for (const s of splits) {
-    const of = rows.filter((r) => r.p[2] === s);
-    const heads = of.filter((r) => r.bitwiseWith === r.id);
-    assert.is(heads.length, 1, `S=${s}: WG and T change no bits, S does: one head`);
-    for (const r of of) assert.is(r.bitwiseWith, heads[0]!.id, `${r.name}: bitwise with the head of S=${s}`);
-  }
-  for (const r of rows) {
-    const [wg, t, s] = r.p;
-    assert.is(r.name, `moe.wgmma.m${64 * wg}.t${t}.s${s}`, `${r.id}: name from its params`);
-    assert.ok([1, 2].includes(wg) && t >= 2 && t <= 16 && [2, 4, 8].includes(s), `${r.name}: WG ${wg}, T ${t}, S ${s}`);
-    assert.is(r.op, 'MOE');
-    assert.is(r.nodes, 5, `${r.name}: plan, gather, gate/up, down, combine`);
-    assert.not.ok(r.flags.includes('KF_PDL'), `${r.name}: no .pdl rows`);
-    assert.not.equal(gpu.find((q) => q.id === r.bitwiseWith)!.family, 'moe_wgmma', `${r.name}: the split sums differ from one chain`);
-  }
-});
-
 test.run();

@@ -325,19 +325,11 @@ static int supports_moe_tiles(const struct kpick_problem *p, const kp_row *r) { 
 
 /* moe.wgmma: the grouped wgmma tile (sm_90a, as the wgmma rows); the tensor maps' 16-byte row pitch */
 static int launch_moe_wgmma(const kp_row *r, const kp_call *c) {
-  return kp_moe_wgmma_launch(c, r->params[0], r->params[1], r->params[2], 1);
+  return kp_moe_wgmma_launch(c, r->params[0], r->params[1], r->params[2]);
 }
 static int available_moe_wgmma(int32_t cand) { return g.has_wgmma && kp_wgmma_moe_built(cand); }
 static int supports_moe_wgmma(const struct kpick_problem *p, const kp_row *r) {
-  return p->n % 8 == 0 && p->k % 8 == 0 && kp_wgmma_moe_fits(r->params[0], r->params[1], r->params[2], 1);
-}
-/* moe.wgmma.*.sS: the same tile with K split over the S blocks of a cluster, a K box a stage */
-static int launch_moe_wgmma_split(const kp_row *r, const kp_call *c) {
-  return kp_moe_wgmma_launch(c, r->params[0], r->params[1], 1, r->params[2]);
-}
-static int available_moe_wgmma_split(int32_t cand) { return available_moe_wgmma(cand); }
-static int supports_moe_wgmma_split(const struct kpick_problem *p, const kp_row *r) {
-  return p->n % 8 == 0 && p->k % 8 == 0 && kp_wgmma_moe_fits(r->params[0], r->params[1], 1, r->params[2]);
+  return p->n % 8 == 0 && p->k % 8 == 0 && kp_wgmma_moe_fits(r->params[0], r->params[1], r->params[2]);
 }
 
 struct kp_family_hooks {

@@ -86,8 +86,8 @@ struct kp_wgmma_moe_op {
   int chunk, items;     /* the plan's rows per item, the grid's items (at least the plan's) */
 };
 int kp_wgmma_moe_built(int32_t cand);
-int kp_wgmma_moe_fits(int wg, int stages, int kb, int s);
-int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, int kb, int s, const struct kp_wgmma_moe_op *op);
+int kp_wgmma_moe_fits(int wg, int stages, int kb);
+int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, int kb, const struct kp_wgmma_moe_op *op);
 /* cmma.hip: mma.sync tile of B W rows over w warps, x staged once in shared memory, split-K over a cluster of s blocks (CUDA sm_90) */
 int kp_cmma_built(int32_t cand);
 int kp_cmma_fits(int b, int s, int w, int32_t m);
@@ -114,7 +114,7 @@ int kp_moe_gemv_built(int32_t cand);
 int kp_moe_gemv_launch(const struct kp_call *c, int rows_per_block);
 int kp_moe_mma_built(int32_t cand);
 int kp_moe_mma_launch(const struct kp_call *c, int warps);
-int kp_moe_wgmma_launch(const struct kp_call *c, int wg, int stages, int kb, int s);
+int kp_moe_wgmma_launch(const struct kp_call *c, int wg, int stages, int kb);
 int kp_moe_floor_launch(const void *w, const int32_t *used, int32_t nused, int32_t experts, int64_t n, int64_t k,
                         float *sink, hipStream_t stream, int pdl);
 int kp_moe_route_launch(int32_t dtype, const void *logits, int32_t m, int32_t experts, int32_t topk, int32_t *ids,

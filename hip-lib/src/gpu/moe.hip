@@ -364,9 +364,6 @@ __device__ __forceinline__ float kp_moe_row_sum(int n, Gate gate, Value value) {
   return sum;
 }
 
-#ifndef KP_MOE_FUSED_EARLY_W /* dev knob: 0 = moe.fused's down loads no W before its wait */
-#define KP_MOE_FUSED_EARLY_W 1
-#endif
 static constexpr int kp_moe_fused_pairs = 64; /* m * topk a fused call takes: two ids a lane on NVIDIA */
 static constexpr int kp_moe_fused_rows = 8;
 
@@ -462,9 +459,8 @@ __device__ void kp_moe_route_rows(const float *weights, int m, int topk, kp_moe_
  * order (mma_core.h's kernel, with gathered activation rows).
  * FUSED (moe.fused, rows 1..8): the item is routed here from ids, an item per
  * active expert; gate/up waits before it lets down launch, so down may read
- * ids and gates and route before its own wait, and under PDL load its first
- * steps of W_down into registers there too (an L2 prefetch of the tile instead
- * made the call 5 us slower at rows 1, 7b4e00a); the last down block
+ * ids and gates and route before its own wait (asking the L2 for its tile of
+ * W_down there too made the call 5 us slower at rows 1); the last down block
  * to finish 16 columns of y sums their rows' pairs there, as the combine
  * kernel would. */
 /* a pass's column tiles, as a type: the pass's arrays are sized by it */
@@ -477,8 +473,6 @@ template <int DT, int NT, int U, int MODE, bool PDL, bool FUSED, bool TILES>
 __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(kp_moe_mma_args a) {
   static_assert(!(FUSED && TILES), "moe.fused splits K over its warps");
   const bool up = MODE == KP_MMA_GATED;
-  /* moe.fused's down under PDL: its first W loads go out before the wait for h */
-  constexpr bool early_w = FUSED && PDL && MODE == KP_MMA_LINEAR && KP_MOE_FUSED_EARLY_W;
   const int lane = threadIdx.x % kp_warp, warp = threadIdx.x / kp_warp, nwarps = blockDim.x / kp_warp;
   const int it = blockIdx.y;
   const int64_t N = a.n, K = a.k;
@@ -498,7 +492,7 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
     if (up && it == 0 && blockIdx.x == 0) /* down's arrival counts, zeroed before down passes its wait */
       for (int64_t q = threadIdx.x; q < (K + 15) / 16; q += blockDim.x) a.arrived[q] = 0;
     __syncthreads();
-    if (!up && !early_w) kp_batch_fence(true); /* h is gate/up's output */
+    if (!up) kp_batch_fence(true); /* h is gate/up's output */
     if (it >= (nitems > 0 ? nitems : 1)) return; /* block-uniform; with no active expert block 0 still writes y */
   } else {
     if (PDL) kp_pdl_trigger();
@@ -541,16 +535,13 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
       for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
     const int64_t e1 = s1 < full ? s1 : full;
     int64_t st = s0;
-    /* early_w: the first batch's W loads are issued before the wait (kp_mma_steps' first) */
-    bool first = early_w && r0 == 0;
 #pragma unroll 1
-    for (; st + U <= e1; st += U, first = false) kp_mma_steps<DT, P, U>(wr, xr, st * kp_mma_step, acc, first);
-    if constexpr (U > 8) if (st + 8 <= e1) { kp_mma_steps<DT, P, 8>(wr, xr, st * kp_mma_step, acc, first); st += 8; first = false; }
-    if constexpr (U > 4) if (st + 4 <= e1) { kp_mma_steps<DT, P, 4>(wr, xr, st * kp_mma_step, acc, first); st += 4; first = false; }
-    if (st + 2 <= e1) { kp_mma_steps<DT, P, 2>(wr, xr, st * kp_mma_step, acc, first); st += 2; first = false; }
-    if (st + 1 <= e1) { kp_mma_steps<DT, P, 1>(wr, xr, st * kp_mma_step, acc, first); st += 1; first = false; }
-    if (st < s1) kp_mma_step_masked<DT, P>(wr, xr, st * kp_mma_step, st * kp_mma_step + koff < len, acc, first);
-    if (early_w) kp_batch_fence(true); /* a warp with no steps waits too, before any store */
+    for (; st + U <= e1; st += U) kp_mma_steps<DT, P, U>(wr, xr, st * kp_mma_step, acc, false);
+    if constexpr (U > 8) if (st + 8 <= e1) { kp_mma_steps<DT, P, 8>(wr, xr, st * kp_mma_step, acc, false); st += 8; }
+    if constexpr (U > 4) if (st + 4 <= e1) { kp_mma_steps<DT, P, 4>(wr, xr, st * kp_mma_step, acc, false); st += 4; }
+    if (st + 2 <= e1) { kp_mma_steps<DT, P, 2>(wr, xr, st * kp_mma_step, acc, false); st += 2; }
+    if (st + 1 <= e1) { kp_mma_steps<DT, P, 1>(wr, xr, st * kp_mma_step, acc, false); st += 1; }
+    if (st < s1) kp_mma_step_masked<DT, P>(wr, xr, st * kp_mma_step, st * kp_mma_step + koff < len, acc, false);
 
     if constexpr (TILES) { /* the warp's own tile, through its own slice of red */
 #pragma unroll
@@ -972,11 +963,11 @@ __global__ void __launch_bounds__(256)
 
 static constexpr int kp_moe_wgmma_chunk = 64; /* rows of one expert an item takes: the widest x box */
 
-int kp_moe_wgmma_launch(const struct kp_call *c, int wg, int stages, int kb, int s) {
+int kp_moe_wgmma_launch(const struct kp_call *c, int wg, int stages, int kb) {
   const struct kp_moe_call *mc = c->moe;
-  if (c->k % 8 != 0 || c->n % 8 != 0 || !kp_wgmma_moe_fits(wg, stages, kb, s))
-    return kp_fail(KPICK_E_UNSUPPORTED, "moe.wgmma", "N %lld and K %lld must be multiples of 8, WG=%d T=%d KB=%d S=%d must fit",
-                   (long long)c->n, (long long)c->k, wg, stages, kb, s);
+  if (c->k % 8 != 0 || c->n % 8 != 0 || !kp_wgmma_moe_fits(wg, stages, kb))
+    return kp_fail(KPICK_E_UNSUPPORTED, "moe.wgmma", "N %lld and K %lld must be multiples of 8, WG=%d T=%d KB=%d must fit",
+                   (long long)c->n, (long long)c->k, wg, stages, kb);
   const kp_moe_layout l = kp_moe_layout_of(c->m, mc->topk, c->n, c->k);
   char *base = (char *)mc->ws->temp;
   kp_moe_plan *pl = (kp_moe_plan *)(base + l.plan);
@@ -988,9 +979,9 @@ int kp_moe_wgmma_launch(const struct kp_call *c, int wg, int stages, int kb, int
                    (const kp_moe_plan *)pl, mc->topk, c->k, xg));
   const int64_t E = mc->experts;
   const kp_wgmma_moe_op up = {1, c->w, E * 2 * c->n, c->k, 2 * c->n, xg, P, h, c->n, pl, kp_moe_wgmma_chunk, items};
-  KP_TRY(kp_wgmma_moe_launch(c, wg, stages, kb, s, &up));
+  KP_TRY(kp_wgmma_moe_launch(c, wg, stages, kb, &up));
   const kp_wgmma_moe_op down = {0, mc->w_down, E * c->k, c->n, c->k, h, P, base + l.o, c->k, pl, kp_moe_wgmma_chunk, items};
-  KP_TRY(kp_wgmma_moe_launch(c, wg, stages, kb, s, &down));
+  KP_TRY(kp_wgmma_moe_launch(c, wg, stages, kb, &down));
   return c->dtype == KP_DT_BF16 ? kp_moe_combine<KP_DT_BF16>(c, base + l.o, pl, false)
                                 : kp_moe_combine<KP_DT_FP16>(c, base + l.o, pl, false);
 }

@@ -269,10 +269,7 @@ __global__ void kp_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const 
  * row's K chunks requested back to back as in kp_wgmma_kernel. gate/up stores h = silu(g) * u rounded to the dtype, down o in fp32,
  * both at the item's places in plan order (moe.hip's combine sums each row's
  * pairs). An output is one warpgroup's chain of wgmmas over the K boxes in
- * order: the bits depend on nothing of WG or T. With split-K (grid.z = S, a
- * cluster of the S blocks of one tile and item) each block takes 1/S of the
- * boxes and the epilogue sums the S tiles in rank order, as kp_wgmma_kernel's:
- * the bits depend on S. */
+ * order: the bits depend on nothing of WG or T. */
 struct kp_wgmma_moe_args {
   void *out;
   const kp_moe_plan *pl;
@@ -290,10 +287,7 @@ __device__ __forceinline__ void kp_wgmma_moe_tile(const CUtensorMap *wmap, const
   constexpr int BM = 64 * WG, consumers = 128 * WG, KBOX = kp_wg_kbox(DT);
   constexpr uint32_t wbox = BM * 128, box_bytes = wbox + BN * 128;
   constexpr int LD = BN + kp_wg_pad, OUT = MODE == KP_WG_GATED ? BM / 2 : BM;
-  /* split-K (moe.wgmma.*.sS): the S blocks of a cluster (grid.z) take K boxes b0.. of their item and tile */
-  const int S = gridDim.z, sp = blockIdx.z;
-  const int b0 = (int)((int64_t)sp * p.nbox / S), nbx = (int)((int64_t)(sp + 1) * p.nbox / S) - b0;
-  const int T = p.stages, KB = p.kb, nst = (nbx + KB - 1) / KB, tid = threadIdx.x;
+  const int T = p.stages, KB = p.kb, nbx = p.nbox, nst = (nbx + KB - 1) / KB, tid = threadIdx.x;
   const uint32_t stage_bytes = (uint32_t)KB * box_bytes;
   const int64_t N = p.n, n0 = (int64_t)blockIdx.x * OUT, wrow = e * p.wexp;
   const int role = __shfl_sync(0xffffffffu, tid / 128, 0); /* warp-uniform, as in kp_wgmma_kernel */
@@ -309,7 +303,7 @@ __device__ __forceinline__ void kp_wgmma_moe_tile(const CUtensorMap *wmap, const
         kp_mbar_expect_tx(&full[st], (uint32_t)boxes * box_bytes);
         for (int j = 0; j < boxes; ++j) { /* the W boxes of the stage back to back */
           uint8_t *dst = ring + (size_t)st * stage_bytes + (size_t)j * box_bytes;
-          const int32_t k = (b0 + i * KB + j) * KBOX;
+          const int32_t k = (i * KB + j) * KBOX;
           if constexpr (MODE == KP_WG_GATED) {
             kp_tma_load(dst, wmap, k, (int32_t)(wrow + n0), &full[st], pol_w);
             kp_tma_load(dst + wbox / 2, wmap, k, (int32_t)(wrow + N + n0), &full[st], pol_w);
@@ -318,14 +312,9 @@ __device__ __forceinline__ void kp_wgmma_moe_tile(const CUtensorMap *wmap, const
           }
         }
         for (int j = 0; j < boxes; ++j)
-          kp_tma_load(ring + (size_t)st * stage_bytes + (size_t)j * box_bytes + wbox, xmap, (b0 + i * KB + j) * KBOX, s,
+          kp_tma_load(ring + (size_t)st * stage_bytes + (size_t)j * box_bytes + wbox, xmap, (i * KB + j) * KBOX, s,
                       &full[st], pol_x);
       }
-    }
-    __syncwarp();
-    if (S > 1) { /* the cluster's two barriers of the epilogue */
-      kp_cluster_sync();
-      kp_cluster_sync();
     }
     return;
   }
@@ -362,43 +351,14 @@ __device__ __forceinline__ void kp_wgmma_moe_tile(const CUtensorMap *wmap, const
       const int row = role * 64 + warp * 16 + lane / 4 + 8 * (i / 2), col = 8 * j + 2 * (lane % 4) + (i % 2);
       t[row * LD + col] = d[4 * j + i];
     }
-  /* groups of 4 rows [g0, g1): all of them, or with split-K the sp-th slice,
-   * each summed over the S tiles of the cluster in rank order, as kp_wgmma_kernel's */
+  kp_consumers_sync(consumers);
   const int groups = OUT * ((cnt + 3) / 4);
-  int g0 = 0, g1 = groups;
-  if (S > 1) {
-    kp_cluster_sync(); /* every tile of the cluster is written */
-    g0 = (int)((int64_t)sp * groups / S);
-    g1 = (int)((int64_t)(sp + 1) * groups / S);
-  } else {
-    kp_consumers_sync(consumers);
-  }
-  const float4 *peer[kp_wg_max_split];
-#pragma unroll
-  for (int q = 0; q < kp_wg_max_split; ++q)
-    peer[q] = q < S ? (S > 1 ? kp_cluster_ptr(reinterpret_cast<const float4 *>(t), (uint32_t)q)
-                             : reinterpret_cast<const float4 *>(t))
-                    : nullptr;
-  auto sum = [&](int r, int m4) {
-    const int at = (r * LD + m4) / 4;
-    float4 v = peer[0][at];
-#pragma unroll
-    for (int q = 1; q < kp_wg_max_split; ++q)
-      if (q < S) {
-        const float4 w = peer[q][at];
-        v.x += w.x;
-        v.y += w.y;
-        v.z += w.z;
-        v.w += w.w;
-      }
-    return v;
-  };
-  for (int g = g0 + tid; g < g1; g += consumers) {
+  for (int g = tid; g < groups; g += consumers) {
     const int r = g % OUT, m4 = (g / OUT) * 4;
     if (n0 + r >= N) continue;
-    float4 v = sum(r, m4);
+    float4 v = *reinterpret_cast<const float4 *>(t + r * LD + m4);
     if constexpr (MODE == KP_WG_GATED) {
-      const float4 u = sum(r + OUT, m4);
+      const float4 u = *reinterpret_cast<const float4 *>(t + (r + OUT) * LD + m4);
       v = make_float4(kp_silu_mul(v.x, u.x), kp_silu_mul(v.y, u.y), kp_silu_mul(v.z, u.z), kp_silu_mul(v.w, u.w));
     }
     const float vs[4] = {v.x, v.y, v.z, v.w};
@@ -410,7 +370,6 @@ __device__ __forceinline__ void kp_wgmma_moe_tile(const CUtensorMap *wmap, const
       else ((float *)p.out)[at] = vs[j];
     }
   }
-  if (S > 1) kp_cluster_sync(); /* no block leaves while another still reads its tile */
 }
 
 template <int DT, int WG, int MODE>
@@ -423,7 +382,7 @@ __global__ void __launch_bounds__(128 * WG + 32)
   uint8_t *const ring = (uint8_t *)(((uintptr_t)kp_wg_raw + 1023) & ~(uintptr_t)1023);
   const kp_moe_plan *pl = p.pl;
   const int it = blockIdx.y;
-  if (it >= pl->nitems) return; /* uniform over the block and its cluster (one item), before any barrier */
+  if (it >= pl->nitems) return; /* block-uniform, before any barrier */
   const int u = pl->item_u[it], s = pl->start[u] + pl->item_r0[it], left = pl->start[u + 1] - s;
   /* visibly warp-uniform, so that the BN branch holds no divergent wgmma */
   const int cnt = __shfl_sync(0xffffffffu, left < p.chunk ? left : p.chunk, 0);
@@ -639,13 +598,10 @@ template <int ID>
 static kp_wgmma_moe_set kp_wgmma_moe_row() {
   constexpr kp_def r = kp_defs[ID];
   kp_wgmma_moe_set s = {};
-  if constexpr (r.family == KP_FAM_moe_wgmma || r.family == KP_FAM_moe_wgmma_split) {
+  if constexpr (r.family == KP_FAM_moe_wgmma) {
     static_assert(r.p0 == 1 || r.p0 == 2, "moe.wgmma: WG is 1 or 2 consumer warpgroups");
     static_assert(r.p1 >= 2 && r.p1 <= kp_wg_max_stages, "moe.wgmma: T is 2..kp_wg_max_stages stages");
-    static_assert(r.family == KP_FAM_moe_wgmma_split || r.p2 == 1 || r.p2 == 2 || r.p2 == 4,
-                  "moe.wgmma: KB is 1, 2 or 4 K boxes a stage");
-    static_assert(r.family == KP_FAM_moe_wgmma || r.p2 == 2 || r.p2 == 4 || r.p2 == 8,
-                  "moe.wgmma split: S is 2, 4 or 8 blocks of a portable cluster");
+    static_assert(r.p2 == 1 || r.p2 == 2 || r.p2 == 4, "moe.wgmma: KB is 1, 2 or 4 K boxes a stage");
     static_assert(!r.pdl(), "moe.wgmma: no .pdl rows");
     s.k[0][0] = kp_wgmma_moe_kernel<KP_DT_BF16, r.p0, KP_WG_LINEAR>;
     s.k[0][1] = kp_wgmma_moe_kernel<KP_DT_BF16, r.p0, KP_WG_GATED>;
@@ -663,18 +619,18 @@ static const kp_wgmma_moe_set kp_wgmma_moe_sets[KP_NCAND] = {
 
 int kp_wgmma_moe_built(int32_t cand) { return kp_wgmma_moe_sets[cand].k[0][0] != nullptr && kp_encode_fn() != nullptr; }
 
-int kp_wgmma_moe_fits(int wg, int stages, int kb, int s) {
-  return kb >= 1 && kb <= 4 && kp_wgmma_fits(wg, stages, s, kp_wg_moe_bn_max) &&
+int kp_wgmma_moe_fits(int wg, int stages, int kb) {
+  return kb >= 1 && kb <= 4 && kp_wgmma_fits(wg, stages, 1, kp_wg_moe_bn_max) &&
          kp_wg_smem(wg, stages, kb, kp_wg_moe_bn_max) <= kp_wg_smem_cap;
 }
 
-int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, int kb, int s, const struct kp_wgmma_moe_op *op) {
+int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, int kb, const struct kp_wgmma_moe_op *op) {
   const int slot = c->dtype == KP_DT_FP16 ? 1 : 0;
   const kp_wgmma_moe_fn k = c->dtype == KP_DT_BF16 || c->dtype == KP_DT_FP16 ? kp_wgmma_moe_sets[c->cand].k[slot][op->gated ? 1 : 0] : nullptr;
-  if (!k || wg != kp_defs[c->cand].p0 || !kp_wgmma_moe_fits(wg, stages, kb, s) || op->chunk < 1 ||
+  if (!k || wg != kp_defs[c->cand].p0 || !kp_wgmma_moe_fits(wg, stages, kb) || op->chunk < 1 ||
       op->chunk > kp_wg_moe_bn_max)
-    return kp_fail(KPICK_E_UNSUPPORTED, "moe.wgmma", "no kernel for dtype %d, WG=%d, T=%d, KB=%d, S=%d, chunk %d",
-                   (int)c->dtype, wg, stages, kb, s, op->chunk);
+    return kp_fail(KPICK_E_UNSUPPORTED, "moe.wgmma", "no kernel for dtype %d, WG=%d, T=%d, KB=%d, chunk %d",
+                   (int)c->dtype, wg, stages, kb, op->chunk);
   if (op->items < 1) return KPICK_OK;
   const int bm = op->gated ? 32 * wg : 64 * wg;
   CUtensorMap wmap, x16, x32, x64;
@@ -689,16 +645,7 @@ int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, int kb, int
   KP_GPU(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   const int64_t tiles = (op->ncols + bm - 1) / bm;
   cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  if (s > 1) { /* the S blocks of a (tile, item) form one cluster */
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 1;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = (unsigned)s;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-  }
-  cfg.gridDim = dim3((unsigned)tiles, (unsigned)op->items, (unsigned)s);
+  cfg.gridDim = dim3((unsigned)tiles, (unsigned)op->items);
   cfg.blockDim = dim3(128 * wg + 32);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = c->stream;
@@ -714,8 +661,8 @@ int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const vo
   return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "this build has no sm_90a kernels");
 }
 int kp_wgmma_moe_built(int32_t cand) { return 0; }
-int kp_wgmma_moe_fits(int wg, int stages, int kb, int s) { return 0; }
-int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, int kb, int s, const struct kp_wgmma_moe_op *op) {
+int kp_wgmma_moe_fits(int wg, int stages, int kb) { return 0; }
+int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, int kb, const struct kp_wgmma_moe_op *op) {
   return kp_fail(KPICK_E_UNSUPPORTED, "moe.wgmma", "this build has no sm_90a kernels");
 }
 #endif
