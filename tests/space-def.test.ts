@@ -146,27 +146,6 @@ test('the moe tiles family: params W,U,T; names moe.tiles.wW.uU.tT; four nodes a
   }
 });
 
-test('the moe fused2 family: params W,U,T; names moe.fused2.wW.uU.tT[.pdl]; rows 1-8; two nodes; one class head per W, apart from moe.fused', () => {
-  assert.is(families.get('moe_fused2'), 'W,U,T');
-  const rows = gpu.filter((r) => r.family === 'moe_fused2');
-  assert.ok(rows.length > 0, 'the family has rows');
-  for (const w of new Set(rows.map((r) => r.p[0]))) {
-    const of = rows.filter((r) => r.p[0] === w);
-    const heads = of.filter((r) => r.bitwiseWith === r.id);
-    assert.is(heads.length, 1, `W=${w}: U, T and .pdl change no bits: one head`);
-    for (const r of of) assert.is(r.bitwiseWith, heads[0]!.id, `${r.name}: bitwise with the head of W=${w}`);
-  }
-  for (const r of rows) {
-    const [w, u, t] = r.p;
-    assert.is(r.name, `moe.fused2.w${w}.u${u}.t${t}${r.flags.includes('KF_PDL') ? '.pdl' : ''}`, `${r.id}: name from its params`);
-    assert.is(r.op, 'MOE');
-    assert.is(t, 1, `${r.name}: rows 1..8 fit one column tile`);
-    assert.ok(r.rowsMin === 1 && r.rowsMax === 8, `${r.name}: rows 1..8`);
-    assert.is(r.nodes, 2, `${r.name}: gate/up, down`);
-    assert.is.not(gpu.find((q) => q.id === r.bitwiseWith)!.family, 'moe_fused', `${r.name}: down is one warp's chain, not moe.mma's`);
-  }
-});
-
 test('the moe wgmma family: params WG,T,KB; names moe.wgmma.mB.tT.kKB with B = 64 WG; five nodes; one class head; no .pdl', () => {
   assert.is(families.get('moe_wgmma'), 'WG,T,KB');
   const rows = gpu.filter((r) => r.family === 'moe_wgmma');

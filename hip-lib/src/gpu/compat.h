@@ -134,15 +134,6 @@ __device__ __forceinline__ int kp_shfl(int v, int src) {
 #endif
 }
 
-/* lane (this lane - d)'s v, the whole warp taking part; lanes below d get their own */
-__device__ __forceinline__ int kp_shfl_up(int v, int d) {
-#if defined(KPICK_GPU_CUDA)
-  return __shfl_up_sync(0xffffffffu, v, d);
-#else
-  return __shfl_up(v, d);
-#endif
-}
-
 /* Weights are read once per call: keep them out of L1. */
 __device__ __forceinline__ kp_v16 kp_ld_stream(const void *p) {
   kp_v16 r;

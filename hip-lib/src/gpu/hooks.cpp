@@ -314,14 +314,11 @@ static int launch_moe_mma(const kp_row *r, const kp_call *c) { return kp_moe_mma
 static int available_moe_mma(int32_t cand) { return g.has_mma && kp_moe_mma_built(cand); }
 static int supports_moe_mma(const struct kpick_problem *p, const kp_row *r) { return p->n % 8 == 0; }
 
-/* moe.fused, moe.fused2 and moe.tiles: moe.mma's launcher and kernels (moe.fused routes in one warp: up to 64 pairs,
+/* moe.fused and moe.tiles: moe.mma's launcher and kernels (moe.fused routes in one warp: up to 64 pairs,
  * rows 1..8 at top-8 or fewer) */
 static int launch_moe_fused(const kp_row *r, const kp_call *c) { return launch_moe_mma(r, c); }
 static int available_moe_fused(int32_t cand) { return available_moe_mma(cand); }
 static int supports_moe_fused(const struct kpick_problem *p, const kp_row *r) { return supports_moe_mma(p, r) && p->topk <= 8; }
-static int launch_moe_fused2(const kp_row *r, const kp_call *c) { return launch_moe_mma(r, c); }
-static int available_moe_fused2(int32_t cand) { return available_moe_mma(cand); }
-static int supports_moe_fused2(const struct kpick_problem *p, const kp_row *r) { return supports_moe_fused(p, r); }
 static int launch_moe_tiles(const kp_row *r, const kp_call *c) { return launch_moe_mma(r, c); }
 static int available_moe_tiles(int32_t cand) { return available_moe_mma(cand); }
 static int supports_moe_tiles(const struct kpick_problem *p, const kp_row *r) { return supports_moe_mma(p, r); }

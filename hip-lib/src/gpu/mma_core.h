@@ -119,29 +119,16 @@ __device__ __forceinline__ int64_t kp_tile_wrow(int64_t n0, int tr, int64_t N) {
   }
 }
 
-/* B steps from k0, B in {1, 2, 4, 8, 16}; all weight loads issued first.
- * HOLD: every load of the batch lands before the first multiply (their words
- * folded into one that gates a no-op on acc; hold is 0 at run time, unknown
- * to the compiler), so the batch's loads are all in flight at once: without
- * it the assembler interleaves loads and multiplies to keep few registers
- * (62-64 on the moe tiles, h200-2026-12-01-moe-fused-7b4e00a). */
-template <int DT, int NT, int B, bool HOLD = false>
+/* B steps from k0, B in {1, 2, 4, 8, 16}; all weight loads issued first. */
+template <int DT, int NT, int B>
 __device__ __forceinline__ void kp_mma_steps(const uint16_t *const (&wr)[kp_mma_wrows],
                                              const uint16_t *const (&xr)[NT], int64_t k0, kp_frag (&acc)[NT],
-                                             bool first, uint32_t hold = 0u) {
+                                             bool first) {
   kp_v16 a[B][kp_mma_wrows];
 #pragma unroll
   for (int b = 0; b < B; ++b)
 #pragma unroll
     for (int j = 0; j < kp_mma_wrows; ++j) a[b][j] = kp_ld_stream(wr[j] + k0 + b * kp_mma_step);
-  if constexpr (HOLD) {
-    uint32_t fold = 0u;
-#pragma unroll
-    for (int b = 0; b < B; ++b)
-#pragma unroll
-      for (int j = 0; j < kp_mma_wrows; ++j) fold ^= a[b][j].x ^ a[b][j].y ^ a[b][j].z ^ a[b][j].w;
-    if (fold & hold) acc[0][0] = __int_as_float(__float_as_int(acc[0][0]) ^ (int)(fold & hold));
-  }
   kp_batch_fence(first);
 #pragma unroll
   for (int b = 0; b < B; ++b)

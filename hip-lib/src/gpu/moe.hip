@@ -87,47 +87,12 @@ size_t kp_moe_scratch_bytes(int32_t m, int32_t topk, int64_t n, int64_t k) {
 }
 
 /* ---- the plan ---- */
-
-/* v: three inclusive scans over the block, in one pass: each warp by shuffles,
- * then the first warp over the warps' totals. Two block barriers, where a
- * doubling scan in shared memory takes two a step (20 at 1024 threads). The
- * block's threads are a multiple of 32 (on a 64-wide target its last warp may
- * be half); at most 32 warps. */
-__device__ __forceinline__ void kp_block_scan3(int (&v)[3], int32_t (*tot)[3]) {
-  const int tid = threadIdx.x, lane = tid % kp_warp, w = tid / kp_warp, nt = blockDim.x;
-  const int nw = (nt + kp_warp - 1) / kp_warp, last = min(kp_warp, nt - w * kp_warp) - 1;
-#pragma unroll
-  for (int d = 1; d < kp_warp; d <<= 1)
-#pragma unroll
-    for (int j = 0; j < 3; ++j) {
-      const int o = kp_shfl_up(v[j], d);
-      if (lane >= d) v[j] += o;
-    }
-  if (lane == last)
-    for (int j = 0; j < 3; ++j) tot[w][j] = v[j];
-  __syncthreads();
-  if (w == 0) {
-#pragma unroll
-    for (int j = 0; j < 3; ++j) {
-      int s = lane < nw ? tot[lane][j] : 0;
-#pragma unroll
-      for (int d = 1; d < kp_warp; d <<= 1) {
-        const int o = kp_shfl_up(s, d);
-        if (lane >= d) s += o;
-      }
-      if (lane < nw) tot[lane][j] = s;
-    }
-  }
-  __syncthreads();
-  if (w > 0)
-    for (int j = 0; j < 3; ++j) v[j] += tot[w - 1][j];
-}
 template <bool PDL>
 __global__ void __launch_bounds__(kp_moe_plan_threads)
     kp_moe_plan_kernel(const int32_t *ids, int32_t m, int32_t topk, int32_t E, int32_t chunk, kp_moe_plan *pl) {
   __shared__ uint32_t mask[KPICK_MAX_EXPERTS][4]; /* bit t: row t routes to the expert */
   __shared__ int32_t off[KPICK_MAX_EXPERTS];
-  __shared__ int32_t tot[kp_moe_plan_threads / 32][3];
+  __shared__ int32_t sc[3][kp_moe_plan_threads];
   if (PDL) kp_pdl_trigger();
   const int tid = threadIdx.x, nt = blockDim.x, P = m * topk;
   if (tid < E)
@@ -143,9 +108,16 @@ __global__ void __launch_bounds__(kp_moe_plan_threads)
   if (tid < E)
     for (int w = 0; w < 4; ++w) cnt += __popc(mask[tid][w]);
   const int used = cnt > 0, nit = used ? (cnt + chunk - 1) / chunk : 0;
-  int sc[3] = {used, cnt, nit};
-  kp_block_scan3(sc, tot);
-  const int u = sc[0] - used, at = sc[1] - cnt, it = sc[2] - nit;
+  sc[0][tid] = used, sc[1][tid] = cnt, sc[2][tid] = nit;
+  __syncthreads();
+  for (int d = 1; d < nt; d <<= 1) { /* inclusive scans */
+    int a = 0, b = 0, c = 0;
+    if (tid >= d) a = sc[0][tid - d], b = sc[1][tid - d], c = sc[2][tid - d];
+    __syncthreads();
+    sc[0][tid] += a, sc[1][tid] += b, sc[2][tid] += c;
+    __syncthreads();
+  }
+  const int u = sc[0][tid] - used, at = sc[1][tid] - cnt, it = sc[2][tid] - nit;
   if (tid < E) off[tid] = at;
   if (used) {
     pl->used[u] = tid;
@@ -153,9 +125,9 @@ __global__ void __launch_bounds__(kp_moe_plan_threads)
     for (int q = 0; q < nit; ++q) pl->item_u[it + q] = u, pl->item_r0[it + q] = q * chunk;
   }
   if (tid == nt - 1) {
-    pl->nused = sc[0];
-    pl->nitems = sc[2];
-    pl->start[sc[0]] = sc[1];
+    pl->nused = sc[0][tid];
+    pl->nitems = sc[2][tid];
+    pl->start[sc[0][tid]] = sc[1][tid];
   }
   for (int i = tid; i < P; i += nt) pl->order[i] = 0; /* a repeated id leaves a slot */
   __syncthreads();
@@ -469,7 +441,7 @@ struct kp_tiles {
   static constexpr int value = V;
 };
 
-template <int DT, int NT, int U, int MODE, bool PDL, bool FUSED, bool TILES, bool HOLD>
+template <int DT, int NT, int U, int MODE, bool PDL, bool FUSED, bool TILES>
 __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(kp_moe_mma_args a) {
   static_assert(!(FUSED && TILES), "moe.fused splits K over its warps");
   const bool up = MODE == KP_MMA_GATED;
@@ -534,14 +506,13 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
     const int64_t e1 = s1 < full ? s1 : full;
-    const uint32_t hold = (uint32_t)a.m >> 16; /* 0: HOLD's no-op gate */
     int64_t st = s0;
 #pragma unroll 1
-    for (; st + U <= e1; st += U) kp_mma_steps<DT, P, U, HOLD>(wr, xr, st * kp_mma_step, acc, false, hold);
-    if constexpr (U > 8) if (st + 8 <= e1) { kp_mma_steps<DT, P, 8, HOLD>(wr, xr, st * kp_mma_step, acc, false, hold); st += 8; }
-    if constexpr (U > 4) if (st + 4 <= e1) { kp_mma_steps<DT, P, 4, HOLD>(wr, xr, st * kp_mma_step, acc, false, hold); st += 4; }
-    if (st + 2 <= e1) { kp_mma_steps<DT, P, 2, HOLD>(wr, xr, st * kp_mma_step, acc, false, hold); st += 2; }
-    if (st + 1 <= e1) { kp_mma_steps<DT, P, 1, HOLD>(wr, xr, st * kp_mma_step, acc, false, hold); st += 1; }
+    for (; st + U <= e1; st += U) kp_mma_steps<DT, P, U>(wr, xr, st * kp_mma_step, acc, false);
+    if constexpr (U > 8) if (st + 8 <= e1) { kp_mma_steps<DT, P, 8>(wr, xr, st * kp_mma_step, acc, false); st += 8; }
+    if constexpr (U > 4) if (st + 4 <= e1) { kp_mma_steps<DT, P, 4>(wr, xr, st * kp_mma_step, acc, false); st += 4; }
+    if (st + 2 <= e1) { kp_mma_steps<DT, P, 2>(wr, xr, st * kp_mma_step, acc, false); st += 2; }
+    if (st + 1 <= e1) { kp_mma_steps<DT, P, 1>(wr, xr, st * kp_mma_step, acc, false); st += 1; }
     if (st < s1) kp_mma_step_masked<DT, P>(wr, xr, st * kp_mma_step, st * kp_mma_step + koff < len, acc, false);
 
     if constexpr (TILES) { /* the warp's own tile, through its own slice of red */
@@ -629,107 +600,8 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
 }
 
 #else
-template <int DT, int NT, int U, int MODE, bool PDL, bool FUSED, bool TILES, bool HOLD>
+template <int DT, int NT, int U, int MODE, bool PDL, bool FUSED, bool TILES>
 __global__ void kp_moe_mma_kernel(kp_moe_mma_args a) {
-  __builtin_trap();
-}
-#endif
-
-static constexpr int kp_moe_fused2_warps = 8; /* moe.fused2's down: warps a block */
-
-#if defined(KP_MMA_NV) || defined(KP_MMA_MFMA)
-/* A warp: the u-th active expert of r (ascending id), the plan position of
- * its first pair and its pairs (r from kp_moe_route_item). */
-__device__ __forceinline__ void kp_moe_route_expert(const kp_moe_route &r, int P, int E, int u, int &e, int &s,
-                                                    int &cnt) {
-  constexpr int slots = (kp_moe_fused_pairs + kp_warp - 1) / kp_warp;
-  const int lane = threadIdx.x % kp_warp;
-  int found = -1;
-  if (lane == 0) {
-    int seen = 0;
-    for (int w = 0; w < (E + 31) / 32 && found < 0; ++w) {
-      uint32_t b = r.mask[w];
-      const int c = __popc(b);
-      if (u < seen + c) {
-        for (int j = u - seen; j > 0; --j) b &= b - 1u;
-        found = w * 32 + __ffs(b) - 1;
-      }
-      seen += c;
-    }
-  }
-  e = kp_shfl(found, 0);
-  int n = 0, less = 0;
-#pragma unroll
-  for (int q = 0; q < slots; ++q) {
-    const int i = lane + q * kp_warp, v = i < P ? r.ids[i] : -1;
-    n += __popcll(kp_ballot(v == e)), less += __popcll(kp_ballot(v >= 0 && v < e));
-  }
-  s = less, cnt = n;
-}
-
-/* moe.fused2's down (rows 1..8; the gate/up is moe.fused's, its loads held
- * whole): a block per 16 columns of y and the call's active experts over its
- * warps, a warp taking an expert's whole dot over N for the expert's pairs
- * (at most 8: one column tile), U steps of W_down in flight, held whole. The
- * fp32 sums meet in shared memory at their plan positions; then each row's
- * pairs are summed in ascending expert id with the combine's multiply-adds.
- * No plan, no combine kernel, no arrival count, no fp32 round trip through
- * memory. Under PDL it routes before its wait (gate/up waited on ids and
- * gates before it let this kernel launch). */
-template <int DT, int U, bool PDL>
-__global__ void __launch_bounds__(kp_moe_fused2_warps * KP_WARP) kp_moe_fused2_down_kernel(kp_moe_mma_args a) {
-  const int lane = threadIdx.x % kp_warp, warp = threadIdx.x / kp_warp, nwarps = blockDim.x / kp_warp;
-  const int64_t N = a.n, K = a.k, n0 = (int64_t)blockIdx.x * 16;
-  const int P = a.m * a.topk;
-  __shared__ kp_moe_route route;
-  __shared__ float o[kp_moe_fused_pairs][17]; /* [plan position][column of the tile] */
-  if (PDL) kp_pdl_trigger();
-  if (warp == 0) kp_moe_route_item(a.ids, P, a.topk, a.E, 0, route);
-  __syncthreads();
-  kp_moe_route_rows(a.weights, a.m, a.topk, route);
-  __syncthreads();
-  kp_batch_fence(true); /* h is gate/up's output */
-
-  const int koff = kp_lane_koff(lane);
-  const int64_t nsteps = (N + kp_mma_step - 1) / kp_mma_step, full = N / kp_mma_step;
-  const uint32_t hold = (uint32_t)a.m >> 16; /* 0: HOLD's no-op gate */
-  for (int u = warp; u < route.nused; u += nwarps) { /* warp-uniform */
-    int e, s, cnt;
-    kp_moe_route_expert(route, P, a.E, u, e, s, cnt);
-    const uint16_t *w = a.w + (int64_t)e * K * N;
-    const uint16_t *wr[kp_mma_wrows];
-#pragma unroll
-    for (int j = 0; j < kp_mma_wrows; ++j)
-      wr[j] = w + kp_tile_wrow<KP_MMA_LINEAR>(n0, kp_lane_tile_row(lane, j), K) * N + koff;
-    const int col = kp_lane_col(lane);
-    const uint16_t *xr[1] = {a.x + (int64_t)(s + (col < cnt ? col : cnt - 1)) * N + koff};
-    kp_frag acc[1];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) acc[0][i] = 0.0f;
-    int64_t st = 0;
-#pragma unroll 1
-    for (; st + U <= full; st += U) kp_mma_steps<DT, 1, U, true>(wr, xr, st * kp_mma_step, acc, false, hold);
-    if constexpr (U > 8) if (st + 8 <= full) { kp_mma_steps<DT, 1, 8, true>(wr, xr, st * kp_mma_step, acc, false, hold); st += 8; }
-    if constexpr (U > 4) if (st + 4 <= full) { kp_mma_steps<DT, 1, 4, true>(wr, xr, st * kp_mma_step, acc, false, hold); st += 4; }
-    if (st + 2 <= full) { kp_mma_steps<DT, 1, 2, true>(wr, xr, st * kp_mma_step, acc, false, hold); st += 2; }
-    if (st + 1 <= full) { kp_mma_steps<DT, 1, 1, true>(wr, xr, st * kp_mma_step, acc, false, hold); st += 1; }
-    if (st < nsteps) kp_mma_step_masked<DT, 1>(wr, xr, st * kp_mma_step, st * kp_mma_step + koff < N, acc, false);
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      if (kp_frag_col(lane, i) < cnt) o[s + kp_frag_col(lane, i)][kp_frag_row(lane, i)] = acc[0][i];
-  }
-  __syncthreads();
-  const int cols = (int)(K - n0 < 16 ? K - n0 : 16);
-  for (int q = threadIdx.x; q < a.m * cols; q += blockDim.x) {
-    const int t = q / cols, c = q % cols;
-    const float sum = kp_moe_row_sum(
-        route.n[t], [&](int i) { return route.gate[t][i]; }, [&](int i) { return o[route.where[t][i]][c]; });
-    a.y[(int64_t)t * K + n0 + c] = kp_round<DT>(sum);
-  }
-}
-#else
-template <int DT, int U, bool PDL>
-__global__ void kp_moe_fused2_down_kernel(kp_moe_mma_args a) {
   __builtin_trap();
 }
 #endif
@@ -976,34 +848,22 @@ struct kp_moe_mma_set {
   kp_moe_mma_fn up[2], down[2];
   int tiles;
   bool fused, wide; /* wide: moe.tiles, the warps over tiles (a block covers W tiles) */
-  bool fused2;      /* moe.fused2: down is kp_moe_fused2_down_kernel */
 };
 
 template <int ID>
 static kp_moe_mma_set kp_moe_mma_row() {
   constexpr kp_def r = kp_defs[ID];
-  constexpr bool fused2 = r.family == KP_FAM_moe_fused2;
-  constexpr bool fused = r.family == KP_FAM_moe_fused || fused2, wide = r.family == KP_FAM_moe_tiles;
-  if constexpr (fused2 && (!r.pdl() || kp_pdl_built)) {
-    static_assert(r.p0 >= 1 && r.p0 <= kp_mma_max_warps, "moe fused2: W is 1..8 warps");
-    static_assert(r.p1 == 8 || r.p1 == 16, "moe fused2: U is 8 or 16");
-    static_assert(r.p2 == 1, "moe fused2: T is 1 (rows 1..8 fit one column tile)");
-    static_assert(r.rows_max <= kp_moe_fused_rows, "moe fused2: rows 1..8");
-    return kp_moe_mma_set{{kp_moe_mma_kernel<KP_DT_BF16, 1, r.p1, KP_MMA_GATED, r.pdl(), true, false, true>,
-                           kp_moe_mma_kernel<KP_DT_FP16, 1, r.p1, KP_MMA_GATED, r.pdl(), true, false, true>},
-                          {kp_moe_fused2_down_kernel<KP_DT_BF16, r.p1, r.pdl()>,
-                           kp_moe_fused2_down_kernel<KP_DT_FP16, r.p1, r.pdl()>},
-                          1, true, false, true};
-  } else if constexpr ((r.family == KP_FAM_moe_mma || fused || wide) && (!r.pdl() || kp_pdl_built)) {
+  constexpr bool fused = r.family == KP_FAM_moe_fused, wide = r.family == KP_FAM_moe_tiles;
+  if constexpr ((r.family == KP_FAM_moe_mma || fused || wide) && (!r.pdl() || kp_pdl_built)) {
     static_assert(r.p0 >= 1 && r.p0 <= kp_mma_max_warps, "moe mma: W is 1..8 warps");
     static_assert(r.p1 == 8 || r.p1 == 16, "moe mma: U is 8 or 16");
     static_assert(r.p2 == 1 || r.p2 == 2 || r.p2 == 4 || r.p2 == 8, "moe mma: T is 1, 2, 4 or 8 column tiles");
     static_assert(!fused || r.rows_max <= kp_moe_fused_rows, "moe fused: rows 1..8");
-    return kp_moe_mma_set{{kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused, wide, false>,
-                           kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused, wide, false>},
-                          {kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide, false>,
-                           kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide, false>},
-                          r.p2, fused, wide, false};
+    return kp_moe_mma_set{{kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused, wide>,
+                           kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused, wide>},
+                          {kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide>,
+                           kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide>},
+                          r.p2, fused, wide};
   } else {
     return kp_moe_mma_set{};
   }
@@ -1052,10 +912,6 @@ int kp_moe_mma_launch(const struct kp_call *c, int warps) {
                    c->stream, pdl, up));
   kp_moe_mma_args down = up;
   down.x = (const uint16_t *)(base + l.h), down.w = (const uint16_t *)mc->w_down, down.out = base + l.o;
-  if (set.fused2) {
-    KP_GPU(kp_launch(set.down[d], dim3((unsigned)down_tiles), dim3(kp_moe_fused2_warps * c->warp), c->stream, pdl, down));
-    return KPICK_OK;
-  }
   KP_GPU(kp_launch(set.down[d], dim3((unsigned)((down_tiles + per_block - 1) / per_block), (unsigned)max_items), block,
                    c->stream, pdl, down));
   if (set.fused) return KPICK_OK;
