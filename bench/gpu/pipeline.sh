@@ -163,8 +163,10 @@ for want in $steps; do
         step "serve-$m" 90 node --import tsx scripts/serve-bench.ts --model "$m" --c 1,4,8,16,32,64 --steps ${SERVE_STEPS:-32} --runs 2 --identity-steps 256 --json
         tail -n 12 "logs/serve-$m.log" >> "$summary"
       done
-      [ "${SERVE_FP8:-1}" = 1 ] && step serve-fp8-Llama-3.1-8B 120 node --import tsx scripts/serve-bench.ts --model Llama-3.1-8B --dtype fp8 --c 1,4,8,16,32,64 --steps ${SERVE_STEPS:-32} --runs 2 --identity-steps 256 --json
-      [ "${SERVE_FP8:-1}" = 1 ] && tail -n 12 logs/serve-fp8-Llama-3.1-8B.log | sed 's/^/fp8: /' >> "$summary" ;;
+      if [ "${SERVE_FP8:-1}" = 1 ]; then
+        step serve-fp8-Llama-3.1-8B 120 node --import tsx scripts/serve-bench.ts --model Llama-3.1-8B --dtype fp8 --c 1,4,8,16,32,64 --steps ${SERVE_STEPS:-32} --runs 2 --identity-steps 256 --json
+        tail -n 12 logs/serve-fp8-Llama-3.1-8B.log | sed 's/^/fp8: /' >> "$summary"
+      fi ;;
     pdl-rows)
       # promote's old rule (.pdl picks only at rows <= 2) against its default
       # (any rows), on one store: compare serve-pdl2-* with serve-* of this call
