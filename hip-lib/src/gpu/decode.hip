@@ -26,6 +26,7 @@
 #include "../common/error.h"
 #include "../common/random.h"
 #include "arch.h"
+#include "block_sum.h"
 #include "check.h"
 #include "dtype.h"
 
@@ -49,7 +50,6 @@
 #endif
 
 static constexpr int kp_row_threads = 256;   /* embed */
-static constexpr int kp_max_warps = 1024 / 32; /* the most warps a block of this file has */
 
 /* ---- memory, streams, graphs ---- */
 
@@ -154,30 +154,12 @@ void be_graph_free(void *graph) {
   if (graph) (void)hipGraphExecDestroy((hipGraphExec_t)graph);
 }
 
-/* ---- block reductions (fixed order: lane butterfly, then warps in order) ---- */
-
-__device__ __forceinline__ float kp_dec_warp_sum(float v) {
-#pragma unroll
-  for (int o = kp_warp / 2; o > 0; o >>= 1) v += kp_shfl_xor(v, o);
-  return v;
-}
+/* ---- block maxima (the order of block_sum.h's sums) ---- */
 
 __device__ __forceinline__ float kp_dec_warp_max(float v) {
 #pragma unroll
   for (int o = kp_warp / 2; o > 0; o >>= 1) v = fmaxf(v, kp_shfl_xor(v, o));
   return v;
-}
-
-/* every thread gets the block's total; red holds kp_max_warps floats */
-__device__ __forceinline__ float kp_dec_block_sum(float v, float *red) {
-  v = kp_dec_warp_sum(v);
-  const int warp = threadIdx.x / kp_warp, warps = blockDim.x / kp_warp;
-  __syncthreads(); /* red may still be read by a previous reduction */
-  if (threadIdx.x % kp_warp == 0) red[warp] = v;
-  __syncthreads();
-  float t = 0.0f;
-  for (int i = 0; i < warps; ++i) t += red[i];
-  return t;
 }
 
 __device__ __forceinline__ float kp_dec_block_max(float v, float *red) {
@@ -316,7 +298,7 @@ __global__ void __launch_bounds__(1024)
   for (int c = 0; c < C; ++c)
 #pragma unroll
     for (int e = 0; e < kp_norm_group; ++e) ss = fmaf(v[c][e], v[c][e], ss);
-  ss = kp_dec_block_sum(ss, red);
+  ss = kp_block_sum(ss, red);
   const float inv = 1.0f / sqrtf(ss / (float)H + eps);
 #pragma unroll
   for (int c = 0; c < C; ++c) {

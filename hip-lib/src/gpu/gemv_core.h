@@ -12,19 +12,12 @@
 #define KPICK_GPU_GEMV_CORE_H
 
 #include "arch.h"
+#include "block_sum.h"
 #include "dtype.h"
 #include "rows.h"
 
 /* activation rows a gemv kernel holds in registers; lane m stores row m */
 static constexpr int kp_gemv_max_rows = 8;
-
-/* fixed-order butterfly: every lane ends with the same sum */
-template <int WIDTH>
-__device__ __forceinline__ float kp_warp_sum(float v) {
-#pragma unroll
-  for (int o = WIDTH / 2; o > 0; o >>= 1) v += kp_shfl_xor(v, o);
-  return v;
-}
 
 /* B pieces per weight row, all loads issued before the first use; the first
  * batch also holds the PDL wait (kp_batch_fence). */

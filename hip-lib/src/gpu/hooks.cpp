@@ -64,7 +64,8 @@ static struct {
 
 struct gpu_problem {
   void *x, *y;
-  void *x_src;          /* what the producer copies into x (the same values) */
+  void *x_src;          /* what the producer writes into x (the same values) */
+  float *resid;         /* the producer's residual rows, fp32 [m_max, k], as the norm's */
   void **w;             /* p->copies weight copies */
   float *sink;          /* the read floor's never-written output */
   hipGraphExec_t *graphs; /* [KP_NCAND][KP_ROWS_SLOTS] timing batches: (producer, candidate) pairs */
@@ -479,7 +480,7 @@ int be_problem_init(struct kpick_problem *p) {
   scratch_need(p, &temp, &counters);
   const size_t x_bytes = (size_t)p->m_max * (size_t)p->k * 2, y_bytes = (size_t)p->m_max * (size_t)p->y_cols * 2;
   const size_t grow = (temp > scratch.temp_bytes ? temp : 0) + (scratch.blas ? 0 : kp_blas_workspace_bytes());
-  const double need = (double)p->copies * (double)p->w_bytes + 2.0 * (double)x_bytes + (double)y_bytes + (double)grow;
+  const double need = (double)p->copies * (double)p->w_bytes + 4.0 * (double)x_bytes + (double)y_bytes + (double)grow;
   int64_t free_b = 0, total_b = 0;
   KP_TRY(be_mem(&free_b, &total_b));
   if (need + (64 << 20) > (double)free_b)
@@ -488,6 +489,8 @@ int be_problem_init(struct kpick_problem *p) {
 
   KP_GPU(hipMalloc(&gp->x, x_bytes));
   KP_GPU(hipMalloc(&gp->x_src, x_bytes));
+  KP_GPU(hipMalloc((void **)&gp->resid, 2 * x_bytes));
+  KP_GPU(hipMemset(gp->resid, 0, 2 * x_bytes));
   KP_GPU(hipMalloc(&gp->y, y_bytes));
   KP_GPU(hipMalloc((void **)&gp->sink, sizeof(float)));
   for (int32_t i = 0; i < p->copies; i++) KP_GPU(hipMalloc(&gp->w[i], p->w_bytes));
@@ -531,6 +534,7 @@ void be_problem_free(struct kpick_problem *p) {
       if (gp->w[i]) (void)hipFree(gp->w[i]);
   if (gp->x) (void)hipFree(gp->x);
   if (gp->x_src) (void)hipFree(gp->x_src);
+  if (gp->resid) (void)hipFree(gp->resid);
   if (gp->y) (void)hipFree(gp->y);
   if (gp->sink) (void)hipFree(gp->sink);
   if (gp->ids) (void)hipFree(gp->ids);
@@ -720,13 +724,32 @@ static int served(hipGraphExec_t pairs, hipGraphExec_t producer, int calls, int3
 
 static int launch_producer(struct kpick_problem *p) {
   struct gpu_problem *gp = (struct gpu_problem *)p->be;
-  return kp_producer_launch(gp->x_src, gp->x, p->m, p->k, g.stream, g.has_pdl);
+  const int32_t x_dtype = p->dtype == KPICK_FP16 ? KP_DT_FP16 : KP_DT_BF16; /* fp8's x is bf16 */
+  return kp_producer_launch(x_dtype, gp->resid, gp->x_src, gp->x, p->m, p->k, g.stream, g.has_pdl);
+}
+
+/* after the producer batch's first replay: x holds exactly the values parity
+ * checked, or the timings would be of another input */
+static int producer_check(struct kpick_problem *p) {
+  struct gpu_problem *gp = (struct gpu_problem *)p->be;
+  const size_t bytes = (size_t)p->m * (size_t)p->k * 2;
+  void *got = malloc(bytes);
+  if (!got) return kp_fail(KPICK_E_NOMEM, "producer", "host allocation failed");
+  hipError_t e = hipStreamSynchronize(g.stream);
+  if (e == hipSuccess) e = hipMemcpy(got, gp->x, bytes, hipMemcpyDeviceToHost);
+  const bool same = e == hipSuccess && memcmp(got, p->x_host, bytes) == 0;
+  free(got);
+  if (e != hipSuccess) return KP_GPU_FAIL("hipMemcpy (producer check)", e);
+  if (!same) return kp_fail(KPICK_E_DEVICE, "producer", "x after the producer differs from its source at m=%d", (int)p->m);
+  return KPICK_OK;
 }
 
 static int producer_batch(struct kpick_problem *p, hipGraphExec_t *out) {
   struct gpu_problem *gp = (struct gpu_problem *)p->be;
   hipGraphExec_t *slot = &gp->producer[p->m];
+  const bool made = *slot != NULL;
   KP_TRY(batch(slot, gp->calls, [&](int) { return launch_producer(p); }));
+  if (!made) KP_TRY(producer_check(p));
   *out = *slot;
   return KPICK_OK;
 }

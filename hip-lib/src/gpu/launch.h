@@ -122,8 +122,11 @@ int kp_moe_route_launch(int32_t dtype, const void *logits, int32_t m, int32_t ex
 /* util.hip: the read floor, the producer of in-step timing, the silu-mul node,
  * the warp probe. pdl: launch with programmatic dependent launch (CUDA sm_90). */
 int kp_floor_launch(const void *w, size_t bytes, float *sink, hipStream_t stream, int pdl);
-/* x[m, k] = src[m, k], one block per row, after waiting for the previous kernel */
-int kp_producer_launch(const void *src, void *x, int32_t m, int64_t k, hipStream_t stream, int pdl);
+/* x[m, k] = src[m, k] (dtype: x's, bf16 or fp16), written as the norm before a linear
+ * writes its output: one block per row, after the previous kernel, reading and storing
+ * resid[m, k] (fp32) and summing over the row first */
+int kp_producer_launch(int32_t dtype, float *resid, const void *src, void *x, int32_t m, int64_t k,
+                       hipStream_t stream, int pdl);
 int kp_silu_mul_launch(int32_t dtype, const void *gu, void *y, int32_t m, int64_t n, hipStream_t stream);
 int kp_warp_probe(int *device_warp);
 

@@ -749,14 +749,23 @@ static int kp_moe_blas_gemms(const struct kp_call *c, const void **ptr, int P) {
 #endif
 
 /* ---- launchers ---- */
-template <int DT>
+/* y from the per-pair outputs o (pair: indexed by pair, else by plan slot), in c's dtype */
 static int kp_moe_combine(const struct kp_call *c, const void *o, const kp_moe_plan *pl, bool pair) {
   const struct kp_moe_call *mc = c->moe;
-  const auto k = pair ? kp_moe_combine_kernel<DT, true> : kp_moe_combine_kernel<DT, false>;
+  const bool bf16 = c->dtype == KP_DT_BF16;
+  const auto k = pair ? (bf16 ? kp_moe_combine_kernel<KP_DT_BF16, true> : kp_moe_combine_kernel<KP_DT_FP16, true>)
+                      : (bf16 ? kp_moe_combine_kernel<KP_DT_BF16, false> : kp_moe_combine_kernel<KP_DT_FP16, false>);
   KP_GPU(kp_launch(k, dim3((unsigned)c->m, (unsigned)((c->k + 255) / 256)), dim3(256), c->stream, false, o, pl, mc->ids, mc->weights,
                    (uint16_t *)c->y, mc->topk, mc->experts, c->k));
   return KPICK_OK;
 }
+
+/* the most experts P pairs can reach */
+static int kp_moe_max_used(int P, int experts) { return P < experts ? P : experts; }
+
+/* the plan's most items for P pairs in chunks of `chunk` rows: one per active
+ * expert and one more per chunk past its first (kp_moe_plan_launch) */
+static int kp_moe_items_for(int P, int experts, int chunk) { return kp_moe_max_used(P, experts) + P / chunk; }
 
 int kp_moe_blas_launch(const struct kp_call *c) {
   const struct kp_moe_call *mc = c->moe;
@@ -770,8 +779,7 @@ int kp_moe_blas_launch(const struct kp_call *c) {
                    P, mc->topk, c->n, c->k, (uint16_t *)(base + l.gu), (uint16_t *)(base + l.h),
                    (uint16_t *)(base + l.ob), ptr));
   KP_TRY(kp_moe_blas_gemms(c, ptr, P));
-  return c->dtype == KP_DT_BF16 ? kp_moe_combine<KP_DT_BF16>(c, base + l.ob, nullptr, true)
-                                : kp_moe_combine<KP_DT_FP16>(c, base + l.ob, nullptr, true);
+  return kp_moe_combine(c, base + l.ob, nullptr, true);
 }
 
 typedef void (*kp_moe_up_fn)(const uint16_t *, const uint16_t *, const kp_moe_plan *, uint16_t *, int32_t, int64_t,
@@ -828,7 +836,7 @@ int kp_moe_gemv_launch(const struct kp_call *c, int rows_per_block) {
   char *base = (char *)mc->ws->temp;
   kp_moe_plan *pl = (kp_moe_plan *)(base + l.plan);
   uint16_t *h = (uint16_t *)(base + l.h);
-  const int P = c->m * mc->topk, max_used = P < mc->experts ? P : mc->experts;
+  const int P = c->m * mc->topk, max_used = kp_moe_max_used(P, mc->experts);
   const bool pdl = c->pdl != 0;
   KP_TRY(kp_moe_plan_launch(mc->ids, c->m, mc->topk, mc->experts, 1 << 20, pl, c->stream, pdl));
   const dim3 block(rows_per_block * c->warp);
@@ -898,7 +906,7 @@ int kp_moe_mma_launch(const struct kp_call *c, int warps) {
    * routing) its rows spread over blocks, while each item keeps its tile's weights in L2.
    * moe.fused has an item per active expert (rows 1..8 fit one). */
   const int tile = set.tiles * kp_mma_cols, chunk = tile > kp_moe_mma_chunk ? tile : kp_moe_mma_chunk;
-  const int max_used = P < mc->experts ? P : mc->experts, max_items = set.fused ? max_used : max_used + P / chunk;
+  const int max_items = set.fused ? kp_moe_max_used(P, mc->experts) : kp_moe_items_for(P, mc->experts, chunk);
   const bool pdl = c->pdl != 0;
   if (!set.fused) KP_TRY(kp_moe_plan_launch(mc->ids, c->m, mc->topk, mc->experts, chunk, pl, c->stream, pdl));
   const dim3 block(warps * c->warp);
@@ -915,8 +923,7 @@ int kp_moe_mma_launch(const struct kp_call *c, int warps) {
   KP_GPU(kp_launch(set.down[d], dim3((unsigned)((down_tiles + per_block - 1) / per_block), (unsigned)max_items), block,
                    c->stream, pdl, down));
   if (set.fused) return KPICK_OK;
-  return c->dtype == KP_DT_BF16 ? kp_moe_combine<KP_DT_BF16>(c, base + l.o, pl, false)
-                                : kp_moe_combine<KP_DT_FP16>(c, base + l.o, pl, false);
+  return kp_moe_combine(c, base + l.o, pl, false);
 }
 
 /* moe.wgmma: the plan, x's rows gathered in plan order (the copy engine reads
@@ -944,8 +951,7 @@ int kp_moe_wgmma_launch(const struct kp_call *c, int wg, int stages, int kb) {
   char *base = (char *)mc->ws->temp;
   kp_moe_plan *pl = (kp_moe_plan *)(base + l.plan);
   uint16_t *xg = (uint16_t *)(base + l.xg), *h = (uint16_t *)(base + l.h);
-  const int P = c->m * mc->topk, max_used = P < mc->experts ? P : mc->experts;
-  const int items = max_used + P / kp_moe_wgmma_chunk;
+  const int P = c->m * mc->topk, items = kp_moe_items_for(P, mc->experts, kp_moe_wgmma_chunk);
   KP_TRY(kp_moe_plan_launch(mc->ids, c->m, mc->topk, mc->experts, kp_moe_wgmma_chunk, pl, c->stream, false));
   KP_GPU(kp_launch(kp_moe_gather_kernel, dim3((unsigned)P), dim3(256), c->stream, false, (const uint16_t *)c->x,
                    (const kp_moe_plan *)pl, mc->topk, c->k, xg));
@@ -954,8 +960,7 @@ int kp_moe_wgmma_launch(const struct kp_call *c, int wg, int stages, int kb) {
   KP_TRY(kp_wgmma_moe_launch(c, wg, stages, kb, &up));
   const kp_wgmma_moe_op down = {0, mc->w_down, E * c->k, c->n, c->k, h, P, base + l.o, c->k, pl, kp_moe_wgmma_chunk, items};
   KP_TRY(kp_wgmma_moe_launch(c, wg, stages, kb, &down));
-  return c->dtype == KP_DT_BF16 ? kp_moe_combine<KP_DT_BF16>(c, base + l.o, pl, false)
-                                : kp_moe_combine<KP_DT_FP16>(c, base + l.o, pl, false);
+  return kp_moe_combine(c, base + l.o, pl, false);
 }
 
 /* ---- the read floor over the experts a call reads ---- */
