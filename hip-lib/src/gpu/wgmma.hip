@@ -22,10 +22,9 @@
  *   gated: the tile is BM/2 gate rows over the matching BM/2 up rows (two TMA
  *          boxes per K box); silu(g) * u in fp32 in the epilogue.
  *   .pdl:  the first T stages' W boxes are issued before griddepcontrol.wait,
- *          and the block's next W boxes are prefetched into L2 (a share of
- *          kp_wg_l2pf_mib over the grid), so W streams while the kernel before
- *          runs; x only after the wait (by TMA, never the read-only path); y is
- *          written only after the wait too.
+ *          x only after it (by TMA, never the read-only path); y is written
+ *          only after the wait too. (Prefetching more of W into L2 before the
+ *          wait lost 0-15 %: h200-2026-12-02-producer-l2pf.)
  *   w8a8:  fp8 weights (the W8A8 class, as the cuBLASLt default): x is first
  *          quantized to e4m3 codes and row scales by the default's own quant
  *          node (fp8.hip), then the same tile runs wgmma e4m3 x e4m3 (k32,
@@ -62,7 +61,6 @@ struct kp_wgmma_args {
   int32_t nbox;   /* ceil(K / kp_wg_kbox) */
   int32_t stages; /* T */
   int32_t kb;     /* K boxes per stage (kp_wg_boxes) */
-  int32_t l2pf;   /* .pdl: W boxes past the first stages prefetched into L2 before the wait */
 };
 
 #if defined(KP_WGMMA_DEVICE)
@@ -128,14 +126,6 @@ __global__ void __launch_bounds__(128 * WG + 32)
       for (int i = 0; i < pre; ++i) {
         kp_mbar_expect_tx(&full[i], (uint32_t)boxes(i) * box_bytes);
         load_w(i, i);
-      }
-      /* and the next boxes of its K range into L2, which the ring then refills from */
-      if (PDL) {
-        const int x0 = min(pre * KB, b1 - b0), x1 = min(x0 + p.l2pf, b1 - b0);
-        for (int x = x0; x < x1; ++x) {
-          kp_tma_prefetch_l2(&wmap, (b0 + x) * KBOX, (int32_t)n0);
-          if constexpr (MODE == KP_WG_GATED) kp_tma_prefetch_l2(&wmap, (b0 + x) * KBOX, (int32_t)(N + n0));
-        }
       }
       if (PDL) asm volatile("griddepcontrol.wait;" ::: "memory");
       for (int i = 0; i < nst; ++i) {
@@ -449,12 +439,6 @@ typedef void (*kp_wgmma_fn)(const CUtensorMap, const CUtensorMap, kp_wgmma_args)
 #define KP_WG_KB_SPREAD 2 /* stages of several boxes only where one wave needs at most this many blocks per SM */
 #endif
 static constexpr size_t kp_wg_sm_smem = 228 * 1024; /* shared memory of one sm_90 SM, 1 KB of it reserved per block */
-/* .pdl rows: MiB of W, over the whole grid, prefetched into L2 while the
- * kernel before it runs (0 turns it off) */
-#ifndef KP_WG_L2PF
-#define KP_WG_L2PF 16
-#endif
-static constexpr int kp_wg_l2pf_mib = KP_WG_L2PF;
 
 /* K boxes per stage. A block alone (or one of two) on its SM moved about one
  * 8 KB box per DRAM round trip whatever the ring depth, ~25 GB/s, where a
@@ -575,11 +559,7 @@ int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const vo
   const int kb = kp_wg_boxes(wg, stages, c->m, tiles * s, sms);
   const size_t smem = kp_wg_smem(wg, stages, kb, c->m);
   const int kbox = kp_wg_kbox(c->dtype);
-  const int32_t nbox = (int32_t)((c->k + kbox - 1) / kbox);
-  /* .pdl: each block's share of kp_wg_l2pf_mib, in K boxes of its 64 * WG rows (128 bytes a row) */
-  const int64_t pf_boxes = ((int64_t)kp_wg_l2pf_mib << 20) / (tiles * s * 64 * wg * 128);
-  const int32_t l2pf = c->pdl ? (int32_t)(pf_boxes < nbox ? pf_boxes : nbox) : 0;
-  kp_wgmma_args a = {(uint16_t *)c->y, fp8 ? sx : nullptr, fp8 ? sw : nullptr, c->m, c->n, nbox, stages, kb, l2pf};
+  kp_wgmma_args a = {(uint16_t *)c->y, fp8 ? sx : nullptr, fp8 ? sw : nullptr, c->m, c->n, (int32_t)((c->k + kbox - 1) / kbox), stages, kb};
   KP_GPU(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[2];

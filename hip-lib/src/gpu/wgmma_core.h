@@ -83,13 +83,6 @@ __device__ __forceinline__ void kp_tma_load(void *dst, const CUtensorMap *map, i
       : "memory");
 }
 
-/* the box at (k, row) of map into L2 only: no shared memory, no barrier */
-__device__ __forceinline__ void kp_tma_prefetch_l2(const CUtensorMap *map, int32_t k, int32_t row) {
-  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"(reinterpret_cast<uint64_t>(map)),
-               "r"(k), "r"(row)
-               : "memory");
-}
-
 /* ---- warpgroup matrix instruction ---- */
 /* K-major tile, 128-byte swizzle: start >> 4, leading offset 1 (unused when
  * swizzled), stride 1024 bytes between 8-row groups, mode 1 (128B) in bits 62-63 */
