@@ -168,9 +168,9 @@ for want in $steps; do
         tail -n 12 logs/serve-fp8-Llama-3.1-8B.log | sed 's/^/fp8: /' >> "$summary"
       fi ;;
     pdl-rows)
-      # promote's old rule (.pdl picks only at rows <= 2) against its default
-      # (any rows), on one store: compare serve-pdl2-* with serve-* of this call
-      step promote-pdl2 60 node --import tsx scripts/promote.ts --store stores/h200 --pdl-rows 2 --out tables-pdl2/decode_gemm.json --json
+      # promote's old rule (.pdl picks only at rows <= PDL_ROWS, default 2) against
+      # its default (any rows), on one store: compare serve-pdl2-* with serve-* of this call
+      step promote-pdl2 60 node --import tsx scripts/promote.ts --store stores/h200 --pdl-rows "${PDL_ROWS:-2}" --out tables-pdl2/decode_gemm.json --json
       for m in ${SERVE_MODELS:-Qwen3-0.6B Qwen3-1.7B Qwen3-8B Llama-3.1-8B}; do
         step "serve-pdl2-$m" 90 node --import tsx scripts/serve-bench.ts --model "$m" --table tables-pdl2/decode_gemm.json --c 1,4,8,16,32,64 --steps ${SERVE_STEPS:-32} --runs 2 --identity-steps 0 --json
         tail -n 12 "logs/serve-pdl2-$m.log" | sed 's/^/pdl-rows 2: /' >> "$summary"
