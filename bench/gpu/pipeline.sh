@@ -23,6 +23,8 @@
 # $OUT/summary.txt; each step has its own time limit so the pack always runs.
 set -uo pipefail
 out=${OUT:-build/gpu-pipeline}
+# logs/ is this call's alone: a device may keep an earlier call's, which would be packed as this one's
+rm -rf logs
 mkdir -p "$out" build logs
 steps=${*:-sweep promote bench parity}
 summary="$out/summary.txt"

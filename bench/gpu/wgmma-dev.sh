@@ -24,6 +24,8 @@
 # All optional.
 set -uo pipefail
 out=${OUT:-build/gpu-dev}
+# logs/ is this call's alone: a device may keep an earlier call's, which would be packed as this one's
+rm -rf logs
 mkdir -p "$out" build logs
 t0=$(date +%s)
 log() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/summary.txt"; }
