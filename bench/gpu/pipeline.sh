@@ -175,7 +175,7 @@ for want in $steps; do
       step promote-pdl2 60 node --import tsx scripts/promote.ts --store stores/h200 --pdl-rows "${PDL_ROWS:-2}" --out tables-pdl2/decode_gemm.json --json
       for m in ${SERVE_MODELS:-Qwen3-0.6B Qwen3-1.7B Qwen3-8B Llama-3.1-8B}; do
         step "serve-pdl2-$m" 90 node --import tsx scripts/serve-bench.ts --model "$m" --table tables-pdl2/decode_gemm.json --c 1,4,8,16,32,64 --steps ${SERVE_STEPS:-32} --runs 2 --identity-steps 0 --json
-        tail -n 12 "logs/serve-pdl2-$m.log" | sed 's/^/pdl-rows 2: /' >> "$summary"
+        tail -n 12 "logs/serve-pdl2-$m.log" | sed "s/^/pdl-rows ${PDL_ROWS:-2}: /" >> "$summary"
       done ;;
     peer)
       # kpick's step against the same step in PyTorch (bench/peers/decode_step.py:
