@@ -19,7 +19,7 @@
  *         promote's noise check is left out) against the default and the floor.
  * Always: every candidate whose family the device has is available (AVAIL):
  * a space.def row the build holds no kernels for fails here, not silently.
- * Lines start with a tag (INFO, CAND, AVAIL, PARITY, TIME, ROUTE, SUMMARY) for
+ * Lines start with a tag (INFO, CAND, AVAIL, PARITY, SAMEBITS, TIME, ROUTE, SUMMARY) for
  * grep; the exit status is 1 when any parity or availability check failed. */
 #include <math.h>
 #include <stdint.h>
@@ -165,6 +165,11 @@ static void parity_rows(kpick_problem *p, int op, int dtype, int64_t n, int64_t 
         if (head) {
           heads[id] = malloc((size_t)m * (size_t)n * 2);
           memcpy(heads[id], y, (size_t)m * (size_t)n * 2);
+          /* two classes whose heads agree here could be one (reported, never judged) */
+          for (int32_t h = 0; h < id; h++)
+            if (heads[h] && memcmp(heads[h], y, (size_t)m * (size_t)n * 2) == 0)
+              printf("SAMEBITS %s %s %s m=%d: %s = %s\n", op_name(op), dt_name(dtype), label, (int)m, cd->name,
+                     cands[h].name);
         } else if (cd->bitwise_with >= 0) {
           c.bits = heads[cd->bitwise_with] && memcmp(heads[cd->bitwise_with], y, (size_t)m * (size_t)n * 2) == 0;
         }
@@ -233,7 +238,7 @@ static int family_expected(const kpick_info *info, const kpick_candidate *c) {
                           : !strcmp(info->arch, "gfx90a") || !strncmp(info->arch, "gfx94", 5) ||
                                 !strncmp(info->arch, "gfx95", 5);
   if (!strcmp(c->family, "mma") || !strcmp(c->family, "splitk")) return matrix;
-  if (!strcmp(c->family, "wgmma")) return cuda && cc == 90; /* sm_90a code runs on 9.0 only */
+  if (!strcmp(c->family, "wgmma") || !strcmp(c->family, "wgmma_rows")) return cuda && cc == 90; /* sm_90a code runs on 9.0 only */
   return 1; /* blaslt, gemv, and any family this list does not know yet */
 }
 
