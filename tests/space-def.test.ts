@@ -27,7 +27,6 @@ const gpu = rows.filter((r) => r.backend === 'GPU');
 const byId = new Map(gpu.map((r) => [r.id, r]));
 const cmma = gpu.filter((r) => r.family === 'cmma');
 const wgmma = gpu.filter((r) => r.family === 'wgmma');
-const wgmmaRows = gpu.filter((r) => r.family === 'wgmma_rows');
 const isW8a8 = (r: Row) => r.flags.includes('KF_W8A8');
 
 test('the list parses: GPU rows, ids unique, every family named by a GPU_FAMILY line', () => {
@@ -113,25 +112,6 @@ test('a W8A8 wgmma row is two nodes (the default\'s own quant, then the tile), a
 
 test('wgmma bits depend on S only: one class head per op, class and S', () => {
   oneHeadPerSplit(wgmma, 2, (r) => `${r.op}/${isW8a8(r) ? 'w8a8' : 'w16a16'}/${r.p[2]}`);
-});
-
-test('the wgmma_rows family: params R,T,S; names [gated.]wgmma.m64.rR.tT.sS[.pdl]; rows 9-128, where R splits the rows', () => {
-  assert.is(families.get('wgmma_rows'), 'R,T,S');
-  assert.ok(wgmmaRows.length > 0, 'the family has rows');
-  for (const r of wgmmaRows) {
-    const [rs, t, s] = r.p;
-    const name = `${r.op === 'GATED' ? 'gated.' : ''}wgmma.m64.r${rs}.t${t}.s${s}${r.flags.includes('KF_PDL') ? '.pdl' : ''}`;
-    assert.is(r.name, name, `${r.id}: name from its params`);
-    assert.is(r.id, name.replaceAll('.', '_'), `${r.name}: id from its name`);
-    // a block is 128 R + 32 threads (at most 1024), and below 9 rows R would fall back to one warpgroup
-    assert.ok([2, 4].includes(rs) && t >= 2 && t <= 16 && s >= 1 && s <= 8, `${r.name}: R ${rs}, T ${t}, S ${s}`);
-    assert.is(r.rowsMin, 9, `${r.name}: from 9 rows (a 16-wide tile), where two warpgroups can share it`);
-    assert.not.ok(r.flags.includes('KF_W8A8') || r.flags.includes('KF_W8A16') || r.flags.includes('KF_DEFAULT'), r.name);
-  }
-});
-
-test('wgmma_rows bits depend on S only: one class head per op and S, of its own family', () => {
-  oneHeadPerSplit(wgmmaRows, 2, (r) => `${r.op}/${r.p[2]}`);
 });
 
 test('the moe fused family: params W,U,T; names moe.fused.wW.uU.tT[.pdl]; rows 1-8; two nodes; bitwise with moe.mma of its W', () => {

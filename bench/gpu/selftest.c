@@ -238,7 +238,7 @@ static int family_expected(const kpick_info *info, const kpick_candidate *c) {
                           : !strcmp(info->arch, "gfx90a") || !strncmp(info->arch, "gfx94", 5) ||
                                 !strncmp(info->arch, "gfx95", 5);
   if (!strcmp(c->family, "mma") || !strcmp(c->family, "splitk")) return matrix;
-  if (!strcmp(c->family, "wgmma") || !strcmp(c->family, "wgmma_rows")) return cuda && cc == 90; /* sm_90a code runs on 9.0 only */
+  if (!strcmp(c->family, "wgmma")) return cuda && cc == 90; /* sm_90a code runs on 9.0 only */
   return 1; /* blaslt, gemv, and any family this list does not know yet */
 }
 

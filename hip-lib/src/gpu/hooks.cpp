@@ -265,13 +265,12 @@ static int supports_splitk(const struct kpick_problem *p, const kp_row *r) {
 
 /* the W8A8 rows: the default's activation quant into the fp8 scratch, then the
  * tile on x's codes (two nodes, as the default's) */
-static int wgmma_tile(const kp_row *r, const kp_call *c, int wg, int rs) {
-  if (c->dtype != KPICK_FP8) return kp_wgmma_launch(c, wg, rs, r->params[1], r->params[2], NULL, NULL, NULL);
+static int launch_wgmma(const kp_row *r, const kp_call *c) {
+  if (c->dtype != KPICK_FP8) return kp_wgmma_launch(c, r->params[0], r->params[1], r->params[2], NULL, NULL, NULL);
   fp8_quantized f;
   KP_TRY(fp8_quantize_x(c, kp_w_rows(c->op, c->n), c->pdl, &f));
-  return kp_wgmma_launch(c, wg, rs, r->params[1], r->params[2], f.xq, f.sx, f.sw);
+  return kp_wgmma_launch(c, r->params[0], r->params[1], r->params[2], f.xq, f.sx, f.sw);
 }
-static int launch_wgmma(const kp_row *r, const kp_call *c) { return wgmma_tile(r, c, r->params[0], 1); }
 /* fp8 rows only beside the fp8 class default, as w8a16 */
 static int available_wgmma(int32_t cand) {
   return g.has_wgmma && kp_wgmma_built(cand) && (kp_row_numeric(&kp_space[cand]) != KPICK_NUM_W8A8 || kp_blas_fp8_built());
@@ -279,12 +278,6 @@ static int available_wgmma(int32_t cand) {
 static int supports_wgmma(const struct kpick_problem *p, const kp_row *r) {
   /* fp8: the tensor maps' 16-byte row pitch over 1-byte codes */
   return (p->dtype != KPICK_FP8 || p->k % 16 == 0) && kp_wgmma_fits(r->params[0], r->params[1], r->params[2], p->m);
-}
-/* wgmma_rows: the wgmma tile of one 64-row W slice, R (params[0]) warpgroups over the activation rows */
-static int launch_wgmma_rows(const kp_row *r, const kp_call *c) { return wgmma_tile(r, c, 1, r->params[0]); }
-static int available_wgmma_rows(int32_t cand) { return available_wgmma(cand); }
-static int supports_wgmma_rows(const struct kpick_problem *p, const kp_row *r) {
-  return (p->dtype != KPICK_FP8 || p->k % 16 == 0) && kp_wgmma_fits(1, r->params[1], r->params[2], p->m);
 }
 
 /* clusters and griddepcontrol exist from sm_90; tuned and checked on the H200 only, so offered where wgmma is */

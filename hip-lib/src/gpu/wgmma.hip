@@ -52,12 +52,6 @@ enum { KP_WG_LINEAR = 0, KP_WG_GATED = 1 };
 
 static constexpr int kp_wg_max_split = 8; /* a portable cluster */
 static constexpr int kp_wg_pad = 4;        /* epilogue tile row = BN + 4 floats: rows stay 16-byte aligned */
-/* a block's threads: WG x R consumer warpgroups (R over the activation rows of
- * each 64-row W slice) and the producer warp */
-__host__ __device__ constexpr int kp_wg_threads(int wg, int r) { return 128 * wg * r + 32; }
-/* the consumer warpgroups over the activation rows a row of R runs at width BN:
- * each takes BN / R of them, 8 at least (the narrowest wgmma) */
-__host__ __device__ constexpr int kp_wg_rsplit(int r, int bn) { return r < bn / 8 ? r : bn / 8; }
 
 struct kp_wgmma_args {
   uint16_t *y;
@@ -70,13 +64,11 @@ struct kp_wgmma_args {
 };
 
 #if defined(KP_WGMMA_DEVICE)
-template <int DT, int BN, int WG, int R, int MODE, bool PDL>
-__global__ void __launch_bounds__(kp_wg_threads(WG, R))
+template <int DT, int BN, int WG, int MODE, bool PDL>
+__global__ void __launch_bounds__(128 * WG + 32)
     kp_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap,
                     kp_wgmma_args p) {
-  constexpr int BM = 64 * WG, consumers = 128 * WG * R, KBOX = kp_wg_kbox(DT);
-  constexpr int CN = BN / R; /* a consumer's activation rows: the wgmma's N */
-  static_assert(CN >= 8 && CN * R == BN, "wgmma: R splits BN into wgmma widths of 8 or more");
+  constexpr int BM = 64 * WG, consumers = 128 * WG, KBOX = kp_wg_kbox(DT);
   constexpr int YT = DT == KP_DT_FP8 ? KP_DT_BF16 : DT; /* y's storage type */
   constexpr uint32_t wbox = BM * 128, xbox = BN * 128, box_bytes = wbox + xbox;
   constexpr int LD = BN + kp_wg_pad; /* epilogue tile row stride, in floats */
@@ -110,7 +102,7 @@ __global__ void __launch_bounds__(kp_wg_threads(WG, R))
    * treated as divergent code (which serialises them) */
   const int role = __shfl_sync(0xffffffffu, tid / 128, 0);
 
-  if (role == WG * R) {
+  if (role == WG) {
     /* ---- producer: one thread of the last warp ---- */
     if (tid == consumers) {
       kp_prefetch_tensormap(&wmap);
@@ -156,13 +148,12 @@ __global__ void __launch_bounds__(kp_wg_threads(WG, R))
     return;
   }
 
-  /* ---- consumers: warpgroup role multiplies W rows 64 (role / R).. of the
-   * tile by activation rows CN (role % R).. ---- */
-  const int lane = tid % 32, warp = (tid % 128) / 32, wslice = role / R, xcols = (role % R) * CN;
-  float d[CN / 2];
+  /* ---- consumers: warpgroup role multiplies W rows 64 role.. of the tile ---- */
+  const int lane = tid % 32, warp = (tid % 128) / 32;
+  float d[BN / 2];
   static_assert((LD * 4) % 16 == 0, "float4 rows");
 #pragma unroll
-  for (int i = 0; i < CN / 2; ++i) d[i] = 0.0f;
+  for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
   const uint32_t ring_addr = kp_smem_addr(ring);
   /* one K box per iteration, the loop of one box per stage, with the barriers
    * at a stage's first box only (b8d363c looped over a stage's boxes around the
@@ -173,11 +164,10 @@ __global__ void __launch_bounds__(kp_wg_threads(WG, R))
     const int i = x / KB, j = x - i * KB, s = i % T;
     if (j == 0) kp_mbar_wait(&full[s], (uint32_t)(i / T) & 1u);
     const uint32_t box = ring_addr + (uint32_t)s * stage_bytes + (uint32_t)j * box_bytes;
-    /* x's rows xcols.. start on a 1024-byte swizzle period (CN is a multiple of 8 rows of 128 bytes) */
-    const uint32_t a = box + (uint32_t)wslice * 64 * 128, b = box + wbox + (uint32_t)xcols * 128;
+    const uint32_t a = box + (uint32_t)role * 64 * 128, b = box + wbox;
     kp_wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < kp_wg_slices; ++kk) kp_wgmma<DT, CN>(d, kp_wg_desc(a + kk * 32), kp_wg_desc(b + kk * 32));
+    for (int kk = 0; kk < kp_wg_slices; ++kk) kp_wgmma<DT, BN>(d, kp_wg_desc(a + kk * 32), kp_wg_desc(b + kk * 32));
     kp_wg_commit();
     /* the previous box's wgmmas have retired: at a stage's first box, the
      * previous stage's buffers may be refilled */
@@ -192,10 +182,10 @@ __global__ void __launch_bounds__(kp_wg_threads(WG, R))
   kp_consumers_sync(consumers);
   float *t = reinterpret_cast<float *>(ring);
 #pragma unroll
-  for (int j = 0; j < CN / 8; ++j)
+  for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int row = wslice * 64 + warp * 16 + lane / 4 + 8 * (i / 2), col = xcols + 8 * j + 2 * (lane % 4) + (i % 2);
+      const int row = role * 64 + warp * 16 + lane / 4 + 8 * (i / 2), col = 8 * j + 2 * (lane % 4) + (i % 2);
       t[row * LD + col] = d[4 * j + i];
     }
 
@@ -262,7 +252,7 @@ __global__ void __launch_bounds__(kp_wg_threads(WG, R))
 }
 #elif defined(KPICK_GPU_CUDA)
 /* no sm_90a pass in this build: the host never launches these */
-template <int DT, int BN, int WG, int R, int MODE, bool PDL>
+template <int DT, int BN, int WG, int MODE, bool PDL>
 __global__ void kp_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap,
                                 kp_wgmma_args p) {
   __builtin_trap();
@@ -475,35 +465,28 @@ struct kp_wgmma_set {
   kp_wgmma_fn k[2][kp_wg_bn_slots];
 };
 
-template <int DT, int WG, int R, int MODE, bool PDL, int BN>
+template <int DT, int WG, int MODE, bool PDL, int BN>
 static void kp_wgmma_fill(kp_wgmma_fn (&k)[kp_wg_bn_slots]) {
-  k[kp_log2(BN / 8)] = kp_wgmma_kernel<DT, BN, WG, kp_wg_rsplit(R, BN), MODE, PDL>;
-  if constexpr (BN > 8) kp_wgmma_fill<DT, WG, R, MODE, PDL, BN / 2>(k);
+  k[kp_log2(BN / 8)] = kp_wgmma_kernel<DT, BN, WG, MODE, PDL>;
+  if constexpr (BN > 8) kp_wgmma_fill<DT, WG, MODE, PDL, BN / 2>(k);
 }
-
-/* a wgmma row: WG 64-row W slices (p0), one warpgroup each; a wgmma_rows row:
- * one 64-row slice, R warpgroups (p0) over the activation rows */
-static constexpr int kp_wg_slices_of(const kp_def &r) { return r.family == KP_FAM_wgmma_rows ? 1 : r.p0; }
-static constexpr int kp_wg_rsplit_of(const kp_def &r) { return r.family == KP_FAM_wgmma_rows ? r.p0 : 1; }
 
 template <int ID>
 static kp_wgmma_set kp_wgmma_row() {
   constexpr kp_def r = kp_defs[ID];
   kp_wgmma_set s = {};
-  if constexpr (r.family == KP_FAM_wgmma || r.family == KP_FAM_wgmma_rows) {
-    constexpr int wg = kp_wg_slices_of(r), rs = kp_wg_rsplit_of(r);
-    static_assert(r.family == KP_FAM_wgmma_rows || wg == 1 || wg == 2 || wg == 4, "wgmma: WG is 1, 2 or 4 consumer warpgroups");
-    static_assert(r.family == KP_FAM_wgmma || rs == 2 || rs == 4, "wgmma_rows: R is 2 or 4 consumer warpgroups");
+  if constexpr (r.family == KP_FAM_wgmma) {
+    static_assert(r.p0 == 1 || r.p0 == 2 || r.p0 == 4, "wgmma: WG is 1, 2 or 4 consumer warpgroups");
     static_assert(r.p1 >= 2 && r.p1 <= kp_wg_max_stages, "wgmma: T is 2..kp_wg_max_stages stages");
     static_assert(r.p2 >= 1 && r.p2 <= kp_wg_max_split, "wgmma: S is 1..8 blocks of a portable cluster");
     static_assert(r.rows_max >= 1 && r.rows_max <= kp_rows_limit, "wgmma: rows stop at 128 (kp_wg_bn's widest N)");
     constexpr int mode = r.op == KPICK_OP_GATED ? KP_WG_GATED : KP_WG_LINEAR, bn = kp_wg_bn(r.rows_max);
     static_assert((r.flags & KF_W8A16) == 0, "wgmma: fp8 rows are W8A8 (x quantized to e4m3)");
     if constexpr ((r.flags & KF_W8A8) != 0) {
-      kp_wgmma_fill<KP_DT_FP8, wg, rs, mode, r.pdl(), bn>(s.k[0]);
+      kp_wgmma_fill<KP_DT_FP8, r.p0, mode, r.pdl(), bn>(s.k[0]);
     } else {
-      kp_wgmma_fill<KP_DT_BF16, wg, rs, mode, r.pdl(), bn>(s.k[0]);
-      kp_wgmma_fill<KP_DT_FP16, wg, rs, mode, r.pdl(), bn>(s.k[1]);
+      kp_wgmma_fill<KP_DT_BF16, r.p0, mode, r.pdl(), bn>(s.k[0]);
+      kp_wgmma_fill<KP_DT_FP16, r.p0, mode, r.pdl(), bn>(s.k[1]);
     }
   }
   return s;
@@ -552,17 +535,16 @@ static int kp_wg_map(CUtensorMap *map, int32_t dtype, const void *base, int64_t 
 /* the row's kernels, and the driver's tensor-map encoder they need */
 int kp_wgmma_built(int32_t cand) { return kp_wgmma_sets[cand].k[0][0] != nullptr && kp_encode_fn() != nullptr; }
 
-int kp_wgmma_launch(const struct kp_call *c, int wg, int rs, int stages, int s, const void *xq, const float *sx,
+int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const void *xq, const float *sx,
                     const float *sw) {
   const int gated = c->op == KPICK_OP_GATED, bn = kp_wg_bn(c->m), fp8 = c->dtype == KP_DT_FP8;
   const kp_wgmma_fn k = c->m >= 1 && c->m <= kp_rows_limit ? kp_wgmma_sets[c->cand].k[c->dtype == KP_DT_FP16 ? 1 : 0][kp_log2(bn / 8)] : nullptr;
   const int w8a8 = (kp_defs[c->cand].flags & KF_W8A8) != 0;
   if (w8a8 != fp8 || (fp8 && (!xq || !sx)))
     return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "a W8A8 row takes fp8 weights and x's codes and scales, the others bf16 or fp16");
-  if (!k || wg != kp_wg_slices_of(kp_defs[c->cand]) || rs != kp_wg_rsplit_of(kp_defs[c->cand]) ||
-      !kp_wgmma_fits(wg, stages, s, c->m))
-    return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "no kernel for m=%d, WG=%d, R=%d, T=%d, S=%d, pdl=%d", (int)c->m, wg,
-                   rs, stages, s, c->pdl);
+  if (!k || wg != kp_defs[c->cand].p0 || !kp_wgmma_fits(wg, stages, s, c->m))
+    return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "no kernel for m=%d, WG=%d, T=%d, S=%d, pdl=%d", (int)c->m, wg,
+                   stages, s, c->pdl);
   static const int sms = [] {
     int dev = 0, n = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
@@ -595,7 +577,7 @@ int kp_wgmma_launch(const struct kp_call *c, int wg, int rs, int stages, int s, 
     ++na;
   }
   cfg.gridDim = dim3((unsigned)tiles, (unsigned)s);
-  cfg.blockDim = dim3(kp_wg_threads(wg, kp_wg_rsplit(rs, bn)));
+  cfg.blockDim = dim3(128 * wg + 32);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = c->stream;
   cfg.attrs = attr;
@@ -675,7 +657,7 @@ int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, int kb, con
 /* HIP, or a CUDA build without an sm_90a pass: the family is absent */
 int kp_wgmma_built(int32_t cand) { return 0; }
 
-int kp_wgmma_launch(const struct kp_call *c, int wg, int rs, int stages, int s, const void *xq, const float *sx,
+int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const void *xq, const float *sx,
                     const float *sw) {
   return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "this build has no sm_90a kernels");
 }
