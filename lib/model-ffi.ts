@@ -12,10 +12,9 @@
 import type { ModelPreset } from './models.ts';
 import { DTYPE_CODES, type BindingName } from './ffi-types.ts';
 import type { Kpick } from './ffi.ts';
-import type { Dtype } from './schema.ts';
+import { LINEAR_KINDS, type Dtype } from './schema.ts';
 
-/** enum kpick_linear_kind: the order of a candidate list (a dense model runs gate_up and down, a moe model router and experts) */
-export const LINEAR_KINDS = ['qkv', 'o', 'gate_up', 'down', 'lm_head', 'router', 'experts'] as const;
+export { LINEAR_KINDS };
 export type LinearKind = (typeof LINEAR_KINDS)[number];
 
 /** The kinds an fp8 model holds in fp8: its dense layer linears. */

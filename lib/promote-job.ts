@@ -6,7 +6,7 @@ import { reportPathFor, writeReport } from './html-report.ts';
 import { chooseIdentity } from './promote.ts';
 import { entryJson, summaryLines } from './report.ts';
 import { writeRouteOf } from './route.ts';
-import { readStoreFolders } from './store.ts';
+import { formatWarning, readSteps, readStoreFolders } from './store.ts';
 import { buildTable, defaultTablePath, existingTable, mergeTables, writeTable } from './table.ts';
 import { writablePath } from './write-file.ts';
 
@@ -49,9 +49,16 @@ export function promoteJob(args: PromoteJob): number {
   const chosen = chooseIdentity(readStoreFolders(args.stores, warn), args.identity ?? undefined);
   if ('error' in chosen) throw new UsageError(chosen.error);
   for (const s of chosen.skipped) warn(`skipped ${s.count} records of another build, identity ${s.tag} (${s.differs}); --identity ${s.tag} promotes those instead`);
-  const built = buildTable(chosen.records, { gate: args.gate, pdlRows: args.pdlRows, created: new Date() });
+  // the step's word on the picks (scripts/step-verify.ts), where a store has a steps/ folder
+  const steps = args.stores.flatMap((dir) => {
+    const read = readSteps(dir);
+    for (const w of read.warnings) warn(`skipped ${formatWarning(w)}`);
+    return read.records;
+  });
+  const built = buildTable(chosen.records, { gate: args.gate, pdlRows: args.pdlRows, created: new Date(), steps });
   if ('error' in built) throw new UsageError(built.error);
   for (const w of built.warnings) warn(w);
+  if (steps.length > 0 && !args.quiet) say(`promote: ${steps.length} step record(s): ${built.vetoed} pick(s) kept on the default, the step faster with it`);
   const out = args.out ?? defaultTablePath(args.tablesDir, built.table.identity);
 
   const target = writablePath(out); // a FIFO or a device at --out is refused before anything is read from it

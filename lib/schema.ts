@@ -122,6 +122,37 @@ export const StoreRecord = v.pipe(v.strictObject({
 }), v.check((o) => moeKeyOk(o), MOE_KEY));
 export type StoreRecord = v.InferOutput<typeof StoreRecord>;
 
+/** enum kpick_linear_kind: the linears of a decode step, in the order of a candidate list (a dense model runs gate_up and down, a moe model router and experts) */
+export const LINEAR_KINDS = ['qkv', 'o', 'gate_up', 'down', 'lm_head', 'router', 'experts'] as const;
+
+/**
+ * One line of a store's steps/ folder (scripts/step-verify.ts): a table pick
+ * timed in the whole decode step. The step runs the table's route at c rows
+ * twice over, once as it is and once with this linear on its class default,
+ * in interleaved rounds; each round adds the median step of each. promote
+ * (lib/step-verdict.ts) keeps the default where the step with it is faster.
+ */
+export const StepRecord = v.pipe(v.strictObject({
+  v: v.literal(STORE_VERSION),
+  kind: v.literal('step'),
+  identity: Identity,
+  model: v.pipe(Name, v.description('the preset whose step was timed')),
+  layers: v.pipe(v.number(), v.integer(), v.minValue(1), v.description('decoder layers built')),
+  weights: v.pipe(Dtype, v.description("the model's --dtype")),
+  c: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(MAX_ROWS), v.description('rows a step (concurrency)')),
+  linear: v.pipe(v.picklist(LINEAR_KINDS), v.description('which linear of the step')),
+  ...SHAPE_KEY,
+  rows: Bucket,
+  pick: v.pipe(Name, v.description("the table's choice for this linear at c")),
+  default: v.pipe(Name, v.description('its class default')),
+  route: v.pipe(v.record(v.string(), Name), v.description("the table route's candidate of every linear of the step at c")),
+  steps: v.pipe(v.number(), v.integer(), v.minValue(1), v.description('decode steps a timing; a sample is their median')),
+  pick_us: v.pipe(v.array(Micros), v.minLength(1), v.description('median step us a round, the route as it is')),
+  default_us: v.pipe(v.array(Micros), v.minLength(1), v.description('median step us a round, this linear on the default')),
+  at: v.pipe(v.string(), v.isoTimestamp()),
+}), v.check((o) => moeKeyOk(o), MOE_KEY), v.check((o) => o.pick !== o.default, 'a step record compares a pick with a different default'));
+export type StepRecord = v.InferOutput<typeof StepRecord>;
+
 export const CandidateResult = v.strictObject({
   median_us: v.nullable(Micros),
   p25_us: v.nullable(Micros),

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import * as v from 'valibot';
 import { UsageError } from './cli.ts';
 import { identityKey } from './identity.ts';
-import { StoreRecord, issuesLine, type Identity } from './schema.ts';
+import { StepRecord, StoreRecord, issuesLine, type Identity } from './schema.ts';
 import { notRegular } from './write-file.ts';
 import { writersOverlap } from './shard.ts';
 import { shapeId } from './shape-key.ts';
@@ -49,8 +49,8 @@ function withPdlFlag(value: unknown): unknown {
   return typeof name === 'string' ? { ...value, pdl: name.endsWith('.pdl') } : value;
 }
 
-/** Reads every *.jsonl of dir (none when dir does not exist). */
-export function readStore(dir: string): StoreContents {
+/** Every line of every *.jsonl of dir through schema (none when dir does not exist); a line that does not parse is a warning. */
+function readLines<S extends v.GenericSchema>(dir: string, schema: S, upgrade: (value: unknown) => unknown = (x) => x): { records: v.InferOutput<S>[]; warnings: StoreWarning[] } {
   let names: string[];
   try {
     names = readdirSync(dir).filter((name) => name.endsWith('.jsonl')).sort();
@@ -58,7 +58,7 @@ export function readStore(dir: string): StoreContents {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { records: [], warnings: [] };
     throw new Error(`cannot read store ${dir}: ${(err as Error).message}`);
   }
-  const records: StoreRecord[] = [];
+  const records: v.InferOutput<S>[] = [];
   const warnings: StoreWarning[] = [];
   for (const name of names) {
     const file = join(dir, name);
@@ -72,12 +72,25 @@ export function readStore(dir: string): StoreContents {
         warnings.push({ file, line: i + 1, message: `not JSON (${(err as Error).message})` });
         return;
       }
-      const parsed = v.safeParse(StoreRecord, withPdlFlag(value));
+      const parsed = v.safeParse(schema, upgrade(value));
       if (parsed.success) records.push(parsed.output);
       else warnings.push({ file, line: i + 1, message: issuesLine(parsed.issues) });
     });
   }
   return { records, warnings };
+}
+
+/** Reads every *.jsonl of dir (none when dir does not exist). */
+export function readStore(dir: string): StoreContents {
+  return readLines(dir, StoreRecord, withPdlFlag);
+}
+
+/** Where a store keeps its step records (scripts/step-verify.ts): a folder of their own, which readStore does not read. */
+export const STEPS_DIR = 'steps';
+
+/** The step records of a store folder (none when it has no steps/ folder). */
+export function readSteps(storeDir: string): { records: StepRecord[]; warnings: StoreWarning[] } {
+  return readLines(join(storeDir, STEPS_DIR), StepRecord);
 }
 
 /** Keys of the measured records (candidate and floor; parity checks alone do not count) of one identity, for resuming. */
@@ -174,8 +187,17 @@ export class StoreWriter {
 
   /** Validates the record, appends one line and fsyncs it; returns the record as stored. */
   append(record: StoreRecord): StoreRecord {
+    return this.appendChecked(StoreRecord, record);
+  }
+
+  /** The same for a step record (a writer opened on a store's steps/ folder). */
+  appendStep(record: StepRecord): StepRecord {
+    return this.appendChecked(StepRecord, record);
+  }
+
+  private appendChecked<S extends v.GenericSchema>(schema: S, record: v.InferInput<S>): v.InferOutput<S> {
     if (this.fd === null) throw new Error(`store file ${this.file} is closed`);
-    const parsed = v.safeParse(StoreRecord, record);
+    const parsed = v.safeParse(schema, record);
     if (!parsed.success) throw new Error(`refusing to store an invalid record: ${issuesLine(parsed.issues)}`);
     writeSync(this.fd, `${JSON.stringify(parsed.output)}\n`);
     fsyncSync(this.fd);

@@ -6,7 +6,8 @@ import * as v from 'valibot';
 import { MAX_TABLE_BYTES, parseJsonTable, readTableFile } from './guard.ts';
 import { identityDifference, identityKey } from './identity.ts';
 import { compareEntries, DEFAULT_PDL_ROWS, promote } from './promote.ts';
-import { issuesLine, Table, TABLE_FORMAT, type Identity, type StoreRecord, type TableEntry } from './schema.ts';
+import { issuesLine, Table, TABLE_FORMAT, type Identity, type StepRecord, type StoreRecord, type TableEntry } from './schema.ts';
+import { applyStepVerdicts } from './step-verdict.ts';
 import { errorLine, writablePath, writeFileAtomic, type WriteHooks } from './write-file.ts';
 import { shapeId } from './shape-key.ts';
 
@@ -31,25 +32,35 @@ export function defaultTablePath(tablesDir: string, identity: Identity): string 
   return path.join(tablesDir, archDir(identity.arch), deviceSlug(identity.device), TABLE_FILE);
 }
 
-/** The table of the pooled records; `created` is the only input not from them. */
+/**
+ * The table of the pooled records, with the step's vetoes (lib/step-verdict.ts)
+ * where step records of the same build are given; `created` is the only input
+ * not from them.
+ */
 export function buildTable(
   records: readonly StoreRecord[],
-  opts: { gate: number; pdlRows?: number; created: Date },
-): { table: Table; warnings: string[] } | { error: string } {
+  opts: { gate: number; pdlRows?: number; created: Date; steps?: readonly StepRecord[] },
+): { table: Table; warnings: string[]; vetoed: number } | { error: string } {
   const pdlRows = opts.pdlRows ?? DEFAULT_PDL_ROWS;
   const promoted = promote(records, opts.gate, pdlRows);
   if ('error' in promoted) return promoted;
+  const id = identityKey(promoted.identity);
+  const steps = (opts.steps ?? []).filter((r) => identityKey(r.identity) === id);
+  const stepped = applyStepVerdicts(promoted.entries, steps);
+  const otherBuilds = (opts.steps ?? []).length - steps.length;
   const table: Table = {
     format: TABLE_FORMAT,
     identity: promoted.identity,
     created: opts.created.toISOString(),
     gate: { min_gain: opts.gate, pdl_rows: pdlRows },
-    entries: promoted.entries,
+    entries: stepped.entries,
   };
   // Built tables go through the same schema as read ones: a bug here fails loudly.
   const checked = v.safeParse(Table, table);
   if (!checked.success) return { error: `built table is invalid: ${issuesLine(checked.issues)}` };
-  return { table, warnings: promoted.warnings };
+  const warnings = [...promoted.warnings, ...stepped.warnings];
+  if (otherBuilds > 0) warnings.push(`${otherBuilds} step record(s) of another build left out`);
+  return { table, warnings, vetoed: stepped.vetoed };
 }
 
 const entryKey = (e: Pick<TableEntry, 'op' | 'dtype' | 'n' | 'k' | 'experts' | 'topk' | 'bucket'>) => `${e.dtype}/${shapeId(e)}/${e.bucket}`;

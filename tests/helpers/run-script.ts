@@ -17,12 +17,13 @@ import { main as promote } from '../../scripts/promote.ts';
 import { main as refuseCheck } from '../../scripts/refuse-check.ts';
 import { main as report } from '../../scripts/report.ts';
 import { main as serveBench } from '../../scripts/serve-bench.ts';
+import { main as stepVerify } from '../../scripts/step-verify.ts';
 import { main as sweep } from '../../scripts/sweep.ts';
 
 // imported here, not by path at run time: one instance of every module (an
 // error class from a second copy of lib/cli.ts would not be a UsageError)
 const MAINS: Record<string, (argv: readonly string[]) => Promise<number> | number> = {
-  agree, check, fleet, info, parity, promote, 'refuse-check': refuseCheck, report, 'serve-bench': serveBench, sweep,
+  agree, check, fleet, info, parity, promote, 'refuse-check': refuseCheck, report, 'serve-bench': serveBench, 'step-verify': stepVerify, sweep,
   'bench/table-bench': tableBench, 'bench/moe-routings': moeRoutings,
 };
 

@@ -1,0 +1,93 @@
+// The step's word on a table pick: pure functions over step records
+// (scripts/step-verify.ts), applied by promote after the kernel rule
+// (lib/promote.ts).
+//
+// The sweep times each candidate alone, after a producer shaped as the norm
+// before it. A decode step puts it elsewhere: after a gated linear, before
+// attention, beside kernels that launch early under PDL. On the H200 the
+// table's picks at rows 4-8 ran 3-35 % slower in the step than in the sweep
+// where cuBLASLt ran -5 to +20 % (bench/results/h200-2026-12-02-step-sweep-
+// 1b4d171), so a pick the sweep found 7 % faster could make the step slower.
+// A step record times the step at c rows with the table's route as it is and
+// with one linear moved back to its class default, in interleaved rounds.
+//
+// The rule: a pick is vetoed, and its entry keeps the default, when some step
+// record of it shows the step with the default faster past the noise (the
+// one-sided rank test of lib/stats.ts on the rounds' medians, p < NOISE_P, as
+// promote's noise check), and none shows the step with the pick faster past
+// it. A step record applies to the entry of its shape and rows bucket whose
+// choice and default are the record's pick and default: a record of another
+// pick (the table since re-promoted) says nothing about this one and is left
+// out with a warning. The step's verdict only takes a pick away; it never
+// picks a candidate the kernel rule did not.
+import { NOISE_P, percent } from './promote.ts';
+import type { StepRecord, TableEntry } from './schema.ts';
+import { shapeId } from './shape-key.ts';
+import { median, rankTest } from './stats.ts';
+
+/** What one step record says about its pick. */
+export interface StepJudgement {
+  /** median over the rounds of the step with the pick, and with the default */
+  pickUs: number;
+  defaultUs: number;
+  /** pickUs / defaultUs - 1: above 0, the pick makes the step slower */
+  change: number;
+  /** the rank test's p that the step with the default is faster, and that the step with the pick is */
+  pDefaultFaster: number;
+  pPickFaster: number;
+  verdict: 'slower' | 'faster' | 'within noise';
+}
+
+export function judgeStep(r: Pick<StepRecord, 'pick_us' | 'default_us'>): StepJudgement {
+  const pickUs = median(r.pick_us);
+  const defaultUs = median(r.default_us);
+  const pDefaultFaster = rankTest(r.default_us, r.pick_us).p;
+  const pPickFaster = rankTest(r.pick_us, r.default_us).p;
+  const verdict = pDefaultFaster < NOISE_P ? 'slower' : pPickFaster < NOISE_P ? 'faster' : 'within noise';
+  return { pickUs, defaultUs, change: pickUs / defaultUs - 1, pDefaultFaster, pPickFaster, verdict };
+}
+
+/** One line: where it was timed and what the step said. */
+export function stepLine(r: StepRecord, j: StepJudgement = judgeStep(r)): string {
+  const p = j.verdict === 'faster' ? j.pPickFaster : j.pDefaultFaster;
+  return (
+    `${r.model} c=${r.c} ${r.linear}: step ${j.pickUs.toFixed(1)} us with ${r.pick}, ${j.defaultUs.toFixed(1)} us with ${r.default} ` +
+    `(${percent(j.change)}, ${j.verdict}${j.verdict === 'within noise' ? '' : `, p ${p.toPrecision(2)}`} over ${r.pick_us.length} rounds)`
+  );
+}
+
+const entryKey = (e: Pick<TableEntry, 'op' | 'dtype' | 'n' | 'k' | 'experts' | 'topk'>, bucket: number) => `${e.dtype}/${shapeId(e)}/${bucket}`;
+
+/**
+ * The entries with the step's vetoes applied (a vetoed entry keeps its
+ * default; its reason says why and what the kernel rule had said), and a
+ * warning per record that matches no entry's pick.
+ */
+export function applyStepVerdicts(entries: readonly TableEntry[], records: readonly StepRecord[]): { entries: TableEntry[]; vetoed: number; warnings: string[] } {
+  const byEntry = new Map<string, StepRecord[]>();
+  for (const r of records) {
+    const key = entryKey(r, r.rows);
+    byEntry.set(key, [...(byEntry.get(key) ?? []), r]);
+  }
+  const warnings: string[] = [];
+  let vetoed = 0;
+  const out = entries.map((e) => {
+    const mine = byEntry.get(entryKey(e, e.bucket));
+    if (!mine) return e;
+    byEntry.delete(entryKey(e, e.bucket));
+    const applies = mine.filter((r) => r.pick === e.choice && r.default === e.default);
+    for (const r of mine.filter((x) => !applies.includes(x))) {
+      warnings.push(`step record ${r.model} c=${r.c} ${r.linear} timed ${r.pick} against ${r.default}; ${e.dtype} ${shapeId(e)} bucket ${e.bucket} now has ${e.choice} (default ${e.default}): not applied`);
+    }
+    const judged = applies.map((r) => ({ r, j: judgeStep(r) }));
+    const slower = judged.filter((x) => x.j.verdict === 'slower');
+    if (slower.length === 0 || judged.some((x) => x.j.verdict === 'faster')) return e;
+    vetoed++;
+    const worst = slower.reduce((a, b) => (b.j.change > a.j.change ? b : a));
+    return { ...e, choice: e.default, reason: `kept: the step is faster with the default: ${stepLine(worst.r, worst.j)}; the kernel alone: ${e.reason}` };
+  });
+  for (const rs of byEntry.values()) {
+    for (const r of rs) warnings.push(`step record ${r.model} c=${r.c} ${r.linear} (${r.dtype} ${shapeId(r)} bucket ${r.rows}) matches no table entry: not applied`);
+  }
+  return { entries: out, vetoed, warnings };
+}

@@ -1,0 +1,97 @@
+// step-verify: each pick of this machine's table timed in the whole decode
+// step of a model (random weights, as serve-bench), against the same step with
+// that linear on its class default, in interleaved rounds; one step record per
+// pick into <store>/steps/. promote then keeps the default wherever the step
+// is faster with it (lib/step-verdict.ts). The job is lib/step-verify.ts.
+//   tsx scripts/step-verify.ts --model Llama-3.1-8B --store stores/h200 [--c 1,2,4,8,16,32,64,128]
+// Exit 0 when every record was written (whatever they say), 1 when a native
+// call failed, 2 on bad usage (a model that does not fit says what would),
+// 3 when the guard refuses the table.
+import { asUsage, EXIT, isMainModule, optionInt, optionText, parseWithCac, runMain, scriptCli, type OptionSpec } from '../lib/cli.ts';
+import { parseBackend } from '../lib/ffi.ts';
+import { findModel, modelNames, parseDtypes } from '../lib/models.ts';
+import * as opt from '../lib/options.ts';
+import { BUCKETS, MAX_POSITIONS, MAX_ROWS } from '../lib/schema.ts';
+import { parseConcurrency } from '../lib/serve.ts';
+import { stepVerifyJob, type StepVerifyJob } from '../lib/step-verify.ts';
+
+export const OPTIONS = {
+  model: { flag: '--model <name>', help: `model preset (required): ${modelNames().join(', ')}` },
+  store: opt.store('the store whose steps/ folder gets the records (required): the one the table was promoted from'),
+  layers: { flag: '--layers <n>', help: "decoder layers to build (default: all of the model's)" },
+  c: { flag: '--c <list>', help: `concurrencies (rows per step), comma separated, each 1..${MAX_ROWS}: a bucket's largest rows`, default: BUCKETS.join(',') },
+  context: { flag: '--context <n>', help: 'KV-cache positions filled before the first step', default: 256 },
+  steps: { flag: '--steps <n>', help: 'decode steps a timing (a round takes their median)', default: 16 },
+  rounds: { flag: '--rounds <n>', help: 'interleaved rounds of the route and each variant', default: 7 },
+  table: { flag: '--table <file>', help: 'the table to verify (default: <tables-dir>/<arch>/<device>/decode_gemm.json of the library loaded)' },
+  tablesDir: opt.tablesDir('root of the per-device tables, for the default --table'),
+  backend: opt.backend(),
+  dtype: { flag: '--dtype <type>', help: "the model's weights: bf16, fp16 or fp8", default: 'bf16' },
+  seed: { flag: '--seed <n>', help: 'seed of the weights and prompts', default: 1 },
+  memLimit: { flag: '--mem-limit <GiB>', help: 'use at most this much memory (default: all that is free)' },
+  json: opt.json('one JSON line per step record on stdout, with its verdict'),
+  quiet: opt.quiet('no progress or summary on stderr (errors and warnings still print)'),
+} satisfies Record<string, OptionSpec>;
+
+/** Parses argv (without node and the script); null when --help or --version was printed; throws UsageError. */
+export function parseArgs(argv: readonly string[]): StepVerifyJob | null {
+  const cli = scriptCli(
+    'step-verify',
+    {
+      summary: "time each pick of the table in the whole decode step, against its default; records for promote",
+      usage: '--model <name> --store <dir> [--c 1,2,4,8] [--layers n] [--rounds n] [--steps n] [--table file] [--json]',
+      examples: [
+        'tsx scripts/step-verify.ts --model Llama-3.1-8B --store stores/h200',
+        'tsx scripts/step-verify.ts --model tiny --layers 2 --backend cpu --c 1,4 --rounds 5 --steps 2 --store stores/cpu',
+      ],
+    },
+    OPTIONS,
+  );
+  const o = parseWithCac(cli, argv);
+  if (o === null) return null;
+  return asUsage(() => {
+    const name = optionText(o, 'model');
+    if (name === undefined) throw new Error('--model <name> is required');
+    const store = optionText(o, 'store');
+    if (store === undefined || store === '') throw new Error('--store <dir> is required');
+    const model = findModel(name);
+    const dtypes = parseDtypes(optionText(o, 'dtype', OPTIONS.dtype.default) as string);
+    if (dtypes.length !== 1) throw new Error('--dtype takes one type: bf16, fp16 or fp8');
+    if (dtypes[0] === 'fp8' && model.moe) throw new Error(`--dtype fp8 takes a dense preset: ${model.name} has moe layers`);
+    const context = optionInt(o, 'context', OPTIONS.context.default, 0, MAX_POSITIONS - 1);
+    const steps = optionInt(o, 'steps', OPTIONS.steps.default, 1, MAX_POSITIONS);
+    if (context + steps > MAX_POSITIONS) throw new Error(`--context ${context} plus ${steps} steps is ${context + steps} positions; at most ${MAX_POSITIONS}`);
+    const memText = optionText(o, 'memLimit');
+    const memGib = memText === undefined ? null : /^\d*\.?\d+$/.test(memText) ? Number(memText) : NaN;
+    if (memGib !== null && !(memGib > 0)) throw new Error(`--mem-limit must be a positive number of GiB, got '${memText}'`);
+    const table = optionText(o, 'table') ?? null;
+    if (table === '') throw new Error('--table needs a file');
+    const tablesDir = optionText(o, 'tablesDir', OPTIONS.tablesDir.default) as string;
+    if (tablesDir === '') throw new Error('--tables-dir needs a folder');
+    return {
+      model,
+      layers: optionInt(o, 'layers', model.layers, 1, model.layers),
+      concurrency: parseConcurrency(optionText(o, 'c', OPTIONS.c.default) as string),
+      context,
+      steps,
+      // the rank test needs 5 a side before a verdict can pass its level
+      rounds: optionInt(o, 'rounds', OPTIONS.rounds.default, 5, 1000),
+      table,
+      tablesDir,
+      store,
+      backend: parseBackend(optionText(o, 'backend')),
+      dtype: dtypes[0]!,
+      seed: optionInt(o, 'seed', OPTIONS.seed.default, 0, Number.MAX_SAFE_INTEGER),
+      memLimit: memGib === null ? null : memGib * 1024 ** 3,
+      json: o.json === true,
+      quiet: o.quiet === true,
+    };
+  });
+}
+
+export async function main(argv: readonly string[]): Promise<number> {
+  const args = parseArgs(argv);
+  return args === null ? EXIT.ok : stepVerifyJob(args);
+}
+
+if (isMainModule(import.meta.url)) void runMain('step-verify', () => main(process.argv.slice(2)));

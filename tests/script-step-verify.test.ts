@@ -1,0 +1,154 @@
+// scripts/step-verify.ts end to end on the CPU backend (tiny, 2 layers, few
+// steps) against a table of this build whose picks differ from the defaults,
+// then scripts/promote.ts reading a store's steps/ folder.
+import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { DEFAULT_BUILD_DIR, loadKpick } from '../lib/ffi.ts';
+import { decodeLinears, findModel, uniqueShapes } from '../lib/models.ts';
+import { buildOf, writeRouteOf } from '../lib/route.ts';
+import type { StoreRecord, Table } from '../lib/schema.ts';
+import { judgeStep } from '../lib/step-verdict.ts';
+import { readSteps, STEPS_DIR, StoreWriter } from '../lib/store.ts';
+import { runSweep } from '../lib/sweep.ts';
+import { buildTable, defaultTablePath, readTable, writeTable } from '../lib/table.ts';
+import { parseArgs } from '../scripts/step-verify.ts';
+import { run } from './helpers/run-script.ts';
+import { evenSamples, problem, SYNTHETIC_IDENTITY, writeStoreFile } from './helpers/synthetic-records.ts';
+
+const kpick = loadKpick({ lib: join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so') });
+const build = buildOf(kpick);
+const scratch = mkdtempSync(join(tmpdir(), 'kpick-step-verify-'));
+test.after(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** tiny's linears swept here at rows 1 and 4, promoted, then every choice moved off the default (qkv, o, down, lm_head: rowblk.r4; gate_up: gated.rowblk.r4). */
+function tableOffDefaults(): Table {
+  const records: StoreRecord[] = [];
+  const space = kpick.candidates();
+  runSweep(
+    kpick,
+    { identity: build.identity, linears: uniqueShapes(decodeLinears(findModel('tiny'))), dtypes: ['bf16'], rows: [1, 4], candidates: space, space, samples: 2, rounds: 2, copies: 2, seed: 5, done: new Set() },
+    { record: (r) => records.push(r) },
+  );
+  const built = buildTable(records, { gate: 0.02, created: new Date() });
+  if ('error' in built) throw new Error(built.error);
+  const t = built.table;
+  for (const e of t.entries) e.choice = e.op === 'gated' ? 'gated.rowblk.r4' : 'rowblk.r4';
+  return t;
+}
+
+function tablesDirWith(table: Table): string {
+  const dir = mkdtempSync(join(scratch, 'tables-'));
+  const file = defaultTablePath(dir, table.identity);
+  mkdirSync(dirname(file), { recursive: true });
+  const written = writeTable(file, table);
+  if ('error' in written) throw new Error(written.error);
+  const route = writeRouteOf(file);
+  if ('error' in route) throw new Error(route.error);
+  return dir;
+}
+
+const FAST = ['--model', 'tiny', '--layers', '2', '--backend', 'cpu', '--c', '1,4', '--context', '16', '--steps', '2', '--rounds', '5'];
+function tableAt(file: string): Table {
+  const read = readTable(file);
+  if ('error' in read) throw new Error(read.error);
+  return read.table;
+}
+const jsonLines = (out: string) => out.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as Record<string, any>);
+
+test('parseArgs: the defaults, and --store and --model required', () => {
+  const a = parseArgs(['--model', 'Llama-3.1-8B', '--store', 's']);
+  assert.ok(a);
+  assert.equal([a.layers, a.concurrency, a.context, a.steps, a.rounds, a.dtype, a.table, a.store], [32, [1, 2, 4, 8, 16, 32, 64, 128], 256, 16, 7, 'bf16', null, 's']);
+  assert.throws(() => parseArgs(['--model', 'tiny']), /--store <dir> is required/);
+  assert.throws(() => parseArgs(['--store', 's']), /--model <name> is required/);
+  assert.throws(() => parseArgs(['--model', 'tiny', '--store', 's', '--rounds', '4']), /--rounds must be an integer in 5\.\.1000/);
+});
+
+test('every pick off the default at each c gets one record in <store>/steps, timed the same rounds both ways', async () => {
+  const store = join(scratch, 'store');
+  const r = await run('step-verify', [...FAST, '--tables-dir', tablesDirWith(tableOffDefaults()), '--store', store, '--json']);
+  assert.is(r.code, 0, r.stderr);
+  const lines = jsonLines(r.stdout);
+  assert.equal(lines.map((l) => `${l.c} ${l.linear}`), ['1 qkv', '1 o', '1 gate_up', '1 down', '1 lm_head', '4 qkv', '4 o', '4 gate_up', '4 down', '4 lm_head']);
+  for (const l of lines) {
+    assert.is(l.pick, l.linear === 'gate_up' ? 'gated.rowblk.r4' : 'rowblk.r4');
+    assert.is(l.default, l.linear === 'gate_up' ? 'gated.plain' : 'plain');
+    assert.is(l.rows, l.c);
+    assert.is(l.pick_us.length, 5);
+    assert.is(l.default_us.length, 5);
+    assert.equal(l.route, { qkv: 'rowblk.r4', o: 'rowblk.r4', gate_up: 'gated.rowblk.r4', down: 'rowblk.r4', lm_head: 'rowblk.r4' });
+    // the verdict printed is the rule's on the record stored
+    assert.is(l.verdict, judgeStep(l as any).verdict);
+  }
+  const stored = readSteps(store);
+  assert.equal(stored.warnings, []);
+  assert.is(stored.records.length, 10);
+  assert.equal(readdirSync(join(store, STEPS_DIR)).length, 1);
+  assert.match(r.stderr, /step-verify: 10 step record\(s\) in .*steps\/step-.*\.jsonl/);
+});
+
+test('a table that routes as the defaults do: nothing to verify, no file left, exit 0', async () => {
+  const t = tableOffDefaults();
+  for (const e of t.entries) e.choice = e.default;
+  const store = join(scratch, 'store-same');
+  const r = await run('step-verify', [...FAST, '--tables-dir', tablesDirWith(t), '--store', store]);
+  assert.is(r.code, 0, r.stderr);
+  assert.match(r.stderr, /c=1: the table routes every linear as the default does: nothing to verify/);
+  assert.match(r.stderr, /warning: no table pick differs from the default/);
+  assert.equal(readdirSync(join(store, STEPS_DIR)), []);
+});
+
+test('a table of another build is refused: one red line, exit 3, nothing stored', async () => {
+  const t = tableOffDefaults();
+  t.identity = { ...t.identity, space: 'another-space' };
+  const dir = mkdtempSync(join(scratch, 'tables-'));
+  const file = join(dir, 'decode_gemm.json');
+  const written = writeTable(file, t);
+  if ('error' in written) throw new Error(written.error);
+  const store = join(scratch, 'store-refused');
+  const r = await run('step-verify', [...FAST, '--table', file, '--store', store]);
+  assert.is(r.code, 3, r.stderr);
+  assert.match(r.stderr, /^step-verify: .*space/);
+  assert.equal(r.stdout, '');
+});
+
+test('bad input: one line and exit 2', async () => {
+  for (const [args, message] of [
+    [['--model', 'tiny'], /--store <dir> is required/],
+    [['--model', 'nope', '--store', 's'], /unknown model 'nope'/],
+    [['--model', 'tiny', '--store', 's', '--c', '0'], /--c '0' is not an integer in 1\.\.128/],
+  ] as [string[], RegExp][]) {
+    const r = await run('step-verify', args);
+    assert.is(r.code, 2, r.stderr);
+    assert.match(r.stderr, message);
+    assert.is(r.stderr.trim().split('\n').length, 1, r.stderr);
+  }
+});
+
+test('promote reads a store\'s steps/: a pick the step shows slower keeps the default, and says so', async () => {
+  const store = join(scratch, 'synthetic');
+  writeStoreFile(store, 'sweep-1.jsonl', problem({ samples_us: evenSamples(100, 0.02) }, [{ candidate: 'rowblk.r2', samples_us: evenSamples(80, 0.02) }]));
+  const out = join(scratch, 'promoted.json');
+  const before = await run('promote', ['--store', store, '--out', out]);
+  assert.is(before.code, 0, before.stderr);
+  assert.is(tableAt(out).entries[0]!.choice, 'rowblk.r2');
+
+  const w = StoreWriter.open(join(store, STEPS_DIR), 'step');
+  w.appendStep({
+    v: 1, kind: 'step', identity: SYNTHETIC_IDENTITY, model: 'tiny', layers: 2, weights: 'bf16', c: 1, linear: 'o',
+    op: 'linear', dtype: 'bf16', n: 4096, k: 4096, rows: 1, pick: 'rowblk.r2', default: 'plain', route: { o: 'rowblk.r2' }, steps: 16,
+    pick_us: [1010, 1011, 1012, 1013, 1014], default_us: [1000, 1001, 1002, 1003, 1004], at: '2026-12-02T08:00:00.000Z',
+  });
+  w.close();
+  const after = await run('promote', ['--store', store, '--out', out, '--replace']);
+  assert.is(after.code, 0, after.stderr);
+  const e = tableAt(out).entries[0]!;
+  assert.is(e.choice, 'plain');
+  assert.match(e.reason, /^kept: the step is faster with the default: tiny c=1 o: step 1012\.0 us with rowblk\.r2, 1002\.0 us with plain \(\+1\.0 %, slower, p .* over 5 rounds\); the kernel alone: picked rowblk\.r2: \+25\.0 % over plain$/);
+  assert.match(after.stderr, /promote: 1 step record\(s\): 1 pick\(s\) kept on the default, the step faster with it/);
+});
+
+test.run();

@@ -1,0 +1,150 @@
+// The step's veto (lib/step-verdict.ts) on synthetic step records and table
+// entries: every expected verdict follows from the rounds given, not from a
+// measurement. Also the StepRecord schema and the steps/ folder of a store.
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import * as v from 'valibot';
+import { StepRecord, STORE_VERSION, type TableEntry } from '../lib/schema.ts';
+import { applyStepVerdicts, judgeStep, stepLine } from '../lib/step-verdict.ts';
+import { readStore, readSteps, STEPS_DIR, StoreWriter } from '../lib/store.ts';
+import { buildTable } from '../lib/table.ts';
+import { evenSamples, problem, SYNTHETIC_IDENTITY } from './helpers/synthetic-records.ts';
+
+const scratch = mkdtempSync(join(tmpdir(), 'kpick-step-'));
+test.after(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** A step record of linear `o` (linear 64x64, bucket 4) with the given rounds. */
+function step(pick_us: number[], default_us: number[], over: Partial<StepRecord> = {}): StepRecord {
+  return {
+    v: STORE_VERSION,
+    kind: 'step',
+    identity: SYNTHETIC_IDENTITY,
+    model: 'tiny',
+    layers: 2,
+    weights: 'bf16',
+    c: 4,
+    linear: 'o',
+    op: 'linear',
+    dtype: 'bf16',
+    n: 64,
+    k: 64,
+    rows: 4,
+    pick: 'rowblk.r2',
+    default: 'plain',
+    route: { qkv: 'plain', o: 'rowblk.r2' },
+    steps: 16,
+    pick_us,
+    default_us,
+    at: '2026-12-02T08:00:00.000Z',
+    ...over,
+  };
+}
+
+function entry(over: Partial<TableEntry> = {}): TableEntry {
+  return { op: 'linear', dtype: 'bf16', n: 64, k: 64, bucket: 4, default: 'plain', choice: 'rowblk.r2', reason: 'picked rowblk.r2: +25.0 % over plain', floor_us: null, candidates: {}, ...over };
+}
+
+const SLOW = [1010, 1011, 1012, 1013, 1014, 1015, 1016];
+const FAST = [1000, 1001, 1002, 1003, 1004, 1005, 1006];
+
+test('judgeStep: the step with the default faster in every round is "slower", and the change is the medians\'', () => {
+  const j = judgeStep(step(SLOW, FAST));
+  assert.is(j.verdict, 'slower');
+  assert.is(j.pickUs, 1013);
+  assert.is(j.defaultUs, 1003);
+  assert.ok(Math.abs(j.change - (1013 / 1003 - 1)) < 1e-12);
+  assert.ok(j.pDefaultFaster < 0.01 && j.pPickFaster > 0.5);
+  assert.is(judgeStep(step(FAST, SLOW)).verdict, 'faster');
+  // interleaved rounds: neither side is faster past the noise
+  assert.is(judgeStep(step([1000, 1003, 1004, 1007, 1008, 1011, 1012], [1001, 1002, 1005, 1006, 1009, 1010, 1013])).verdict, 'within noise');
+});
+
+test('stepLine names the model, c, linear, both steps, the change and the rounds', () => {
+  assert.is(stepLine(step(SLOW, FAST)), 'tiny c=4 o: step 1013.0 us with rowblk.r2, 1003.0 us with plain (+1.0 %, slower, p 0.00029 over 7 rounds)');
+});
+
+test('a pick the step shows slower is vetoed: the entry keeps the default and says why, with the kernel rule\'s reason', () => {
+  const { entries, vetoed, warnings } = applyStepVerdicts([entry()], [step(SLOW, FAST)]);
+  assert.is(vetoed, 1);
+  assert.equal(warnings, []);
+  assert.is(entries[0]!.choice, 'plain');
+  assert.is(entries[0]!.reason, 'kept: the step is faster with the default: tiny c=4 o: step 1013.0 us with rowblk.r2, 1003.0 us with plain (+1.0 %, slower, p 0.00029 over 7 rounds); the kernel alone: picked rowblk.r2: +25.0 % over plain');
+});
+
+test('a pick the step shows faster, or within noise, keeps its place untouched', () => {
+  for (const r of [step(FAST, SLOW), step([1000, 1003, 1004, 1007, 1008, 1011, 1012], [1001, 1002, 1005, 1006, 1009, 1010, 1013])]) {
+    const { entries, vetoed } = applyStepVerdicts([entry()], [r]);
+    assert.is(vetoed, 0);
+    assert.equal(entries[0], entry());
+  }
+});
+
+test('two models disagree past the noise: the pick stays (the kernel rule decides)', () => {
+  const { entries, vetoed } = applyStepVerdicts([entry()], [step(SLOW, FAST), step(FAST, SLOW, { model: 'tiny-2' })]);
+  assert.is(vetoed, 0);
+  assert.is(entries[0]!.choice, 'rowblk.r2');
+});
+
+test('of two slower records the reason quotes the larger change', () => {
+  const worse = step(SLOW.map((x) => x + 20), FAST, { c: 3 });
+  const { entries } = applyStepVerdicts([entry()], [step(SLOW, FAST), worse]);
+  assert.match(entries[0]!.reason, /^kept: the step is faster with the default: tiny c=3 o: step 1033\.0 us/);
+});
+
+test('records of another pick, or of no entry, are left out with a warning each', () => {
+  const other = step(SLOW, FAST, { pick: 'rowblk.r4' });
+  const nowhere = step(SLOW, FAST, { n: 128 });
+  const { entries, vetoed, warnings } = applyStepVerdicts([entry()], [other, nowhere]);
+  assert.is(vetoed, 0);
+  assert.is(entries[0]!.choice, 'rowblk.r2');
+  assert.equal(warnings, [
+    'step record tiny c=4 o timed rowblk.r4 against plain; bf16 linear/64/64 bucket 4 now has rowblk.r2 (default plain): not applied',
+    'step record tiny c=4 o (bf16 linear/128/64 bucket 4) matches no table entry: not applied',
+  ]);
+  // another bucket is another entry
+  assert.is(applyStepVerdicts([entry({ bucket: 8 })], [step(SLOW, FAST)]).vetoed, 0);
+});
+
+test('the schema: a record needs rounds on both sides, a pick other than its default, and the moe key only on moe', () => {
+  assert.ok(v.safeParse(StepRecord, step(SLOW, FAST)).success);
+  for (const bad of [step([], FAST), step(SLOW, []), step(SLOW, FAST, { pick: 'plain' }), step(SLOW, FAST, { experts: 8, topk: 2 }), { ...step(SLOW, FAST), kind: 'candidate' }]) {
+    assert.not.ok(v.safeParse(StepRecord, bad).success, JSON.stringify(bad).slice(0, 120));
+  }
+});
+
+test('a store keeps step records in steps/: readSteps reads them, readStore never sees them, a bad line is a warning', () => {
+  const dir = join(scratch, 'store');
+  const w = StoreWriter.open(join(dir, STEPS_DIR), 'step');
+  w.appendStep(step(SLOW, FAST));
+  assert.throws(() => w.appendStep(step([], FAST)), /refusing to store an invalid record/);
+  w.close();
+  writeFileSync(join(dir, STEPS_DIR, 'step-bad.jsonl'), '{"kind":"step"}\n');
+  const read = readSteps(dir);
+  assert.is(read.records.length, 1);
+  assert.equal(read.records[0], step(SLOW, FAST));
+  assert.is(read.warnings.length, 1);
+  assert.equal(readStore(dir), { records: [], warnings: [] });
+  mkdirSync(join(scratch, 'plain-store'));
+  assert.equal(readSteps(join(scratch, 'plain-store')), { records: [], warnings: [] });
+});
+
+test('buildTable applies the step records of its own build only', () => {
+  const records = problem({ samples_us: evenSamples(100, 0.02) }, [{ candidate: 'rowblk.r2', samples_us: evenSamples(80, 0.02) }]);
+  const at = records[0]!;
+  const mine = step(SLOW, FAST, { op: at.op, dtype: at.dtype, n: at.n, k: at.k, rows: at.rows });
+  const theirs = { ...mine, identity: { ...SYNTHETIC_IDENTITY, space: 'another' } };
+  const kept = buildTable(records, { gate: 0.02, created: new Date(0), steps: [theirs] });
+  assert.ok(!('error' in kept));
+  assert.is(kept.table.entries[0]!.choice, 'rowblk.r2');
+  assert.is(kept.vetoed, 0);
+  assert.ok(kept.warnings.includes('1 step record(s) of another build left out'));
+  const vetoed = buildTable(records, { gate: 0.02, created: new Date(0), steps: [mine, theirs] });
+  assert.ok(!('error' in vetoed));
+  assert.is(vetoed.table.entries[0]!.choice, 'plain');
+  assert.is(vetoed.vetoed, 1);
+});
+
+test.run();
