@@ -5,8 +5,10 @@
 # parity of every candidate on every decode linear of the five presets at
 # every rows bucket. Run from the repo root with .devcarry carried
 # (../shared/device/prep.sh; node_modules packed as .devcarry/nm.tar.xz).
-#   bash bench/gpu/pipeline.sh [step ...]   steps: build sweep promote bench parity timing serve checks pdl-rows peer profile shard x2 repeat abi fp8
-#   (default: sweep promote bench parity; build: only the build every call does; timing: a fresh Llama-3.1-8B sweep, for
+#   bash bench/gpu/pipeline.sh [step ...]   steps: build sweep promote verify bench parity timing serve checks pdl-rows peer profile shard x2 repeat abi fp8
+#   (default: sweep promote bench parity; build: only the build every call does; verify: step-verify of every preset's
+#   picks into stores/h200/steps/ (and Llama-3.1-8B fp8's), then promote again with the step's veto;
+#   timing: a fresh Llama-3.1-8B sweep, for
 #   the 60 s target; serve: serve-bench of the presets through the table; pdl-rows: the same serve-bench through a
 #   second table promoted from the same store with the old rule, --pdl-rows 2, into tables-pdl2/; peer: the whole-step
 #   check, then serve-bench and the PyTorch peer of bench/peers/ on $PEER_MODELS at $PEER_C, joined in
@@ -149,6 +151,18 @@ for want in $steps; do
       step promote 60 node --import tsx scripts/promote.ts --store stores/h200 --tables-dir tables --json
       step refuse-check 30 node --import tsx scripts/refuse-check.ts --tables-dir tables --json
       cat logs/refuse-check.log >> "$summary" ;;
+    verify)
+      # each preset's picks timed in the step against their defaults (scripts/step-verify.ts), then promote
+      # again: the step's veto keeps the default where the step is faster with it (lib/step-verdict.ts)
+      for m in $presets; do
+        step "step-verify-$m" 150 node --import tsx scripts/step-verify.ts --model "$m" --store stores/h200 --json
+        tail -n 1 "logs/step-verify-$m.log" >> "$summary"
+      done
+      step step-verify-fp8-Llama-3.1-8B 150 node --import tsx scripts/step-verify.ts --model Llama-3.1-8B --dtype fp8 --store stores/h200 --json
+      tail -n 1 logs/step-verify-fp8-Llama-3.1-8B.log >> "$summary"
+      step promote-verified 60 node --import tsx scripts/promote.ts --store stores/h200 --tables-dir tables --json
+      grep 'step record' logs/promote-verified.log >> "$summary"
+      step refuse-check-verified 30 node --import tsx scripts/refuse-check.ts --tables-dir tables --json ;;
     bench)
       step table-bench 150 node --import tsx bench/table-bench.ts --model "$(echo $presets | tr ' ' ,)" --rows $rows
       grep -E '^(rows|target)' logs/table-bench.log >> "$summary"
