@@ -1,9 +1,10 @@
 // The options several scripts share, declared once: flag, help and default.
 // A script's table picks these (some with its own default or help) and adds
 // its own; lib/cli.ts's declareOptions puts them on the command.
-import type { OptionSpec } from './cli.ts';
+import { optionText, type OptionSpec } from './cli.ts';
 import { BACKENDS } from './ffi.ts';
-import { modelNames } from './models.ts';
+import { findModel, modelNames, parseDtypes, type ModelPreset } from './models.ts';
+import type { Dtype } from './schema.ts';
 
 export const backend = (): OptionSpec => ({
   flag: '--backend <name>',
@@ -40,4 +41,37 @@ export const quiet = (help: string) => ({ flag: '--quiet', help, default: false 
 /** A comma list of candidate names or globs, as --candidates takes it; undefined: all. */
 export function candidateList(text: string | undefined): string[] | undefined {
   return text?.split(',').map((s) => s.trim()).filter((s) => s !== '');
+}
+
+// ---- the decode model's options (serve-bench, step-verify), parsed once ----
+
+type Parsed = Parameters<typeof optionText>[0];
+
+/** --model (required) and --dtype (one type the preset takes); throws the usage line. */
+export function modelAndDtype(o: Parsed, dtypeDefault: string): { model: ModelPreset; dtype: Dtype } {
+  const name = optionText(o, 'model');
+  if (name === undefined) throw new Error('--model <name> is required');
+  const model = findModel(name);
+  const dtypes = parseDtypes(optionText(o, 'dtype', dtypeDefault) as string);
+  if (dtypes.length !== 1) throw new Error('--dtype takes one type: bf16, fp16 or fp8');
+  if (dtypes[0] === 'fp8' && model.moe) throw new Error(`--dtype fp8 takes a dense preset: ${model.name} has moe layers (the moe op takes bf16 or fp16)`);
+  return { model, dtype: dtypes[0]! };
+}
+
+/** --mem-limit in GiB, as bytes; null when not given. */
+export function memLimit(o: Parsed): number | null {
+  const text = optionText(o, 'memLimit');
+  if (text === undefined) return null;
+  const gib = /^\d*\.?\d+$/.test(text) ? Number(text) : NaN;
+  if (!(gib > 0)) throw new Error(`--mem-limit must be a positive number of GiB, got '${text}'`);
+  return gib * 1024 ** 3;
+}
+
+/** --table (null: the default path under --tables-dir) and --tables-dir. */
+export function tableChoice(o: Parsed, tablesDirDefault: string): { table: string | null; tablesDir: string } {
+  const table = optionText(o, 'table') ?? null;
+  if (table === '') throw new Error('--table needs a file');
+  const tablesDir = optionText(o, 'tablesDir', tablesDirDefault) as string;
+  if (tablesDir === '') throw new Error('--tables-dir needs a folder');
+  return { table, tablesDir };
 }

@@ -12,7 +12,7 @@
 // (the line names what would).
 import { asUsage, EXIT, isMainModule, optionInt, optionText, parseWithCac, runMain, scriptCli, type OptionSpec } from '../lib/cli.ts';
 import { parseBackend } from '../lib/ffi.ts';
-import { findModel, modelNames, parseDtypes } from '../lib/models.ts';
+import { modelNames } from '../lib/models.ts';
 import * as opt from '../lib/options.ts';
 import { MAX_POSITIONS, MAX_ROWS } from '../lib/schema.ts';
 import { parseConcurrency } from '../lib/serve.ts';
@@ -60,13 +60,8 @@ export function parseArgs(argv: readonly string[]): ServeBenchArgs | null {
   const o = parseWithCac(makeCli(), argv);
   if (o === null) return null;
   return asUsage(() => {
-    const name = optionText(o, 'model');
-    if (name === undefined) throw new Error('--model <name> is required');
-    const model = findModel(name);
+    const { model, dtype } = opt.modelAndDtype(o, OPTIONS.dtype.default);
     const backend = parseBackend(optionText(o, 'backend'));
-    const dtypes = parseDtypes(optionText(o, 'dtype', OPTIONS.dtype.default) as string);
-    if (dtypes.length !== 1) throw new Error('--dtype takes one type: bf16, fp16 or fp8');
-    if (dtypes[0] === 'fp8' && model.moe) throw new Error(`--dtype fp8 takes a dense preset: ${model.name} has moe layers (the moe op takes bf16 or fp16)`);
     const context = optionInt(o, 'context', OPTIONS.context.default, 0, MAX_POSITIONS - 1);
     const steps = optionInt(o, 'steps', OPTIONS.steps.default, 1, MAX_POSITIONS);
     const identitySteps = optionInt(o, 'identitySteps', OPTIONS.identitySteps.default, 0, MAX_POSITIONS);
@@ -74,13 +69,7 @@ export function parseArgs(argv: readonly string[]): ServeBenchArgs | null {
     if (positions > MAX_POSITIONS) {
       throw new Error(`--context ${context} plus ${Math.max(steps, identitySteps)} new tokens is ${positions} positions; at most ${MAX_POSITIONS}`);
     }
-    const memText = optionText(o, 'memLimit');
-    const memGib = memText === undefined ? null : /^\d*\.?\d+$/.test(memText) ? Number(memText) : NaN;
-    if (memGib !== null && !(memGib > 0)) throw new Error(`--mem-limit must be a positive number of GiB, got '${memText}'`);
-    const table = optionText(o, 'table') ?? null;
-    if (table === '') throw new Error('--table needs a file');
-    const tablesDir = optionText(o, 'tablesDir', OPTIONS.tablesDir.default) as string;
-    if (tablesDir === '') throw new Error('--tables-dir needs a folder');
+    const { table, tablesDir } = opt.tableChoice(o, OPTIONS.tablesDir.default);
     return {
       model,
       layers: optionInt(o, 'layers', model.layers, 1, model.layers),
@@ -92,9 +81,9 @@ export function parseArgs(argv: readonly string[]): ServeBenchArgs | null {
       table,
       tablesDir,
       backend,
-      dtype: dtypes[0]!,
+      dtype,
       seed: optionInt(o, 'seed', OPTIONS.seed.default, 0, Number.MAX_SAFE_INTEGER),
-      memLimit: memGib === null ? null : memGib * 1024 ** 3,
+      memLimit: opt.memLimit(o),
       checkStep: o.checkStep === true,
       json: o.json === true,
       quiet: o.quiet === true,

@@ -2,66 +2,27 @@
 // few steps, against a real table swept and promoted here by the team's code
 // (lib/sweep.ts, lib/table.ts), and against hand edits of it (a one-word
 // change of `choice`, as DESIGN.md allows).
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { DEFAULT_BUILD_DIR, loadKpick } from '../lib/ffi.ts';
 import { NativeModels } from '../lib/model-ffi.ts';
-import { decodeLinears, findModel, uniqueShapes } from '../lib/models.ts';
-import { buildOf, writeRouteOf } from '../lib/route.ts';
-import type { StoreRecord, Table } from '../lib/schema.ts';
+import { decodeLinears, findModel } from '../lib/models.ts';
+import type { Table } from '../lib/schema.ts';
 import { dimsOf } from '../lib/serve.ts';
-import { runSweep } from '../lib/sweep.ts';
-import { buildTable, defaultTablePath, writeTable } from '../lib/table.ts';
 import { parseArgs } from '../scripts/serve-bench.ts';
 import { run } from './helpers/run-script.ts';
+import { sweptTinyTable, tablesDirWith as tablesDirWithIn } from './helpers/tiny-table.ts';
 
 const LIB = join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so');
 const kpick = loadKpick({ lib: LIB });
-const build = buildOf(kpick);
 const scratch = mkdtempSync(join(tmpdir(), 'kpick-serve-'));
 test.after(() => rmSync(scratch, { recursive: true, force: true }));
 
-/** The real table of this build on tiny's linears at the rows the runs use. */
-function sweptTable(): Table {
-  const records: StoreRecord[] = [];
-  const space = kpick.candidates();
-  runSweep(
-    kpick,
-    {
-      identity: build.identity,
-      linears: uniqueShapes(decodeLinears(findModel('tiny'))),
-      dtypes: ['bf16'],
-      rows: [1, 4],
-      candidates: space,
-      space,
-      samples: 2,
-      rounds: 2,
-      copies: 2,
-      seed: 5,
-      done: new Set(),
-    },
-    { record: (r) => records.push(r) },
-  );
-  const built = buildTable(records, { gate: 0.02, created: new Date() });
-  if ('error' in built) throw new Error(built.error);
-  return built.table;
-}
-const REAL = sweptTable();
-
-/** Writes table (JSON and compact form) where the script looks by default, under a fresh tables folder. */
-function tablesDirWith(table: Table): string {
-  const dir = mkdtempSync(join(scratch, 'tables-'));
-  const file = defaultTablePath(dir, build.identity);
-  mkdirSync(dirname(file), { recursive: true });
-  const written = writeTable(file, table);
-  if ('error' in written) throw new Error(written.error);
-  const route = writeRouteOf(file);
-  if ('error' in route) throw new Error(route.error);
-  return dir;
-}
+const REAL = sweptTinyTable(kpick);
+const tablesDirWith = (table: Table) => tablesDirWithIn(scratch, table);
 
 /** The real table with every choice moved to `linear` (gated entries: `gated`). */
 function edited(linear: string, gated: string): Table {

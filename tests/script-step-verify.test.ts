@@ -1,54 +1,33 @@
 // scripts/step-verify.ts end to end on the CPU backend (tiny, 2 layers, few
 // steps) against a table of this build whose picks differ from the defaults,
 // then scripts/promote.ts reading a store's steps/ folder.
-import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { DEFAULT_BUILD_DIR, loadKpick } from '../lib/ffi.ts';
-import { decodeLinears, findModel, uniqueShapes } from '../lib/models.ts';
-import { buildOf, writeRouteOf } from '../lib/route.ts';
-import type { StoreRecord, Table } from '../lib/schema.ts';
+import type { Table } from '../lib/schema.ts';
 import { judgeStep } from '../lib/step-verdict.ts';
 import { readSteps, STEPS_DIR, StoreWriter } from '../lib/store.ts';
-import { runSweep } from '../lib/sweep.ts';
-import { buildTable, defaultTablePath, readTable, writeTable } from '../lib/table.ts';
+import { readTable, writeTable } from '../lib/table.ts';
 import { parseArgs } from '../scripts/step-verify.ts';
 import { run } from './helpers/run-script.ts';
+import { sweptTinyTable, tablesDirWith as tablesDirWithIn } from './helpers/tiny-table.ts';
 import { evenSamples, problem, SYNTHETIC_IDENTITY, writeStoreFile } from './helpers/synthetic-records.ts';
 
 const kpick = loadKpick({ lib: join(DEFAULT_BUILD_DIR, 'libkpick-cpu.so') });
-const build = buildOf(kpick);
 const scratch = mkdtempSync(join(tmpdir(), 'kpick-step-verify-'));
 test.after(() => rmSync(scratch, { recursive: true, force: true }));
+const SWEPT = sweptTinyTable(kpick);
 
-/** tiny's linears swept here at rows 1 and 4, promoted, then every choice moved off the default (qkv, o, down, lm_head: rowblk.r4; gate_up: gated.rowblk.r4). */
+/** tiny's table with every choice moved off the default (qkv, o, down, lm_head: rowblk.r4; gate_up: gated.rowblk.r4). */
 function tableOffDefaults(): Table {
-  const records: StoreRecord[] = [];
-  const space = kpick.candidates();
-  runSweep(
-    kpick,
-    { identity: build.identity, linears: uniqueShapes(decodeLinears(findModel('tiny'))), dtypes: ['bf16'], rows: [1, 4], candidates: space, space, samples: 2, rounds: 2, copies: 2, seed: 5, done: new Set() },
-    { record: (r) => records.push(r) },
-  );
-  const built = buildTable(records, { gate: 0.02, created: new Date() });
-  if ('error' in built) throw new Error(built.error);
-  const t = built.table;
+  const t = structuredClone(SWEPT);
   for (const e of t.entries) e.choice = e.op === 'gated' ? 'gated.rowblk.r4' : 'rowblk.r4';
   return t;
 }
-
-function tablesDirWith(table: Table): string {
-  const dir = mkdtempSync(join(scratch, 'tables-'));
-  const file = defaultTablePath(dir, table.identity);
-  mkdirSync(dirname(file), { recursive: true });
-  const written = writeTable(file, table);
-  if ('error' in written) throw new Error(written.error);
-  const route = writeRouteOf(file);
-  if ('error' in route) throw new Error(route.error);
-  return dir;
-}
+const tablesDirWith = (table: Table) => tablesDirWithIn(scratch, table);
 
 const FAST = ['--model', 'tiny', '--layers', '2', '--backend', 'cpu', '--c', '1,4', '--context', '16', '--steps', '2', '--rounds', '5'];
 function tableAt(file: string): Table {
