@@ -40,7 +40,11 @@
 //          limits it; `--pdl-rows 2` keeps the old rule, so serve-bench can
 //          compare the two tables from one store (bench/gpu/pipeline.sh pdl-rows).
 //          Should the default table lose to the --pdl-rows 2 one there, the
-//          rule is still needed and this default goes back to 2.
+//          rule is still needed and this default goes back to 2. Since the
+//          step's veto (lib/step-verdict.ts, applied by lib/table.ts), a .pdl
+//          pick that makes a step slower goes back to the default one entry
+//          at a time: on the H200 that, not a rows cut, took Llama-3.1-8B at
+//          c=8 from 0.991x to 1.015x, with Qwen3-8B's .pdl picks kept.
 //   class: (fp8) the default is the dtype's class default, W8A8, what an engine
 //          runs without a table. A candidate of another numeric class is
 //          picked over it when its own class's parity bar is no looser than
