@@ -3,7 +3,7 @@
 // table's route at c rows as it is and with one linear moved back to its class
 // default, in interleaved rounds, and appends one step record per pick to the
 // store's steps/ folder. promote reads them (lib/step-verdict.ts says the rule).
-import { colorsFor, EXIT, printJsonLine, Progress, say, UsageError, warn } from './cli.ts';
+import { asUsage, colorsFor, EXIT, printJsonLine, Progress, say, UsageError, warn } from './cli.ts';
 import { openKpick } from './ffi.ts';
 import { kindDtype, LINEAR_KINDS, NativeModels, type LinearKind, type Model } from './model-ffi.ts';
 import { decodeLinears, type ModelPreset } from './models.ts';
@@ -79,7 +79,7 @@ export function stepVerifyJob(args: StepVerifyJob): number {
   const tableRoute = loadRoute(tablePath, build, process.env);
   // a table the guard refuses has nothing to verify: say why, as refuse-check does
   if (!tableRoute.verdict.used) {
-    say(colorsFor(process.stderr).red(`step-verify: ${tableRoute.verdict.line}`));
+    say(colorsFor(process.stderr).red(`step-verify: no table to verify: ${tableRoute.verdict.line}`));
     return EXIT.refused;
   }
   const defaults = loadRoute(null, build, process.env);
@@ -96,7 +96,7 @@ export function stepVerifyJob(args: StepVerifyJob): number {
   if (!fit.fits) throw new UsageError(fit.message);
 
   // the store is opened before anything is timed: an unwritable one fails here
-  const writer = StoreWriter.open(join(args.store, STEPS_DIR), 'step');
+  const writer = asUsage(() => StoreWriter.open(join(args.store, STEPS_DIR), 'step'));
   if (human) {
     say(tableRoute.verdict.line);
     say(`step-verify: ${args.model.name}, ${args.layers} of ${args.model.layers} layers, ${args.dtype}; ${args.rounds} rounds x ${args.steps} steps a timing; ${info.backend} ${info.device}; ${gib(fit.bytes)}`);

@@ -1,7 +1,7 @@
 // scripts/step-verify.ts end to end on the CPU backend (tiny, 2 layers, few
 // steps) against a table of this build whose picks differ from the defaults,
 // then scripts/promote.ts reading a store's steps/ folder.
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
@@ -90,7 +90,7 @@ test('a table of another build is refused: one red line, exit 3, nothing stored'
   const store = join(scratch, 'store-refused');
   const r = await run('step-verify', [...FAST, '--table', file, '--store', store]);
   assert.is(r.code, 3, r.stderr);
-  assert.match(r.stderr, /^step-verify: .*space/);
+  assert.match(r.stderr, /^step-verify: no table to verify: .*space/);
   assert.equal(r.stdout, '');
 });
 
@@ -105,6 +105,16 @@ test('bad input: one line and exit 2', async () => {
     assert.match(r.stderr, message);
     assert.is(r.stderr.trim().split('\n').length, 1, r.stderr);
   }
+});
+
+test('a store that cannot be a folder: one line, exit 2, before the model is built', async () => {
+  const file = join(scratch, 'a-file');
+  writeFileSync(file, 'not a folder\n');
+  const r = await run('step-verify', [...FAST, '--tables-dir', tablesDirWith(tableOffDefaults()), '--store', file, '--quiet']);
+  assert.is(r.code, 2, r.stderr);
+  assert.match(r.stderr, /^step-verify: store .*a-file\/steps is not a writable folder/);
+  assert.is(r.stderr.trim().split('\n').length, 1, r.stderr);
+  assert.is(readFileSync(file, 'utf8'), 'not a folder\n', 'the file is left as it was');
 });
 
 test('promote reads a store\'s steps/: a pick the step shows slower keeps the default, and says so', async () => {
