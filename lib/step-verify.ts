@@ -12,7 +12,7 @@ import { STORE_VERSION, type Dtype, type StepRecord } from './schema.ts';
 import { checkFit, dimsOf, gib, routeArm, type ArmRoute } from './serve.ts';
 import { median } from './stats.ts';
 import { judgeStep, stepLine } from './step-verdict.ts';
-import { STEPS_DIR, StoreWriter } from './store.ts';
+import { STEPS_DIR, StoreLock, StoreWriter } from './store.ts';
 import { defaultTablePath } from './table.ts';
 import { join } from 'node:path';
 
@@ -95,8 +95,17 @@ export function stepVerifyJob(args: StepVerifyJob): number {
   const fit = checkFit(native, args.model, dims, budget, args.memLimit !== null && args.memLimit < info.memFree ? 'usable (--mem-limit)' : 'free');
   if (!fit.fits) throw new UsageError(fit.message);
 
-  // the store is opened before anything is timed: an unwritable one fails here
-  const writer = asUsage(() => StoreWriter.open(join(args.store, STEPS_DIR), 'step'));
+  // the store is opened before anything is timed: an unwritable one fails here; one
+  // step-verify at a time per store, as one sweep (two would slow each other's steps)
+  const stepsDir = join(args.store, STEPS_DIR);
+  const lock = asUsage(() => StoreLock.acquire(stepsDir, 'step'));
+  let writer: StoreWriter;
+  try {
+    writer = asUsage(() => StoreWriter.open(stepsDir, 'step'));
+  } catch (err) {
+    lock.release();
+    throw err;
+  }
   if (human) {
     say(tableRoute.verdict.line);
     say(`step-verify: ${args.model.name}, ${args.layers} of ${args.model.layers} layers, ${args.dtype}; ${args.rounds} rounds x ${args.steps} steps a timing; ${info.backend} ${info.device}; ${gib(fit.bytes)}`);
@@ -104,9 +113,10 @@ export function stepVerifyJob(args: StepVerifyJob): number {
   const linears = decodeLinears(args.model);
   const progress = new Progress(human);
   if (human) progress.update(0, 1, `creating the model (${gib(fit.bytes)})`);
-  const model = native.create(dims, args.seed);
+  let model: Model | null = null;
   let slower = 0;
   try {
+    model = native.create(dims, args.seed);
     for (const plan of plans) {
       if (plan.kinds.length === 0) {
         progress.end();
@@ -149,8 +159,9 @@ export function stepVerifyJob(args: StepVerifyJob): number {
     }
   } finally {
     progress.end();
-    model.free();
+    model?.free();
     writer.close();
+    lock.release();
   }
   if (human) say(`step-verify: ${writer.written} step record(s) in ${writer.file}${writer.written === 0 ? ' (none: removed)' : ''}; ${slower} pick(s) make the step slower (promote keeps the default there)`);
   if (writer.written === 0) warn('no table pick differs from the default at these concurrencies');

@@ -1,8 +1,8 @@
 // scripts/step-verify.ts end to end on the CPU backend (tiny, 2 layers, few
 // steps) against a table of this build whose picks differ from the defaults,
 // then scripts/promote.ts reading a store's steps/ folder.
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -115,6 +115,18 @@ test('a store that cannot be a folder: one line, exit 2, before the model is bui
   assert.match(r.stderr, /^step-verify: store .*a-file\/steps is not a writable folder/);
   assert.is(r.stderr.trim().split('\n').length, 1, r.stderr);
   assert.is(readFileSync(file, 'utf8'), 'not a folder\n', 'the file is left as it was');
+});
+
+test('one step-verify at a time per store: a live holder of steps/step.lock refuses the second in one line, exit 2', async () => {
+  const store = join(scratch, 'store-locked');
+  mkdirSync(join(store, STEPS_DIR), { recursive: true });
+  // this process is alive, so its pid holds the lock
+  writeFileSync(join(store, STEPS_DIR, 'step.lock'), `${process.pid}\n${hostname()}\n2026-12-02T08:00:00.000Z\n`);
+  const r = await run('step-verify', [...FAST, '--tables-dir', tablesDirWith(tableOffDefaults()), '--store', store, '--quiet']);
+  assert.is(r.code, 2, r.stderr);
+  assert.match(r.stderr, new RegExp(`is in use by another sweep \\(pid ${process.pid}`));
+  assert.is(r.stderr.trim().split('\n').length, 1, r.stderr);
+  assert.equal(readdirSync(join(store, STEPS_DIR)), ['step.lock'], 'nothing written, the holder\'s lock left');
 });
 
 test('promote reads a store\'s steps/: a pick the step shows slower keeps the default, and says so', async () => {
