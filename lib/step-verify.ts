@@ -51,8 +51,9 @@ export function withDefault(table: ArmRoute, defaults: ArmRoute, kind: LinearKin
 
 /**
  * rounds x (the route, then each variant): each timing is `steps` decode steps
- * and gives its median; the order rotates each round, so no variant always
- * follows the same one. Returns per variant (index 0: the route) the rounds' medians.
+ * and gives its median; the starting variant rotates each round, so none is
+ * always timed first (after the clocks' idle). Returns per variant (index 0:
+ * the route) the rounds' medians, in round order.
  */
 export function timeRounds(model: Model, variants: readonly Int32Array[], c: number, steps: number, rounds: number, onTiming: (done: number, total: number) => void = () => {}): number[][] {
   const out = variants.map(() => [] as number[]);
