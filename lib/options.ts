@@ -26,6 +26,11 @@ export const store = (help: string) => ({ flag: '--store <dir>', help } satisfie
 
 export const tablesDir = (help = 'root of the per-device tables') => ({ flag: '--tables-dir <dir>', help, default: 'tables' } satisfies OptionSpec);
 
+/** A decode model built from a preset (serve-bench, step-verify): its layers, seed and memory. */
+export const layers = () => ({ flag: '--layers <n>', help: "decoder layers to build (default: all of the model's)" } satisfies OptionSpec);
+export const seed = () => ({ flag: '--seed <n>', help: 'seed of the weights and prompts', default: 1 } satisfies OptionSpec);
+export const memLimit = () => ({ flag: '--mem-limit <GiB>', help: 'use at most this much memory (default: all that is free)' } satisfies OptionSpec);
+
 /** The timing options of a sweep (and of the main job's sweep step). */
 export const samples = (fallback: number) => ({ flag: '--samples <n>', help: 'timings per candidate per round', default: fallback } satisfies OptionSpec);
 export const rounds = (help = 'rounds; each visits every candidate, order rotated', fallback = 3) => ({ flag: '--rounds <n>', help, default: fallback } satisfies OptionSpec);
@@ -59,7 +64,7 @@ export function modelAndDtype(o: Parsed, dtypeDefault: string): { model: ModelPr
 }
 
 /** --mem-limit in GiB, as bytes; null when not given. */
-export function memLimit(o: Parsed): number | null {
+export function parseMemLimit(o: Parsed): number | null {
   const text = optionText(o, 'memLimit');
   if (text === undefined) return null;
   const gib = /^\d*\.?\d+$/.test(text) ? Number(text) : NaN;

@@ -19,8 +19,8 @@ import { parseConcurrency } from '../lib/serve.ts';
 import { serveBenchJob, type ServeBenchJob } from '../lib/serve-bench.ts';
 
 export const OPTIONS = {
-  model: { flag: '--model <name>', help: `model preset (required): ${modelNames().join(', ')}` },
-  layers: { flag: '--layers <n>', help: "decoder layers to build (default: all of the model's)" },
+  model: opt.model(`model preset (required): ${modelNames().join(', ')}`),
+  layers: opt.layers(),
   c: { flag: '--c <list>', help: `concurrencies (rows per step), comma separated, each 1..${MAX_ROWS}`, default: '1,4,8,16,32,64' },
   context: { flag: '--context <n>', help: 'KV-cache positions filled before the first step (the prompt)', default: 256 },
   steps: { flag: '--steps <n>', help: 'decode steps per timed run', default: 100 },
@@ -30,8 +30,8 @@ export const OPTIONS = {
   tablesDir: opt.tablesDir('root of the per-device tables, for the default --table'),
   backend: opt.backend(),
   dtype: { flag: '--dtype <type>', help: 'bf16, fp16 or fp8 (the layer linears in e4m3 with row scales; lm_head, embedding, norms, attention and KV in bf16)', default: 'bf16' },
-  seed: { flag: '--seed <n>', help: 'seed of the weights and prompts', default: 1 },
-  memLimit: { flag: '--mem-limit <GiB>', help: 'use at most this much memory (default: all that is free)' },
+  seed: opt.seed(),
+  memLimit: opt.memLimit(),
   checkStep: { flag: '--check-step', help: 'before timing, check one whole step of each route at the smallest --c against an fp64 forward on the host (slow on big models: try --layers 2)' },
   json: opt.json('a setup line, then one JSON line per concurrency on stdout'),
   quiet: opt.quiet('no table or progress on stderr (errors and warnings still print)'),
@@ -83,7 +83,7 @@ export function parseArgs(argv: readonly string[]): ServeBenchArgs | null {
       backend,
       dtype,
       seed: optionInt(o, 'seed', OPTIONS.seed.default, 0, Number.MAX_SAFE_INTEGER),
-      memLimit: opt.memLimit(o),
+      memLimit: opt.parseMemLimit(o),
       checkStep: o.checkStep === true,
       json: o.json === true,
       quiet: o.quiet === true,

@@ -16,9 +16,9 @@ import { parseConcurrency } from '../lib/serve.ts';
 import { stepVerifyJob, type StepVerifyJob } from '../lib/step-verify.ts';
 
 export const OPTIONS = {
-  model: { flag: '--model <name>', help: `model preset (required): ${modelNames().join(', ')}` },
+  model: opt.model(`model preset (required): ${modelNames().join(', ')}`),
   store: opt.store('the store whose steps/ folder gets the records (required): the one the table was promoted from'),
-  layers: { flag: '--layers <n>', help: "decoder layers to build (default: all of the model's)" },
+  layers: opt.layers(),
   c: { flag: '--c <list>', help: `concurrencies (rows per step), comma separated, each 1..${MAX_ROWS}: a bucket's largest rows`, default: BUCKETS.join(',') },
   context: { flag: '--context <n>', help: 'KV-cache positions filled before the first step', default: 256 },
   steps: { flag: '--steps <n>', help: 'decode steps a timing (a round takes their median)', default: 16 },
@@ -27,8 +27,8 @@ export const OPTIONS = {
   tablesDir: opt.tablesDir('root of the per-device tables, for the default --table'),
   backend: opt.backend(),
   dtype: { flag: '--dtype <type>', help: "the model's weights: bf16, fp16 or fp8", default: 'bf16' },
-  seed: { flag: '--seed <n>', help: 'seed of the weights and prompts', default: 1 },
-  memLimit: { flag: '--mem-limit <GiB>', help: 'use at most this much memory (default: all that is free)' },
+  seed: opt.seed(),
+  memLimit: opt.memLimit(),
   json: opt.json('one JSON line per step record on stdout, with its verdict'),
   quiet: opt.quiet('no progress or summary on stderr (errors and warnings still print)'),
 } satisfies Record<string, OptionSpec>;
@@ -71,7 +71,7 @@ export function parseArgs(argv: readonly string[]): StepVerifyJob | null {
       backend: parseBackend(optionText(o, 'backend')),
       dtype,
       seed: optionInt(o, 'seed', OPTIONS.seed.default, 0, Number.MAX_SAFE_INTEGER),
-      memLimit: opt.memLimit(o),
+      memLimit: opt.parseMemLimit(o),
       json: o.json === true,
       quiet: o.quiet === true,
     };
