@@ -28,6 +28,11 @@ export function shapeId(s: ShapeKey): string {
   return s.op === 'moe' ? `${s.op}/${s.n}/${s.k}/${s.experts}/${s.topk}` : `${s.op}/${s.n}/${s.k}`;
 }
 
+/** A map key of one table entry: dtype, shape and rows bucket ("bf16/linear/4096/4096/8"). */
+export function entryKey(s: ShapeKey & { dtype: string }, bucket: number): string {
+  return `${s.dtype}/${shapeId(s)}/${bucket}`;
+}
+
 /** Orders shapes by op, then experts and top-k, then N and K (route.c's key order, dtype aside). */
 export function byShape(a: ShapeKey, b: ShapeKey, byText: (x: string, y: string) => number): number {
   return byText(a.op, b.op) || (a.experts ?? 0) - (b.experts ?? 0) || (a.topk ?? 0) - (b.topk ?? 0) || a.n - b.n || a.k - b.k;

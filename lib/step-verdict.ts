@@ -22,7 +22,7 @@
 // picks a candidate the kernel rule did not.
 import { NOISE_P, percent } from './promote.ts';
 import type { StepRecord, TableEntry } from './schema.ts';
-import { shapeId } from './shape-key.ts';
+import { entryKey, shapeId } from './shape-key.ts';
 import { median, rankTest } from './stats.ts';
 
 /** What one step record says about its pick. */
@@ -56,8 +56,6 @@ export function stepLine(r: StepRecord, j: StepJudgement = judgeStep(r)): string
   );
 }
 
-const entryKey = (e: Pick<TableEntry, 'op' | 'dtype' | 'n' | 'k' | 'experts' | 'topk'>, bucket: number) => `${e.dtype}/${shapeId(e)}/${bucket}`;
-
 /**
  * The entries with the step's vetoes applied (a vetoed entry keeps its
  * default; its reason says why and what the kernel rule had said), and a
@@ -72,9 +70,10 @@ export function applyStepVerdicts(entries: readonly TableEntry[], records: reado
   const warnings: string[] = [];
   let vetoed = 0;
   const out = entries.map((e) => {
-    const mine = byEntry.get(entryKey(e, e.bucket));
+    const key = entryKey(e, e.bucket);
+    const mine = byEntry.get(key);
     if (!mine) return e;
-    byEntry.delete(entryKey(e, e.bucket));
+    byEntry.delete(key); // what stays in byEntry matches no entry
     const applies = mine.filter((r) => r.pick === e.choice && r.default === e.default);
     for (const r of mine.filter((x) => !applies.includes(x))) {
       warnings.push(`step record ${r.model} c=${r.c} ${r.linear} timed ${r.pick} against ${r.default}; ${e.dtype} ${shapeId(e)} bucket ${e.bucket} now has ${e.choice} (default ${e.default}): not applied`);

@@ -9,7 +9,7 @@ import { compareEntries, DEFAULT_PDL_ROWS, promote } from './promote.ts';
 import { issuesLine, Table, TABLE_FORMAT, type Identity, type StepRecord, type StoreRecord, type TableEntry } from './schema.ts';
 import { applyStepVerdicts } from './step-verdict.ts';
 import { errorLine, writablePath, writeFileAtomic, type WriteHooks } from './write-file.ts';
-import { shapeId } from './shape-key.ts';
+import { entryKey } from './shape-key.ts';
 
 export { writeFileAtomic, type WriteHooks };
 
@@ -63,7 +63,6 @@ export function buildTable(
   return { table, warnings, vetoed: stepped.vetoed };
 }
 
-const entryKey = (e: Pick<TableEntry, 'op' | 'dtype' | 'n' | 'k' | 'experts' | 'topk' | 'bucket'>) => `${e.dtype}/${shapeId(e)}/${e.bucket}`;
 
 /** What merging a fresh table into the one on disk did. */
 export interface Merge {
@@ -83,8 +82,8 @@ export interface Merge {
  */
 export function mergeTables(old: Table | null, fresh: Table): Merge {
   if (old === null) return { table: fresh, kept: 0, replaced: 0, added: fresh.entries.length };
-  const freshKeys = new Set(fresh.entries.map(entryKey));
-  const keptEntries = old.entries.filter((e) => !freshKeys.has(entryKey(e)));
+  const freshKeys = new Set(fresh.entries.map((e) => entryKey(e, e.bucket)));
+  const keptEntries = old.entries.filter((e) => !freshKeys.has(entryKey(e, e.bucket)));
   const replaced = old.entries.length - keptEntries.length;
   const entries = [...keptEntries, ...fresh.entries].sort(compareEntries);
   return { table: { ...fresh, entries }, kept: keptEntries.length, replaced, added: fresh.entries.length - replaced };
