@@ -93,7 +93,6 @@ export function readSteps(storeDir: string): { records: StepRecord[]; warnings: 
   return readLines(join(storeDir, STEPS_DIR), StepRecord);
 }
 
-/** Keys of the measured records (candidate and floor; parity checks alone do not count) of one identity, for resuming. */
 /**
  * Every record of every store folder, pooled; skipped lines go to onWarning.
  * A missing, non-folder or empty store is a usage error (exit 2).
@@ -116,6 +115,7 @@ export function readStoreFolders(dirs: readonly string[], onWarning: (line: stri
   return records;
 }
 
+/** Keys of the measured records (candidate and floor; parity checks alone do not count) of one identity, for resuming. */
 export function measuredKeys(records: readonly StoreRecord[], identity: Identity): Set<string> {
   const id = identityKey(identity);
   return new Set(records.filter((r) => r.kind !== 'parity' && identityKey(r.identity) === id).map(recordKey));
