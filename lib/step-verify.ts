@@ -3,6 +3,7 @@
 // table's route at c rows as it is and with one linear moved back to its class
 // default, in interleaved rounds, and appends one step record per pick to the
 // store's steps/ folder. promote reads them (lib/step-verdict.ts says the rule).
+import { join } from 'node:path';
 import { asUsage, colorsFor, EXIT, printJsonLine, Progress, say, UsageError, warn } from './cli.ts';
 import { openKpick } from './ffi.ts';
 import { kindDtype, LINEAR_KINDS, NativeModels, type LinearKind, type Model } from './model-ffi.ts';
@@ -14,7 +15,6 @@ import { median } from './stats.ts';
 import { judgeStep, stepLine } from './step-verdict.ts';
 import { STEPS_DIR, StoreLock, StoreWriter } from './store.ts';
 import { defaultTablePath } from './table.ts';
-import { join } from 'node:path';
 
 /** What step-verify builds, times and stores: scripts/step-verify.ts's options. */
 export interface StepVerifyJob {
