@@ -17,13 +17,13 @@ import { LINEAR_KINDS, type Dtype } from './schema.ts';
 export { LINEAR_KINDS };
 export type LinearKind = (typeof LINEAR_KINDS)[number];
 
-/** The kinds an fp8 model holds in fp8: its dense layer linears. */
-const FP8_KINDS: readonly LinearKind[] = ['qkv', 'o', 'gate_up', 'down'];
+/** The kinds an fp8 model holds in fp8: its layer linears and routed experts. */
+const FP8_KINDS: readonly LinearKind[] = ['qkv', 'o', 'gate_up', 'down', 'experts'];
 
 /**
  * The dtype of one linear kind's weights in a model of dtype: an fp8 model's
- * dense layer linears are fp8, its lm_head bf16 (model.h kp_kind_dtype); the
- * moe kinds are never fp8 (an fp8 model must be dense).
+ * layer linears and experts are fp8, its lm_head and router bf16, as fp8
+ * checkpoints keep them (model.h kp_kind_dtype).
  */
 export function kindDtype(dtype: Dtype, kind: LinearKind): Dtype {
   return dtype === 'fp8' && !FP8_KINDS.includes(kind) ? 'bf16' : dtype;

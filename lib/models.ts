@@ -193,12 +193,11 @@ export function decodeLinears(model: ModelPreset): Linear[] {
 
 /**
  * The linears measured in dtype: all of them, but an fp8 model keeps lm_head
- * in bf16 (as fp8 checkpoints do, and as the decode model does: kpick.h), so
- * an fp8 sweep or parity run leaves a preset's lm_head out; and the moe op
- * has no fp8 form (kpick.h), so it leaves a moe preset's routed experts out.
+ * and the router in bf16 (as fp8 checkpoints do, and as the decode model does:
+ * kpick.h), so an fp8 sweep or parity run leaves those out.
  */
 export function linearsForDtype(linears: readonly Linear[], dtype: Dtype): readonly Linear[] {
-  return dtype === 'fp8' ? linears.filter((l) => l.name !== 'lm_head' && l.op !== 'moe') : linears;
+  return dtype === 'fp8' ? linears.filter((l) => l.name !== 'lm_head' && l.name !== 'router') : linears;
 }
 
 /** Drops linears whose (op, N, K, and E and top-k on moe) an earlier one already has. */

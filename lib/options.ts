@@ -59,7 +59,6 @@ export function modelAndDtype(o: Parsed, dtypeDefault: string): { model: ModelPr
   const model = findModel(name);
   const dtypes = parseDtypes(optionText(o, 'dtype', dtypeDefault) as string);
   if (dtypes.length !== 1) throw new Error('--dtype takes one type: bf16, fp16 or fp8');
-  if (dtypes[0] === 'fp8' && model.moe) throw new Error(`--dtype fp8 takes a dense preset: ${model.name} has moe layers (the moe op takes bf16 or fp16)`);
   return { model, dtype: dtypes[0]! };
 }
 

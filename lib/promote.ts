@@ -199,7 +199,7 @@ export interface Samples {
 function refusal(op: TableEntry['op'], dtype: Dtype, name: string, cand: CandidateResult, def: CandidateResult, samples: Samples, gain: number, gate: number, rows: number, pdlRows: number, pdl: boolean): string | null {
   const best = `best ${name} ${percent(gain)}`;
   const [candClass, defClass] = [cand.numeric ?? 'w16a16', def.numeric ?? 'w16a16'];
-  const [candBar, defBar] = [parityBar(dtype, candClass), parityBar(dtype, defClass)];
+  const [candBar, defBar] = [parityBar(dtype, candClass, op), parityBar(dtype, defClass, op)];
   if (gain >= gate && candBar > defBar) {
     return `kept: ${best} but its class ${candClass} has a looser parity bar (${formatError(candBar)}) than the default's ${defClass} (${formatError(defBar)})`;
   }

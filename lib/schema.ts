@@ -17,8 +17,8 @@ export const DTYPES = ['bf16', 'fp16', 'fp8'] as const;
 /**
  * How a candidate computes (kpick.h enum kpick_numeric): w16a16 takes bf16 and
  * fp16; w8a16 (fp8 weights dequantized, bf16 x) and w8a8 (x quantized per row
- * to e4m3 first) take fp8 alone. Each class has its own parity bar (lib/parity.ts).
- * The moe op's candidates are all w16a16: there is no fp8 moe.
+ * to e4m3 first) take fp8 alone. Each class has its own parity bar (lib/parity.ts),
+ * the moe op's fp8 candidates included.
  */
 export const NUMERICS = ['w16a16', 'w8a16', 'w8a8'] as const;
 

@@ -49,7 +49,9 @@ enum kpick_status {
  *   y[t] = sum over j of weights[t,j] * down_e(silu(gate_e(x[t])) * up_e(x[t])), e = ids[t,j]
  * Numerics of every CPU candidate (its bitwise class): h = silu*up and each
  * expert's down output rounded to the dtype (as a gated op and a linear store
- * them), then summed per row in fp32 in ascending expert id, rounded once. */
+ * them), then summed per row in fp32 in ascending expert id, rounded once.
+ * fp8 experts: the same, in bf16, each GEMM computed as its numeric class
+ * computes a linear (W8A8 quantizes x and each pair's h, per row). */
 enum kpick_op { KPICK_OP_LINEAR = 0, KPICK_OP_GATED = 1, KPICK_OP_MOE = 2 };
 enum kpick_dtype { KPICK_BF16 = 0, KPICK_FP16 = 1, KPICK_FP8 = 2 };
 /* KPICK_FP8: x and y are bf16; W (rows = N, or 2N for the gated op) is one
@@ -58,9 +60,12 @@ enum kpick_dtype { KPICK_BF16 = 0, KPICK_FP16 = 1, KPICK_FP8 = 2 };
  * 448), row-major, then, from the first 16-byte boundary after them, rows fp32
  * scales: W_real[r][k] = scale[r] * e4m3(W[r][k]). kpick_fp8_pack writes it
  * from bf16 weights; kpick_linear checks the whole length. A build with no
- * fp8 candidate (the GPU backends, so far) answers KPICK_E_UNSUPPORTED to
- * every fp8 call: problem, route lookup, kpick_linear, model. The moe op
- * takes bf16 and fp16 only: an fp8 moe problem or call is KPICK_E_UNSUPPORTED. */
+ * fp8 candidate of an op (a HIP build) answers KPICK_E_UNSUPPORTED to every
+ * fp8 call of it: problem, route lookup, kpick_linear, kpick_moe, model.
+ * An fp8 moe's W_gate_up is one such buffer of E * 2N rows ([E, 2N, K] read as
+ * [E * 2N, K]: expert e's codes at e * 2N * K, its scales from row e * 2N of
+ * the scales), and W_down one of E * K rows: each expert's rows keep their
+ * own scales, as in a checkpoint that quantizes each expert per channel. */
 #define KPICK_FP8_SCALES_AT(rows, k) ((((int64_t)(rows) * (int64_t)(k)) + 15) / 16 * 16)
 #define KPICK_FP8_W_BYTES(rows, k) (KPICK_FP8_SCALES_AT(rows, k) + 4 * (int64_t)(rows))
 /* How a candidate computes (kpick_candidate.numeric): w16a16 takes bf16 and
@@ -135,6 +140,7 @@ typedef struct kpick_candidate {
 #define KPICK_PARITY_BAR_FP16 2e-3
 #define KPICK_PARITY_BAR_W8A16 1e-2
 #define KPICK_PARITY_BAR_W8A8 6e-2
+#define KPICK_PARITY_BAR_W8A8_MOE 9e-2 /* moe: x and each pair's h quantized, two GEMMs in a chain */
 
 typedef struct kpick_problem kpick_problem;
 
@@ -254,8 +260,8 @@ int kpick_linear(int32_t op, int32_t dtype, const void *x, const void *w, void *
 /* The moe op through the route (layout above): x[m,K], w_gate_up[E,2N,K],
  * w_down[E,K,N], ids and weights [m,topk], y[m,K], on caller-owned memory as
  * kpick_linear takes it. y must not overlap an input. The CPU refuses an id
- * outside 0..E-1 (KPICK_E_ARG); a GPU build has no moe candidate yet
- * (KPICK_E_UNSUPPORTED). */
+ * outside 0..E-1 (KPICK_E_ARG); a build with no moe candidate in dtype answers
+ * KPICK_E_UNSUPPORTED. fp8: both weights as KPICK_FP8 above, x and y bf16. */
 int kpick_moe(int32_t dtype, const void *x, const void *w_gate_up, const void *w_down, const int32_t *ids,
               const float *weights, void *y, int32_t m, int32_t experts, int32_t topk, int64_t n, int64_t k,
               void *stream);
@@ -309,8 +315,9 @@ enum kpick_linear_kind {
 };
 
 typedef struct kpick_model_dims {
-  int32_t dtype;        /* enum kpick_dtype; fp8: the qkv, o, gate_up and down weights in
-                         * fp8 (KPICK_FP8), lm_head, embedding, norms, KV and activations bf16 */
+  int32_t dtype;        /* enum kpick_dtype; fp8: the qkv, o, gate_up and down weights (moe:
+                         * the experts') in fp8 (KPICK_FP8); lm_head, embedding, norms, the
+                         * router, KV and activations bf16, as fp8 checkpoints keep them */
   int32_t hidden, intermediate;
   int32_t heads, kv_heads, head_dim; /* heads % kv_heads == 0; head_dim % 8 == 0 */
   int32_t vocab;

@@ -212,21 +212,12 @@ int kpick_problem_create(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_
   return problem_new(&shape, shape.w_bytes, m, copies, seed, out);
 }
 
-/* 1 when this build has a moe candidate it can run */
-static int has_moe(void) {
-  for (int32_t i = 0; i < KP_NCAND; i++)
-    if (kp_space[i].op == KPICK_OP_MOE && be_available(i)) return 1;
-  return 0;
-}
-
 int kpick_problem_create_moe(int32_t dtype, int32_t experts, int32_t topk, int64_t n, int64_t k, int32_t m_max,
                              int32_t routing, int32_t copies, uint64_t seed, kpick_problem **out) {
   KP_READY();
   KP_REQUIRE(out != NULL, "out is null");
   *out = NULL;
   KP_SHAPE_ARGS(dtype, n, k, m_max, copies);
-  if (dtype == KPICK_FP8)
-    return kp_fail(KPICK_E_UNSUPPORTED, __func__, "the moe op takes bf16 or fp16 experts; fp8 experts are not supported");
   KP_REQUIRE(experts > 0 && experts <= KPICK_MAX_EXPERTS, "experts must be in 1..%d, got %d", KPICK_MAX_EXPERTS,
              (int)experts);
   KP_REQUIRE(topk > 0 && topk <= KPICK_MAX_TOPK && topk <= experts, "topk must be in 1..%d and at most experts (%d), got %d",
@@ -235,13 +226,16 @@ int kpick_problem_create_moe(int32_t dtype, int32_t experts, int32_t topk, int64
              "routing must be 0 (uniform) or 1 (skewed), got %d", (int)routing);
   KP_REQUIRE(n * k <= (1LL << 34) / 3 / experts, "%d experts of 3 x %lld x %lld elements are too large", (int)experts,
              (long long)n, (long long)k);
-  if (!has_moe())
-    return kp_fail(KPICK_E_UNSUPPORTED, __func__, "this build has no moe class default (the GPU one, cuBLAS batched GEMM, is CUDA-only)");
+  if (!kp_space_takes(KPICK_OP_MOE, dtype))
+    return kp_fail(KPICK_E_UNSUPPORTED, __func__,
+                   "this build has no moe candidate in dtype %d (the GPU's moe defaults, cuBLAS and cuBLASLt batched GEMMs, are CUDA-only)",
+                   (int)dtype);
   struct kpick_problem shape = {.op = KPICK_OP_MOE, .dtype = dtype, .n = n, .k = k, .w_rows = 3 * n, .y_cols = k,
-                                .w_bytes = (size_t)(experts * kp_moe_expert_bytes(n, k)), .experts = experts,
-                                .topk = topk, .routing = routing};
+                                .w_bytes = (size_t)(kp_moe_gate_up_bytes(dtype, experts, n, k) +
+                                                    kp_moe_down_bytes(dtype, experts, n, k)),
+                                .experts = experts, .topk = topk, .routing = routing};
   /* one row reads its topk experts: the least any call reads */
-  return problem_new(&shape, (size_t)(topk * kp_moe_expert_bytes(n, k)), m_max, copies, seed, out);
+  return problem_new(&shape, (size_t)(topk * kp_moe_expert_bytes(dtype, n, k)), m_max, copies, seed, out);
 }
 
 int kpick_problem_free(kpick_problem *p) {

@@ -27,6 +27,30 @@ static void fill(uint16_t *dst, size_t count, int dtype, uint64_t stream) {
   }
 }
 
+/* An fp8 weight of rows x k into dst (KPICK_FP8 layout): drawn in bf16 as
+ * fill() draws it, each row times its gain (kp_fp8_row_gain), then packed. */
+static int fp8_fill(void *dst, int64_t rows, int64_t k, uint64_t stream) {
+  size_t count = (size_t)(rows * k);
+  uint16_t *w16 = malloc(count * 2);
+  if (!w16) return kp_fail(KPICK_E_NOMEM, "problem_create", "host allocation of %.1f MiB failed", count * 2 / 1048576.0);
+  fill(w16, count, KPICK_BF16, stream);
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t i = 0; i < k; i++) w16[r * k + i] = kp_f32_to_bf16(kp_fp8_row_gain(r) * kp_bf16_to_f32(w16[r * k + i]));
+  kp_fp8_pack(w16, rows, k, dst);
+  free(w16);
+  return KPICK_OK;
+}
+
+/* a failed fill frees the inputs it had made */
+#define KP_TRY_FREE(call, p)     \
+  do {                           \
+    const int st_ = (call);      \
+    if (st_ != KPICK_OK) {       \
+      kp_free_inputs(p);         \
+      return st_;                \
+    }                            \
+  } while (0)
+
 int kp_fill_inputs(struct kpick_problem *p) {
   p->x_host = malloc(p->x_bytes);
   p->w_host = malloc(p->w_bytes);
@@ -36,23 +60,16 @@ int kp_fill_inputs(struct kpick_problem *p) {
                    (p->x_bytes + p->w_bytes) / 1048576.0);
   }
   fill(p->x_host, p->x_bytes / 2, p->dtype, mix(p->seed * 2 + 1));
-  if (p->dtype == KPICK_FP8) {
-    /* fp8 (linear and gated only): the bf16 weight of the same seed, packed */
-    size_t count = (size_t)(p->w_rows * p->k);
-    uint16_t *w16 = malloc(count * 2);
-    if (!w16) {
-      kp_free_inputs(p);
-      return kp_fail(KPICK_E_NOMEM, "problem_create", "host allocation of %.1f MiB failed", count * 2 / 1048576.0);
-    }
-    fill(w16, count, KPICK_BF16, mix(p->seed * 2 + 2));
-    for (int64_t r = 0; r < p->w_rows; r++)
-      for (int64_t i = 0; i < p->k; i++)
-        w16[r * p->k + i] = kp_f32_to_bf16(kp_fp8_row_gain(r) * kp_bf16_to_f32(w16[r * p->k + i]));
-    kp_fp8_pack(w16, p->w_rows, p->k, p->w_host);
-    free(w16);
-    return KPICK_OK;
+  if (p->dtype != KPICK_FP8) {
+    fill(p->w_host, p->w_bytes / 2, p->dtype, mix(p->seed * 2 + 2));
+  } else if (p->op != KPICK_OP_MOE) {
+    KP_TRY_FREE(fp8_fill(p->w_host, p->w_rows, p->k, mix(p->seed * 2 + 2)), p);
+  } else { /* W_gate_up [E * 2n, k], then W_down [E * k, n], each packed on its own */
+    const int64_t gu_rows = (int64_t)p->experts * 2 * p->n;
+    KP_TRY_FREE(fp8_fill(p->w_host, gu_rows, p->k, mix(p->seed * 2 + 2)), p);
+    KP_TRY_FREE(fp8_fill((char *)p->w_host + kp_moe_gate_up_bytes(KPICK_FP8, p->experts, p->n, p->k),
+                         (int64_t)p->experts * p->k, p->n, mix(p->seed * 2 + 4)), p);
   }
-  fill(p->w_host, p->w_bytes / 2, p->dtype, mix(p->seed * 2 + 2));
   if (p->op == KPICK_OP_MOE) {
     size_t slots = (size_t)p->m_max * (size_t)p->topk;
     p->ids_host = malloc(sizeof(int32_t) * slots);

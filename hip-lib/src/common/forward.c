@@ -52,11 +52,14 @@ static double dot_w(const uint16_t *w, const double *x, int64_t k, int dt) {
   return acc;
 }
 
-/* One linear's weight as the step holds it: rows x k in wt (16-bit, or fp8 packed). */
+/* One linear's weight as the step holds it: rows x k in wt (16-bit, or fp8
+ * packed); scales: an fp8 weight's, where its rows are part of a larger packed
+ * buffer (one moe expert's), else NULL: the scales after w's own codes. */
 typedef struct wref {
   const void *w;
   int64_t rows, k;
   int32_t wt;
+  const float *scales;
 } wref;
 
 /* row j of W . x */
@@ -65,7 +68,7 @@ static double dot_ref(const wref *w, int64_t j, const double *x) {
   const uint8_t *codes = (const uint8_t *)w->w + j * w->k;
   double acc = 0;
   for (int64_t i = 0; i < w->k; i++) acc += (double)kp_e4m3_to_f32(codes[i]) * x[i];
-  return acc * (double)kp_fp8_scales(w->w, w->rows, w->k)[j];
+  return acc * (double)(w->scales ? w->scales : kp_fp8_scales(w->w, w->rows, w->k))[j];
 }
 
 /* ---- the host's cores for the reference's dot products ----
@@ -193,6 +196,20 @@ static int check_alloc(bag *b, const struct kpick_model *md, int32_t m, check_bu
   return KPICK_OK;
 }
 
+/* Expert e's W_gate_up [2I, H] and W_down [H, I] of a layer's experts at gu
+ * ([E * 2I, H]) and dn ([E * H, I]), in wt (fp8: e's codes and its rows of
+ * the buffers' scales, kpick.h). */
+static void expert_refs(const char *gu, const char *dn, int64_t E, int64_t e, int64_t I, int64_t H, int32_t wt,
+                        wref *wgu, wref *wdn) {
+  if (wt != KPICK_FP8) {
+    *wgu = (wref){(const uint16_t *)gu + e * 2 * I * H, 2 * I, H, wt, NULL};
+    *wdn = (wref){(const uint16_t *)dn + e * H * I, H, I, wt, NULL};
+    return;
+  }
+  *wgu = (wref){gu + e * 2 * I * H, 2 * I, H, wt, kp_fp8_scales(gu, E * 2 * I, H) + e * 2 * I};
+  *wdn = (wref){dn + e * H * I, H, I, wt, kp_fp8_scales(dn, E * H, I) + e * H};
+}
+
 /* A moe layer's MLP for row r from its normed input h into out: the router
  * logits, the step's routing checked against them, then each chosen expert's
  * output (h and its down output rounded to the dtype, as the step stores
@@ -201,11 +218,11 @@ static void moe_ref(const struct kpick_model *md, check_buf *c, int32_t r, const
   const kpick_model_dims *d = &md->d;
   const layout *L = &md->L;
   const int dt = kp_act_dtype(d->dtype), E = d->experts, k = d->topk;
-  const int32_t wt = kp_kind_dtype(d->dtype, KPICK_LIN_EXPERTS); /* 16-bit: an fp8 model is dense */
+  const int32_t wt = kp_kind_dtype(d->dtype, KPICK_LIN_EXPERTS);
   const int64_t H = d->hidden, I = d->intermediate;
   const char *lw = (const char *)c->layer;
   double *rl = c->rl + (int64_t)r * E;
-  const wref wrouter = {lw + L->wrouter, E, H, kp_kind_dtype(d->dtype, KPICK_LIN_ROUTER)};
+  const wref wrouter = {lw + L->wrouter, E, H, kp_kind_dtype(d->dtype, KPICK_LIN_ROUTER), NULL};
   linear_ref(&wrouter, h, dt, rl);
   const int32_t *ids = c->ids + r * k;
   const float *gates = c->gates + r * k;
@@ -231,8 +248,8 @@ static void moe_ref(const struct kpick_model *md, check_buf *c, int32_t r, const
   for (int e = 0; e < E; e++) {
     for (int j = 0; j < k; j++) {
       if (ids[j] != e) continue;
-      const wref wgu = {(const uint16_t *)(lw + L->wgu) + (size_t)e * 2 * I * H, 2 * I, H, wt};
-      const wref wdn = {(const uint16_t *)(lw + L->wdown) + (size_t)e * H * I, H, I, wt};
+      wref wgu, wdn;
+      expert_refs(lw + L->wgu, lw + L->wdown, E, e, I, H, wt, &wgu, &wdn);
       dots_ref(&wgu, h, -1, c->gu);
       double *act = c->act + (int64_t)r * I; /* scratch here: the step keeps no act in a moe layer */
       for (int64_t q = 0; q < I; q++) act[q] = rnd(dt, c->gu[q] / (1.0 + exp(-c->gu[q])) * c->gu[I + q]);
@@ -252,8 +269,8 @@ static void layer_ref(const struct kpick_model *md, check_buf *c, int32_t r, int
   const int64_t H = d->hidden, I = d->intermediate, nqkv = L->nqkv;
   const char *lw = (const char *)c->layer;
   const int32_t wt = kp_kind_dtype(d->dtype, KPICK_LIN_QKV);
-  const wref wqkv = {lw + L->wqkv, nqkv, H, wt}, wo = {lw + L->wo, H, L->qdim, wt};
-  const wref wgu = {lw + L->wgu, 2 * I, H, wt}, wdown = {lw + L->wdown, H, I, wt};
+  const wref wqkv = {lw + L->wqkv, nqkv, H, wt, NULL}, wo = {lw + L->wo, H, L->qdim, wt, NULL};
+  const wref wgu = {lw + L->wgu, 2 * I, H, wt, NULL}, wdown = {lw + L->wdown, H, I, wt, NULL};
   double *x = c->x + r * H, *pend = c->pending + r * H, *h = c->h + r * H, *qkv = c->qkv + r * nqkv;
   double *attn = c->attn + r * L->qdim, *act = c->act + r * I;
   add_norm_ref(x, first ? NULL : pend, (const uint16_t *)(lw + L->gamma_attn), H, d->rms_eps, dt, h);
@@ -352,7 +369,7 @@ static int step_check(struct kpick_model *md, step_args *a, bag *b, double *err)
     KP_TRY(be_dev_download(c.lm, kp_at(md, L->lm_head), (size_t)V * H * 2));
     lm = c.lm;
   }
-  const wref wlm = {lm, V, H, dt};
+  const wref wlm = {lm, V, H, dt, NULL};
   for (int32_t r = 0; r < m; r++) {
     add_norm_ref(c.x + r * H, c.pending + r * H, c.gamma_final, H, d->rms_eps, dt, c.h + r * H);
     dots_ref(&wlm, c.h + r * H, -1, c.logits + r * V);

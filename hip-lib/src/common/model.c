@@ -65,8 +65,9 @@ static void plan(const kpick_model_dims *d, layout *L) {
   L->wo = take(&in_layer, lin_bytes(d, KPICK_LIN_O, H, (size_t)L->qdim));
   const size_t E = d->experts > 0 ? (size_t)d->experts : 1; /* a dense MLP is one expert */
   if (d->experts > 0) L->wrouter = take(&in_layer, lin_bytes(d, KPICK_LIN_ROUTER, E, H));
-  L->wgu = take(&in_layer, E * lin_bytes(d, KPICK_LIN_GATE_UP, 2 * I, H));
-  L->wdown = take(&in_layer, E * lin_bytes(d, KPICK_LIN_DOWN, H, I));
+  /* every expert's rows as one weight (fp8: one packed buffer each, kpick.h) */
+  L->wgu = take(&in_layer, lin_bytes(d, KPICK_LIN_GATE_UP, E * 2 * I, H));
+  L->wdown = take(&in_layer, lin_bytes(d, KPICK_LIN_DOWN, E * H, I));
   L->layer_bytes = in_layer;
 
   size_t c = 0;
@@ -323,13 +324,8 @@ int kpick_model_create(const kpick_model_dims *d, uint64_t seed, kpick_model **o
   KP_REQUIRE(out != NULL, "out is null");
   *out = NULL;
   KP_TRY(check_dims(d));
-  if (d->experts > 0) {
-    int moe = 0;
-    for (int32_t i = 0; i < KP_NCAND && !moe; i++) moe = kp_space[i].op == KPICK_OP_MOE && be_available(i);
-    if (!moe) return kp_fail(KPICK_E_UNSUPPORTED, __func__, "this build has no moe candidate: a moe model cannot run here yet");
-  }
-  if (d->experts > 0 && d->dtype == KPICK_FP8)
-    return kp_fail(KPICK_E_UNSUPPORTED, __func__, "an fp8 model must be dense: the moe op takes bf16 or fp16 experts");
+  if (d->experts > 0 && !kp_space_takes(KPICK_OP_MOE, kp_kind_dtype(d->dtype, KPICK_LIN_EXPERTS)))
+    return kp_fail(KPICK_E_UNSUPPORTED, __func__, "this build has no moe candidate in the model's dtype: a moe model cannot run here");
   if (d->dtype == KPICK_FP8 && !(kp_space_takes(KPICK_OP_LINEAR, KPICK_FP8) && kp_space_takes(KPICK_OP_GATED, KPICK_FP8)))
     return kp_fail(KPICK_E_UNSUPPORTED, __func__, "no candidate of this build computes fp8 linears: an fp8 model cannot run here");
   const double need = needed_bytes(d);

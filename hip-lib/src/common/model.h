@@ -55,10 +55,11 @@ struct kpick_model {
 static inline int32_t kp_act_dtype(int32_t dtype) { return dtype == KPICK_FP8 ? KPICK_BF16 : dtype; }
 /* The dtype of one linear kind's weight: an fp8 model has its qkv, o, gate_up
  * and down in fp8 and keeps lm_head in bf16 (as fp8 checkpoints do, and a tied
- * one is the embedding table); the moe kinds are never fp8 (an fp8 model must
- * be dense, kpick_model_create). */
+ * one is the embedding table); a moe model's experts are fp8 too, its router
+ * bf16 (as fp8 checkpoints keep it). */
 static inline int32_t kp_kind_dtype(int32_t dtype, int32_t kind) {
-  const int fp8_kind = kind == KPICK_LIN_QKV || kind == KPICK_LIN_O || kind == KPICK_LIN_GATE_UP || kind == KPICK_LIN_DOWN;
+  const int fp8_kind = kind == KPICK_LIN_QKV || kind == KPICK_LIN_O || kind == KPICK_LIN_GATE_UP ||
+                       kind == KPICK_LIN_DOWN || kind == KPICK_LIN_EXPERTS;
   return dtype == KPICK_FP8 && fp8_kind ? KPICK_FP8 : kp_act_dtype(dtype);
 }
 

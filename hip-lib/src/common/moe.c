@@ -7,6 +7,7 @@
 
 #include "../../include/kpick.h"
 #include "error.h"
+#include "fp8.h"
 #include "numeric.h"
 #include "random.h"
 
@@ -70,40 +71,56 @@ int kp_moe_check_ids(const int32_t *ids, int32_t m, int32_t topk, int32_t expert
   return KPICK_OK;
 }
 
+/* Row r of a moe weight buffer w of `rows` rows x k in dtype, as fp64 into out[k]. */
+static void weight_row(int dtype, const void *w, int64_t rows, int64_t k, int64_t r, double *out) {
+  if (dtype == KPICK_FP8) {
+    kp_fp8_row(w, rows, k, r, out);
+    return;
+  }
+  const uint16_t *row = (const uint16_t *)w + r * k;
+  for (int64_t c = 0; c < k; c++) out[c] = kp_to_f32(dtype, row[c]);
+}
+
 int kp_moe_reference(const struct kpick_problem *p, const int64_t *cols, int32_t ncols, double *y) {
-  const int64_t N = p->n, K = p->k;
-  const int dt = p->dtype;
-  const uint16_t *x = p->x_host, *wgu = p->w_host, *wd = wgu + (size_t)p->experts * 2 * N * K;
+  const int64_t N = p->n, K = p->k, E = p->experts;
+  const int dt = p->dtype, xt = dt == KPICK_FP8 ? KPICK_BF16 : dt; /* fp8: x and y are bf16 */
+  const uint16_t *x = p->x_host;
+  const void *wgu = p->w_host, *wd = (const char *)p->w_host + kp_moe_gate_up_bytes(dt, p->experts, N, K);
   double *xd = malloc(sizeof(double) * (size_t)K), *h = malloc(sizeof(double) * (size_t)N);
-  if (!xd || !h) {
+  double *wr = malloc(sizeof(double) * (size_t)(2 * K + N));
+  if (!xd || !h || !wr) {
     free(xd);
     free(h);
+    free(wr);
     return kp_fail(KPICK_E_NOMEM, "reference", "host allocation failed");
   }
   memset(y, 0, sizeof(double) * (size_t)p->m * (size_t)ncols);
   for (int32_t t = 0; t < p->m; t++) {
-    for (int64_t c = 0; c < K; c++) xd[c] = kp_to_f32(dt, x[t * K + c]);
+    for (int64_t c = 0; c < K; c++) xd[c] = kp_to_f32(xt, x[t * K + c]);
     for (int32_t j = 0; j < p->topk; j++) {
       const int32_t e = p->ids_host[t * p->topk + j];
       const double w = p->gates_host[t * p->topk + j];
-      const uint16_t *ge = wgu + (size_t)e * 2 * N * K, *de = wd + (size_t)e * K * N;
       for (int64_t i = 0; i < N; i++) {
+        weight_row(dt, wgu, E * 2 * N, K, e * 2 * N + i, wr);
+        weight_row(dt, wgu, E * 2 * N, K, e * 2 * N + N + i, wr + K);
         double g = 0, u = 0;
         for (int64_t c = 0; c < K; c++) {
-          g += xd[c] * kp_to_f32(dt, ge[i * K + c]);
-          u += xd[c] * kp_to_f32(dt, ge[(N + i) * K + c]);
+          g += xd[c] * wr[c];
+          u += xd[c] * wr[K + c];
         }
         h[i] = g / (1.0 + exp(-g)) * u;
       }
       for (int32_t jc = 0; jc < ncols; jc++) {
         const int64_t col = cols ? cols[jc] : jc;
+        weight_row(dt, wd, E * K, N, e * K + col, wr + 2 * K);
         double acc = 0;
-        for (int64_t i = 0; i < N; i++) acc += h[i] * kp_to_f32(dt, de[col * N + i]);
+        for (int64_t i = 0; i < N; i++) acc += h[i] * wr[2 * K + i];
         y[(int64_t)t * ncols + jc] += w * acc;
       }
     }
   }
   free(xd);
   free(h);
+  free(wr);
   return KPICK_OK;
 }

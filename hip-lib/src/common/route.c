@@ -22,6 +22,7 @@
 #include "buffers.h"
 #include "error.h"
 #include "fp8.h"
+#include "moe.h"
 #include "route.h"
 #include "sha256.h"
 #include "space.h"
@@ -890,12 +891,9 @@ int kpick_route_lookup(int32_t op, int32_t dtype, int64_t n, int64_t k, int32_t 
   return lookup((route_key){op, dtype, 0, 0, n, k, 0}, m, cand_out);
 }
 
-/* experts and topk; and the dtype, which the shape checks took up to fp8: the
- * moe op has no fp8 form (kpick.h), so an fp8 call is unsupported, not wrong */
+/* experts and topk (the dtype, up to fp8, is KP_ROUTE_DIMS's) */
 #define KP_MOE_ARGS(dtype, experts, topk)                                                                        \
   do {                                                                                                           \
-    if ((dtype) == KPICK_FP8)                                                                                    \
-      return kp_fail(KPICK_E_UNSUPPORTED, __func__, "the moe op takes bf16 or fp16 experts; fp8 is not supported"); \
     KP_REQUIRE((experts) > 0 && (experts) <= KPICK_MAX_EXPERTS, "experts must be in 1..%d, got %d",               \
                KPICK_MAX_EXPERTS, (int)(experts));                                                               \
     KP_REQUIRE((topk) > 0 && (topk) <= KPICK_MAX_TOPK && (topk) <= (experts),                                     \
@@ -981,10 +979,10 @@ static int moe_args(int32_t dtype, const void *x, const void *w_gate_up, const v
              "x, w_gate_up, w_down, ids, weights and y must not be null");
   KP_REQUIRE(n * k <= (1LL << 34) / 3 / experts, "%d experts of 3 x %lld x %lld elements are too large", (int)experts,
              (long long)n, (long long)k);
-  /* 2 bytes an element throughout: x and y are 16-bit for every dtype, and the
-   * experts' weights are 16-bit because KP_MOE_ARGS refused fp8 above */
+  /* x and y are 16-bit for every dtype; fp8 weights are codes and scales */
   const size_t x_bytes = (size_t)m * (size_t)k * 2, y_bytes = x_bytes;
-  const size_t gu_bytes = (size_t)experts * 2 * (size_t)n * (size_t)k * 2, dn_bytes = gu_bytes / 2;
+  const size_t gu_bytes = (size_t)kp_moe_gate_up_bytes(dtype, experts, n, k);
+  const size_t dn_bytes = (size_t)kp_moe_down_bytes(dtype, experts, n, k);
   const size_t route_bytes = (size_t)m * (size_t)topk * 4;
   KP_REQUIRE(!overlaps(y, y_bytes, x, x_bytes) && !overlaps(y, y_bytes, w_gate_up, gu_bytes) &&
                  !overlaps(y, y_bytes, w_down, dn_bytes) && !overlaps(y, y_bytes, ids, route_bytes) &&

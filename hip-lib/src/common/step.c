@@ -70,7 +70,8 @@ static int enqueue_step(void *ctx) {
       void *rlogits = kp_at(md, L->rlogits);
       KP_TRY(be_launch(a->cands[KPICK_LIN_ROUTER], KPICK_OP_LINEAR, dt, hbuf, kp_layer_at(md, l, L->wrouter), rlogits, m, E, H, s));
       KP_TRY(be_moe_route(dt, rlogits, m, E, k, ids, gates, s));
-      KP_TRY(be_launch_moe(a->cands[KPICK_LIN_EXPERTS], dt, hbuf, kp_layer_at(md, l, L->wgu), kp_layer_at(md, l, L->wdown), ids,
+      const int32_t et = kp_kind_dtype(d->dtype, KPICK_LIN_EXPERTS);
+      KP_TRY(be_launch_moe(a->cands[KPICK_LIN_EXPERTS], et, hbuf, kp_layer_at(md, l, L->wgu), kp_layer_at(md, l, L->wdown), ids,
                            gates, ybuf, m, E, k, I, H, s));
     } else {
       KP_TRY(be_launch(a->cands[KPICK_LIN_GATE_UP], KPICK_OP_GATED, wt, hbuf, kp_layer_at(md, l, L->wgu), act, m, I, H, s));

@@ -205,7 +205,8 @@ int be_launch_moe(int32_t cand, int32_t dtype, const void *x, const void *w_gate
                   const int32_t *ids, const float *weights, void *y, int32_t m, int32_t experts, int32_t topk,
                   int64_t n, int64_t k, void *stream) {
   KP_TRY(kp_moe_check_ids(ids, m, topk, experts));
-  cpu_call c = {KPICK_OP_MOE, dtype, x, w_gate_up, y, m, n, k, w_down, ids, weights, experts, topk};
+  cpu_call c = {.op = KPICK_OP_MOE, .dtype = dtype, .x = x, .w = w_gate_up, .y = y, .m = m, .n = n, .k = k,
+                .w_down = w_down, .ids = ids, .weights = weights, .experts = experts, .topk = topk};
   return launchers[cand](&c, kp_space[cand].params);
 }
 
@@ -219,9 +220,9 @@ int be_run(struct kpick_problem *p, int32_t cand, int32_t copy) {
   cpu_state *s = p->be;
   cpu_stages_reset();
   if (p->op == KPICK_OP_MOE) {
-    const uint16_t *w = weights(p, copy);
-    KP_TRY(be_launch_moe(cand, p->dtype, p->x_host, w, w + (size_t)p->experts * 2 * p->n * p->k, p->ids_host,
-                         p->gates_host, s->y, p->m, p->experts, p->topk, p->n, p->k, NULL));
+    const char *w = (const char *)weights(p, copy);
+    KP_TRY(be_launch_moe(cand, p->dtype, p->x_host, w, w + kp_moe_gate_up_bytes(p->dtype, p->experts, p->n, p->k),
+                         p->ids_host, p->gates_host, s->y, p->m, p->experts, p->topk, p->n, p->k, NULL));
   } else {
     KP_TRY(be_launch(cand, p->op, p->dtype, p->x_host, weights(p, copy), s->y, p->m, p->n, p->k, NULL));
   }
@@ -263,7 +264,7 @@ int be_time(struct kpick_problem *p, int32_t cand, int32_t nsamples, double *us)
 
 /* The weight regions one call reads from copy w: the whole weight (fp8 codes
  * and scales included), or for moe W_gate_up[e] and W_down[e] of each expert
- * the active rows route to. */
+ * the active rows route to (fp8: their codes and their scales). */
 static int32_t read_regions(const struct kpick_problem *p, const uint16_t *w, cpu_region *out) {
   if (p->op != KPICK_OP_MOE) {
     out[0] = (cpu_region){w, (int64_t)p->w_bytes};
@@ -271,17 +272,27 @@ static int32_t read_regions(const struct kpick_problem *p, const uint16_t *w, cp
   }
   int32_t used[KPICK_MAX_EXPERTS];
   const int32_t nused = kp_moe_experts_used(p->ids_host, (int64_t)p->m * p->topk, p->experts, used);
-  const int64_t gu = 2 * p->n * p->k, dn = p->k * p->n;
+  const int64_t N = p->n, K = p->k, E = p->experts;
+  const char *gu = (const char *)w, *dn = gu + kp_moe_gate_up_bytes(p->dtype, p->experts, N, K);
+  int32_t count = 0;
   for (int32_t u = 0; u < nused; u++) {
-    out[2 * u] = (cpu_region){w + (size_t)used[u] * (size_t)gu, 2 * gu};
-    out[2 * u + 1] = (cpu_region){w + (size_t)p->experts * (size_t)gu + (size_t)used[u] * (size_t)dn, 2 * dn};
+    const int64_t e = used[u];
+    if (p->dtype != KPICK_FP8) {
+      out[count++] = (cpu_region){gu + e * 2 * N * K * 2, 2 * N * K * 2};
+      out[count++] = (cpu_region){dn + e * K * N * 2, K * N * 2};
+      continue;
+    }
+    out[count++] = (cpu_region){gu + e * 2 * N * K, 2 * N * K};
+    out[count++] = (cpu_region){gu + KPICK_FP8_SCALES_AT(E * 2 * N, K) + e * 2 * N * 4, 2 * N * 4};
+    out[count++] = (cpu_region){dn + e * K * N, K * N};
+    out[count++] = (cpu_region){dn + KPICK_FP8_SCALES_AT(E * K, N) + e * K * 4, K * 4};
   }
-  return 2 * nused;
+  return count;
 }
 
 int be_time_floor(struct kpick_problem *p, int32_t nsamples, double *us) {
   cpu_state *s = p->be;
-  cpu_region regions[2 * KPICK_MAX_EXPERTS];
+  cpu_region regions[4 * KPICK_MAX_EXPERTS]; /* fp8 moe: 4 an expert */
   int32_t count = read_regions(p, weights(p, 0), regions);
   int64_t bytes = 0;
   for (int32_t r = 0; r < count; r++) bytes += regions[r].bytes;

@@ -160,7 +160,7 @@ static void x_release(x_side *xs) {
 static void rows_all(const cpu_call *c, const x_side *xs, int R, int64_t rows_w, int64_t stride) {
   int64_t N = c->n, K = c->k;
   const uint8_t *w = (const uint8_t *)c->w;
-  const float *ws = kp_fp8_scales(c->w, rows_w, K);
+  const float *ws = c->w_scales ? c->w_scales : kp_fp8_scales(c->w, rows_w, K);
   float g[MAX_MB * MAX_R], u[MAX_MB * MAX_R];
   int gated = c->op == KPICK_OP_GATED;
   for (int64_t n = 0; n < N;) {

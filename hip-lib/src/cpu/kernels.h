@@ -19,6 +19,9 @@ typedef struct cpu_call {
   const int32_t *ids;     /* [m, topk], checked: in 0..experts-1, distinct per row */
   const float *weights;   /* [m, topk] */
   int32_t experts, topk;
+  /* fp8: W's scales where w is one expert's rows of a larger packed weight
+   * (the moe op's); NULL: w is a whole KPICK_FP8 buffer, its scales after its codes */
+  const float *w_scales;
 } cpu_call;
 
 /* Each returns a kpick_status; params are the row's p0..p2 from space.def. */

@@ -9,12 +9,18 @@
  * All three are one bitwise class: every (row, expert) pair's down output is
  * computed by the linear/gated kernels of kernels.c (whose bits do not depend
  * on R, MB or threads) and rounded to the dtype, and one combine sums a row's
- * pairs in ascending expert id. */
+ * pairs in ascending expert id.
+ * fp8 experts (kpick.h): the same three over fp8.c's kernels, each with e's
+ * codes and its rows of scales; moe.w8a8.loop (R 0) is the fp8 class default
+ * (W8A8: x and each pair's h quantized per row, as an engine's fp8 matmul
+ * takes them), moe.w8a16.grouped.rR and .threads.tT the W8A16 class (bf16 x
+ * and h, W dequantized), bitwise with each other as the 16-bit three are. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/error.h"
+#include "../common/fp8.h"
 #include "../common/moe.h"
 #include "../common/numeric.h"
 #include "kernels.h"
@@ -45,9 +51,28 @@ static int plan_of(const cpu_call *c, moe_plan *pl) {
   return KPICK_OK;
 }
 
+/* Expert e's gate/up call and down call (x, y and m left to the caller):
+ * 16-bit weights at e's offset, or fp8 codes there with e's rows of scales. */
+static void expert_weights(const cpu_call *c, int32_t e, cpu_call *gate, cpu_call *down) {
+  const int64_t N = c->n, K = c->k, E = c->experts;
+  *gate = (cpu_call){.op = KPICK_OP_GATED, .dtype = c->dtype, .n = N, .k = K};
+  *down = (cpu_call){.op = KPICK_OP_LINEAR, .dtype = c->dtype, .n = K, .k = N};
+  if (c->dtype != KPICK_FP8) {
+    gate->w = c->w + (size_t)e * 2 * N * K;
+    down->w = c->w_down + (size_t)e * K * N;
+    return;
+  }
+  const uint8_t *gu = (const uint8_t *)c->w, *dn = (const uint8_t *)c->w_down;
+  gate->w = (const uint16_t *)(const void *)(gu + (size_t)e * 2 * N * K);
+  gate->w_scales = kp_fp8_scales(gu, E * 2 * N, K) + e * 2 * N;
+  down->w = (const uint16_t *)(const void *)(dn + (size_t)e * K * N);
+  down->w_scales = kp_fp8_scales(dn, E * K, N) + e * K;
+}
+
 /* One expert's pairs: gather their x rows, gate/up (fused with R rows per
- * block, or gated.plain's two passes when R is 0), down, and each pair's
- * output row into o[pair]. */
+ * block, or the class default's two passes when R is 0), down, and each
+ * pair's output row into o[pair]. fp8: R 0 is W8A8 (x and each pair's h
+ * quantized per row), R > 0 W8A16. */
 static int expert_pass(const cpu_call *c, int32_t e, const int32_t *pairs, int32_t count, int32_t R, uint16_t *o) {
   const int64_t N = c->n, K = c->k;
   uint16_t *xg = malloc(sizeof(uint16_t) * (size_t)(count * K));
@@ -57,10 +82,14 @@ static int expert_pass(const cpu_call *c, int32_t e, const int32_t *pairs, int32
   if (st == KPICK_OK) {
     for (int32_t i = 0; i < count; i++) memcpy(xg + i * K, c->x + (pairs[i] / c->topk) * K, sizeof(uint16_t) * (size_t)K);
     const int32_t p[3] = {R, 0, 0};
-    cpu_call gate = {.op = KPICK_OP_GATED, .dtype = c->dtype, .x = xg, .w = c->w + (size_t)e * 2 * N * K, .y = h, .m = count, .n = N, .k = K};
-    cpu_call down = {.op = KPICK_OP_LINEAR, .dtype = c->dtype, .x = h, .w = c->w_down + (size_t)e * K * N, .y = od, .m = count, .n = K, .k = N};
-    st = R > 0 ? cpu_launch_rowblk(&gate, p) : cpu_launch_plain(&gate, p);
-    if (st == KPICK_OK) st = R > 0 ? cpu_launch_rowblk(&down, p) : cpu_launch_plain(&down, p);
+    cpu_call gate, down;
+    expert_weights(c, e, &gate, &down);
+    gate.x = xg, gate.y = h, gate.m = count;
+    down.x = h, down.y = od, down.m = count;
+    cpu_launcher launch = c->dtype == KPICK_FP8 ? (R > 0 ? cpu_launch_w8a16 : cpu_launch_w8a8)
+                                                : (R > 0 ? cpu_launch_rowblk : cpu_launch_plain);
+    st = launch(&gate, p);
+    if (st == KPICK_OK) st = launch(&down, p);
     if (st == KPICK_OK)
       for (int32_t i = 0; i < count; i++) memcpy(o + pairs[i] * K, od + i * K, sizeof(uint16_t) * (size_t)K);
   }
