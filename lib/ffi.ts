@@ -34,10 +34,10 @@ import {
   type Routing,
 } from './ffi-types.ts';
 import { UsageError } from './cli.ts';
-import { activationDtype, MAX_EXPERTS, MAX_ROWS, MAX_TOPK, OPS, takesDtype, weightBytes, type Dtype, type Numeric, type Op } from './schema.ts';
+import { activationDtype, MAX_EXPERTS, MAX_ROWS, MAX_TOPK, moeWeightBytes, OPS, takesDtype, weightBytes, type Dtype, type Numeric, type Op } from './schema.ts';
 
 export type { Dtype, Numeric, Op, Routing };
-export { activationDtype, takesDtype, weightBytes };
+export { activationDtype, moeWeightBytes, takesDtype, weightBytes };
 
 export const BACKENDS = ['cpu', 'cuda', 'hip'] as const;
 export type Backend = (typeof BACKENDS)[number];
@@ -337,6 +337,13 @@ export class Problem {
     return this.op === 'gated' ? 2 * this.n : this.op === 'moe' ? 3 * this.n * this.experts : this.n;
   }
 
+  /** Bytes of weight copy 0 (moe: W_gate_up, then W_down from moeWeightBytes(...).gateUp). */
+  get weightBytes(): number {
+    if (this.op !== 'moe') return weightBytes(this.dtype, this.weightRows, this.k);
+    const { gateUp, down } = moeWeightBytes(this.dtype, this.experts, this.n, this.k);
+    return gateUp + down;
+  }
+
   /** Columns of y: N, or K for moe (its output is the hidden size). */
   get outCols(): number {
     return this.op === 'moe' ? this.k : this.n;
@@ -410,8 +417,8 @@ export class Problem {
     return this.download('w', out);
   }
 
-  /** weight copy 0 as bytes: fp8's codes then scales (kpick.h KPICK_FP8) */
-  downloadWeightBytes(out = new Uint8Array(weightBytes(this.dtype, this.weightRows, this.k))): Uint8Array {
+  /** weight copy 0 as bytes: fp8's codes then scales (kpick.h KPICK_FP8); moe: W_gate_up's, then W_down's */
+  downloadWeightBytes(out = new Uint8Array(this.weightBytes)): Uint8Array {
     return this.download('w', out);
   }
 
@@ -615,17 +622,21 @@ export interface MoeMemory {
  * A moe call's sizes and memory, checked before any native call: each array or
  * buffer must be of its type and hold the bytes the call reads or writes.
  */
-export function checkMoeMemory(mem: MoeMemory, s: MoeShape): void {
+export function checkMoeMemory(mem: MoeMemory, s: MoeShape, dtype: Dtype = 'bf16'): void {
   checkDims(s.m, s.n, s.k);
   const int = (x: number, lo: number, hi: number) => Number.isSafeInteger(x) && x >= lo && x <= hi;
   if (!int(s.experts, 1, MAX_EXPERTS)) throw new RangeError(`experts must be an integer in 1..${MAX_EXPERTS}, got ${s.experts}`);
   if (!int(s.topk, 1, Math.min(MAX_TOPK, s.experts))) throw new RangeError(`topk must be an integer in 1..${Math.min(MAX_TOPK, s.experts)}, got ${s.topk}`);
-  const expert = s.n * s.k * 2;
-  const need = { x: s.m * s.k * 2, wGateUp: 2 * expert * s.experts, wDown: expert * s.experts, ids: s.m * s.topk * 4, weights: s.m * s.topk * 4, y: s.m * s.k * 2 };
+  const w = moeWeightBytes(dtype, s.experts, s.n, s.k);
+  const need = { x: s.m * s.k * 2, wGateUp: w.gateUp, wDown: w.down, ids: s.m * s.topk * 4, weights: s.m * s.topk * 4, y: s.m * s.k * 2 };
   const types = { x: Uint16Array, wGateUp: Uint16Array, wDown: Uint16Array, ids: Int32Array, weights: Float32Array, y: Uint16Array } as const;
   for (const name of Object.keys(need) as (keyof MoeMemory)[]) {
     const m = mem[name];
-    if (!(m instanceof DeviceBuffer || m instanceof types[name])) throw new TypeError(`${name} must be a ${types[name].name} or a DeviceBuffer`);
+    const weight = name === 'wGateUp' || name === 'wDown';
+    // fp8 weights may come as bytes, as linear() takes them
+    if (!(m instanceof DeviceBuffer || m instanceof types[name] || (weight && m instanceof Uint8Array))) {
+      throw new TypeError(`${name} must be a ${types[name].name}${weight ? ', a Uint8Array' : ''} or a DeviceBuffer`);
+    }
     if (bytesOf(m) < need[name]) throw new RangeError(`${name} holds ${bytesOf(m)} bytes, the moe call needs ${need[name]} (m=${s.m}, experts=${s.experts}, topk=${s.topk}, n=${s.n}, k=${s.k})`);
   }
 }
@@ -671,7 +682,7 @@ export class NativeRoute {
 
   /** The moe op through the route (kpick_moe), returning when y is complete. */
   moe(dtype: Dtype, mem: MoeMemory, s: MoeShape): void {
-    checkMoeMemory(mem, s);
+    checkMoeMemory(mem, s, dtype);
     const p = pointerOf;
     this.call('kpick_moe', DTYPE_CODES[dtype] ?? -1, p(mem.x), p(mem.wGateUp), p(mem.wDown), p(mem.ids), p(mem.weights), p(mem.y), s.m, s.experts, s.topk, s.n, s.k, null);
     if (mem.y instanceof DeviceBuffer) this.sync(mem.y);

@@ -56,6 +56,10 @@ export function activationDtype(dtype: Dtype): 'bf16' | 'fp16' {
 export function weightBytes(dtype: Dtype, rows: number, k: number): number {
   return dtype === 'fp8' ? Math.ceil((rows * k) / 16) * 16 + 4 * rows : 2 * rows * k;
 }
+/** Bytes of a moe op's W_gate_up ([E * 2N, K]) and W_down ([E * K, N]): one weight each (moe.h). */
+export function moeWeightBytes(dtype: Dtype, experts: number, n: number, k: number): { gateUp: number; down: number } {
+  return { gateUp: weightBytes(dtype, experts * 2 * n, k), down: weightBytes(dtype, experts * k, n) };
+}
 /** a rows bucket: 1, 2, 4 ... MAX_ROWS */
 export type Bucket = v.InferOutput<typeof Bucket>;
 

@@ -5,8 +5,8 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import koffi from 'koffi';
 import { ABI_FACTS, ABI_VERSION, KpickCandidate, KpickInfo, KpickModelDims } from '../lib/ffi-types.ts';
-import { DEFAULT_BUILD_DIR, KpickError, KpickLoadError, loadKpick, NativeRoute, openKpick, takesDtype, weightBytes, type Problem, type ProblemSpec, type Routing } from '../lib/ffi.ts';
-import { ParityChecker, computeReference } from '../lib/parity.ts';
+import { DEFAULT_BUILD_DIR, KpickError, KpickLoadError, loadKpick, moeWeightBytes, NativeRoute, openKpick, takesDtype, weightBytes, type Problem, type ProblemSpec, type Routing } from '../lib/ffi.ts';
+import { ParityChecker, computeReference, parityBar } from '../lib/parity.ts';
 import { BUCKETS, MAX_EXPERTS, MAX_POSITIONS, MAX_ROWS, MAX_TOPK } from '../lib/schema.ts';
 import { identityFromInfo } from '../lib/identity.ts';
 import { UsageError } from '../lib/cli.ts';
@@ -504,8 +504,6 @@ test('KPICK_LIB wins over KPICK_BACKEND; a bad backend name is refused', () => {
   }
 });
 
-test.run();
-
 // ---- the moe op (kpick.h, KPICK_OP_MOE): tiny shapes, every path once ----
 
 const MOE = { op: 'moe', dtype: 'bf16', experts: 8, topk: 2, n: 48, k: 64, mMax: 16, copies: 2, seed: 21 } satisfies ProblemSpec as Required<ProblemSpec> & { experts: number; topk: number };
@@ -556,8 +554,8 @@ test('the skewed routing makes rows share a hot set of 2 topk experts; the unifo
   }
 });
 
-test('every moe candidate passes the fp64 reference and matches moe.loop byte for byte, on both routings', () => {
-  const moe = kpick.candidates().filter((c) => c.op === 'moe');
+test('every 16-bit moe candidate passes the fp64 reference and matches moe.loop byte for byte, on both routings', () => {
+  const moe = kpick.candidates().filter((c) => c.op === 'moe' && takesDtype(c, 'bf16'));
   assert.equal(moe.map((c) => [c.name, c.isDefault, c.bitwiseWith]), [
     ['moe.loop', true, 'moe.loop'],
     ['moe.grouped.r4', false, 'moe.loop'],
@@ -673,30 +671,83 @@ test("kpick_moe through the route: moe.loop without a table, byte for byte the p
   }
 });
 
-test('the moe op has no fp8 form: an fp8 moe problem, route lookup and kpick_moe call are unsupported (3), with the reason', () => {
-  const unsupported = (fn: () => unknown) => {
-    try {
-      fn();
-    } catch (err) {
-      assert.instance(err, KpickError);
-      assert.is((err as KpickError).status, 3, (err as Error).message);
-      assert.match((err as Error).message, /the moe op takes bf16 or fp16 experts; fp8/);
-      return;
-    }
-    assert.unreachable('an fp8 moe call was accepted');
-  };
-  unsupported(() => moeProblem('uniform', { dtype: 'fp8' }));
-  const route = new NativeRoute(kpick);
-  route.load(null);
-  unsupported(() => route.lookupMoe('fp8', MOE.experts, MOE.topk, MOE.n, MOE.k, 4));
-  const p = moeProblem('uniform', { mMax: 4 });
+test('an fp8 moe problem holds W_gate_up [E * 2N, K] and W_down [E * K, N] as one packed fp8 weight each, rows scaled by their own gain', () => {
+  const p = moeProblem('uniform', { dtype: 'fp8' });
   try {
-    const w = p.downloadW();
-    const half = MOE.experts * 2 * MOE.n * MOE.k;
-    const mem = { x: p.downloadX(), wGateUp: w.subarray(0, half), wDown: w.subarray(half), ids: p.downloadExpertIds(), weights: p.downloadExpertWeights(), y: new Uint16Array(4 * MOE.k).fill(0xffff) };
-    unsupported(() => route.moe('fp8', mem, { m: 4, experts: MOE.experts, topk: MOE.topk, n: MOE.n, k: MOE.k }));
-    assert.ok(mem.y.every((v) => v === 0xffff), 'a refused call writes nothing');
+    const bytes = p.downloadWeightBytes();
+    const { gateUp, down } = moeWeightBytes('fp8', MOE.experts, MOE.n, MOE.k);
+    assert.is(gateUp, weightBytes('fp8', MOE.experts * 2 * MOE.n, MOE.k));
+    assert.is(bytes.length, gateUp + down);
+    const scalesOf = (w: Uint8Array, rows: number, k: number) => new Float32Array(w.slice(Math.ceil((rows * k) / 16) * 16).buffer, 0, rows);
+    const gu = scalesOf(bytes.subarray(0, gateUp), MOE.experts * 2 * MOE.n, MOE.k);
+    const dn = scalesOf(bytes.subarray(gateUp), MOE.experts * MOE.k, MOE.n);
+    for (const scales of [gu, dn]) {
+      assert.ok(scales.every((v) => v > 0 && v <= Math.fround(2 / 448)), 'every row has its own positive scale, at most gain 2 / 448');
+      assert.ok(scales[4]! / scales[0]! > 3, 'rows carry gains 0.5 .. 2 in turn (fp8.h), experts included');
+    }
+    assert.is(p.downloadX().length, MOE.mMax * MOE.k, 'x stays bf16');
   } finally {
     p.free();
   }
 });
+
+test('fp8 moe: the W8A8 default and the W8A16 class pass their bars on both routings; W8A16 members match their head byte for byte', () => {
+  const moe = kpick.candidates().filter((c) => c.op === 'moe' && takesDtype(c, 'fp8'));
+  assert.equal(moe.map((c) => [c.name, c.isDefault, c.numeric, c.bitwiseWith]), [
+    ['moe.w8a8.loop', true, 'w8a8', 'moe.w8a8.loop'],
+    ['moe.w8a16.grouped.r4', false, 'w8a16', 'moe.w8a16.grouped.r4'],
+    ['moe.w8a16.threads.t2', false, 'w8a16', 'moe.w8a16.grouped.r4'],
+  ]);
+  for (const routing of ['uniform', 'skewed'] as const) {
+    const p = moeProblem(routing, { dtype: 'fp8' });
+    try {
+      for (const m of [1, 3, 16]) {
+        p.setRows(m);
+        const checker = new ParityChecker(p, computeReference(p, null), kpick.candidates());
+        const err: Record<string, number> = {};
+        for (const c of moe) {
+          const r = checker.check(c);
+          assert.is(r.status, 'pass', `${routing} m=${m} ${c.name}: ${r.reason}`);
+          assert.is(r.bitwise, c.bitwiseWith === c.name ? null : true, `${c.name} bitwise`);
+          err[c.name] = r.rel_err as number;
+        }
+        assert.ok(err['moe.w8a16.grouped.r4']! < parityBar('fp8', 'w8a16', 'moe'), `W8A16 within bf16's bar: ${JSON.stringify(err)}`);
+        assert.ok(err['moe.w8a16.grouped.r4']! < err['moe.w8a8.loop']!, `quantizing x and h costs accuracy: ${JSON.stringify(err)}`);
+      }
+    } finally {
+      p.free();
+    }
+  }
+  // a member that read another expert's scales would fail: the reference of another seed's weights fails both classes
+  const p = moeProblem('uniform', { dtype: 'fp8', mMax: 4 });
+  const other = moeProblem('uniform', { dtype: 'fp8', mMax: 4, seed: 22 });
+  try {
+    const checker = new ParityChecker(p, computeReference(other, null), kpick.candidates());
+    for (const c of moe.filter((c) => c.bitwiseWith === c.name)) assert.is(checker.check(c).status, 'fail', c.name);
+  } finally {
+    p.free();
+    other.free();
+  }
+});
+
+test('kpick_moe in fp8 through the route: moe.w8a8.loop without a table, byte for byte the problem run; weights as bytes; short weights refused before the call', () => {
+  const route = new NativeRoute(kpick);
+  route.load(null);
+  const p = moeProblem('uniform', { dtype: 'fp8', mMax: 4 });
+  try {
+    const w = p.downloadWeightBytes();
+    const { gateUp } = moeWeightBytes('fp8', MOE.experts, MOE.n, MOE.k);
+    const mem = { x: p.downloadX(), wGateUp: w.subarray(0, gateUp), wDown: w.subarray(gateUp), ids: p.downloadExpertIds(), weights: p.downloadExpertWeights(), y: new Uint16Array(4 * MOE.k) };
+    const shape = { m: 4, experts: MOE.experts, topk: MOE.topk, n: MOE.n, k: MOE.k };
+    assert.is(kpick.candidates()[route.lookupMoe('fp8', MOE.experts, MOE.topk, MOE.n, MOE.k, 4)]!.name, 'moe.w8a8.loop');
+    route.moe('fp8', mem, shape);
+    p.run(kpick.candidate('moe.w8a8.loop').id);
+    assert.equal(mem.y, p.downloadY());
+    assert.throws(() => route.moe('fp8', { ...mem, wDown: w.subarray(gateUp, w.length - 1) }, shape), /wDown holds \d+ bytes, the moe call needs \d+/);
+    assert.throws(() => route.moe('bf16', mem, shape), /wGateUp holds \d+ bytes, the moe call needs \d+/);
+  } finally {
+    p.free();
+  }
+});
+
+test.run();

@@ -258,8 +258,7 @@ function probe(r: Rng, choiceOf: (c: Call, dtype: string, bucket: number) => str
   const miss = r.int(8) === 0;
   const call: Call = shape.op === 'moe' ? { ...shape, topk: miss ? 1 : shape.topk } : { ...shape, op: miss ? (shape.op === 'linear' ? 'gated' : 'linear') : shape.op };
   const op = call.op;
-  // the moe op has no fp8 form (a moe call in fp8 is unsupported: the ffi suite pins it)
-  const dtype = r.pick(op === 'moe' ? TABLE_DTYPES.filter((d) => d !== 'fp8') : TABLE_DTYPES);
+  const dtype = r.pick(TABLE_DTYPES);
   const m = 1 + r.int(128);
   const bucket = BUCKETS.find((b) => b >= m)!;
   const inp = inputsFor(call, dtype);

@@ -135,7 +135,7 @@ test('bad input: one line and exit 2, before any model is built', async () => {
     [['--model', 'tiny', '--c', '1,,4'], /--c must be a comma-separated list/],
     [['--model', 'tiny', '--c', '200'], /--c '200'/],
     [['--model', 'tiny', '--dtype', 'fp32'], /dtype 'fp32' is not one of bf16, fp16, fp8/],
-    [['--model', 'tiny-moe', '--dtype', 'fp8'], /--dtype fp8 takes a dense preset: tiny-moe has moe layers/],
+    [['--model', 'tiny-moe', '--dtype', 'fp8,bf16'], /--dtype takes one type: bf16, fp16 or fp8/],
     [['--model', 'tiny', '--mem-limit', '0'], /--mem-limit must be a positive number of GiB, got '0'/],
     [['--model', 'tiny', '--mem-limit', 'lots'], /--mem-limit must be a positive number of GiB, got 'lots'/],
     [['--model', 'tiny', '--steps', '0'], /--steps must be an integer in 1\.\.8192/],

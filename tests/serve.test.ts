@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { DEFAULT_BUILD_DIR, KpickError, loadKpick } from '../lib/ffi.ts';
+import { DEFAULT_BUILD_DIR, KpickError, loadKpick, takesDtype } from '../lib/ffi.ts';
 import { LINEAR_KINDS, NativeModels, type Model, type ModelDims } from '../lib/model-ffi.ts';
 import { findModel } from '../lib/models.ts';
 import { buildOf, loadRoute } from '../lib/route.ts';
@@ -345,7 +345,7 @@ test('a moe step matches its fp64 forward (routing included) for every moe candi
   assert.equal([MOE_DIMS.experts, MOE_DIMS.topk], [8, 2]);
   withModel(MOE_DIMS, (m) => {
     const tokens: number[][][] = [];
-    for (const experts of space.filter((c) => c.op === 'moe').map((c) => c.name)) {
+    for (const experts of space.filter((c) => c.op === 'moe' && takesDtype(c, 'bf16')).map((c) => c.name)) {
       m.reset(3);
       const r = m.check(moeCands(experts), 3);
       assert.ok(r.pass && r.relErr > 0, `${experts}: rel err ${r.relErr} > ${r.tol}`);
@@ -365,11 +365,25 @@ test('a moe model refuses a linear candidate for its experts and topk without ex
   });
   rejects(() => native.create({ ...DIMS, topk: 2 }, 1), 1, /topk must be 0 in a dense model \(experts 0\), got 2/);
   rejects(() => native.create({ ...MOE_DIMS, topk: 9 }, 1), 1, /topk must be in 1\.\.8, got 9/);
-  // the moe op has no fp8 form: an fp8 model must be dense
-  rejects(() => native.create({ ...MOE_DIMS, dtype: 'fp8' }, 1), 3, /an fp8 model must be dense: the moe op takes bf16 or fp16 experts/);
   const arm = routeArm(loadRoute(null, buildOf(kpick), {}), kpick, tinyMoe, 'bf16', 4);
   assert.equal(arm.names, { qkv: 'plain', o: 'plain', lm_head: 'plain', router: 'plain', experts: 'moe.loop' });
   assert.equal(Array.from(arm.ids), Array.from(moeCands('moe.loop')));
+});
+
+test('an fp8 moe model (fp8 experts, bf16 router) matches its fp64 forward with either class of experts; it refuses 16-bit experts', () => {
+  const dims = { ...MOE_DIMS, dtype: 'fp8' as const };
+  // qkv and o in fp8 (the W8A16 head), router and lm_head bf16, experts as named
+  const cands = (experts: string) => Int32Array.from(LINEAR_KINDS.map((k) => (k === 'experts' ? id(experts) : k === 'gate_up' || k === 'down' ? -1 : k === 'qkv' || k === 'o' ? id('w8a16.plain') : id('plain'))));
+  withModel(dims, (m) => {
+    for (const experts of ['moe.w8a8.loop', 'moe.w8a16.grouped.r4', 'moe.w8a16.threads.t2']) {
+      m.reset(3);
+      const r = m.check(cands(experts), 3);
+      assert.ok(r.pass && r.relErr > 0, `${experts}: rel err ${r.relErr} > ${r.tol}`);
+    }
+    rejects(() => m.step(cands('moe.loop'), 1), 1, /cands\[6\] \(experts\): moe\.loop does not compute dtype 2, the experts weights' dtype/);
+  });
+  const arm = routeArm(loadRoute(null, buildOf(kpick), {}), kpick, tinyMoe, 'fp8', 4);
+  assert.equal(arm.names, { qkv: 'w8a8.plain', o: 'w8a8.plain', lm_head: 'plain', router: 'plain', experts: 'moe.w8a8.loop' });
 });
 
 test('routeArm of an fp8 model: the W8A8 default for the layer linears, the bf16 default for lm_head', () => {

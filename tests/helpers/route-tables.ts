@@ -5,7 +5,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { DEFAULT_BUILD_DIR, loadKpick, NativeRoute, takesDtype, type Problem } from '../../lib/ffi.ts';
+import { DEFAULT_BUILD_DIR, loadKpick, NativeRoute, moeWeightBytes, takesDtype, type Problem } from '../../lib/ffi.ts';
 import type { Build } from '../../lib/guard.ts';
 import type { Linear } from '../../lib/models.ts';
 import { buildOf, compactRouteText, sha256Hex } from '../../lib/route.ts';
@@ -88,7 +88,7 @@ export const DENSE_SHAPES: readonly Linear[] = [
   { name: '48x80', op: 'linear', n: 48, k: 80 },
   { name: '24x64', op: 'gated', n: 24, k: 64 },
 ];
-/** A moe shape, where this build has moe candidates (a GPU build has none yet). */
+/** A moe shape, where this build has a moe default (a HIP build has none). */
 export const MOE_SHAPES: readonly Linear[] = build.candidates.some((c) => c.op === 'moe' && c.isDefault && c.available)
   ? [{ name: 'experts', op: 'moe', n: 16, k: 32, experts: 4, topk: 2 }]
   : [];
@@ -102,10 +102,10 @@ export function nativeLookup(s: Pick<Linear, 'op' | 'n' | 'k' | 'experts' | 'top
 /** y of kpick_moe through the C route on a moe problem's own inputs at its active rows (host arrays: the CPU). */
 export function moeThroughRoute(problem: Problem, dtype: Dtype): Uint16Array {
   const m = problem.rows;
-  const w = problem.downloadW();
-  const half = problem.experts * 2 * problem.n * problem.k;
+  const w = problem.downloadWeightBytes();
+  const { gateUp } = moeWeightBytes(dtype, problem.experts, problem.n, problem.k);
   const y = new Uint16Array(m * problem.k).fill(0xffff);
-  const mem = { x: problem.downloadX(), wGateUp: w.subarray(0, half), wDown: w.subarray(half), ids: problem.downloadExpertIds(), weights: problem.downloadExpertWeights(), y };
+  const mem = { x: problem.downloadX(), wGateUp: w.subarray(0, gateUp), wDown: w.subarray(gateUp), ids: problem.downloadExpertIds(), weights: problem.downloadExpertWeights(), y };
   native.moe(dtype, mem, { m, experts: problem.experts, topk: problem.topk, n: problem.n, k: problem.k });
   return y;
 }
