@@ -144,11 +144,12 @@ export async function main(argv: readonly string[]): Promise<number> {
     say(`ratios: vs default = default time / pick time (default: ${defaults.join(', ')}); pick/floor = pick time / read floor; geomeans`);
     if (list.length > 0) for (const line of summaryTable(list)) say(line);
     if (moeList.length > 0) {
-      say(`moe, both routings (${MOE_ROUTINGS.join(', ')}); floor = the experts the rows read:`);
+      say(`${fp8 ? 'fp8 ' : ''}moe, both routings (${MOE_ROUTINGS.join(', ')}); floor = the experts the rows read${fp8 ? ' (codes and scales)' : ''}:`);
       for (const line of summaryTable(moeList)) say(line);
     }
   }
-  const verdicts = [...(fp8 ? fp8TargetVerdicts(out) : targetVerdicts(out)), ...moeTargetVerdicts(out)];
+  // issue 14 sets the moe targets on bf16 experts: an fp8 run's moe rows are reported, not judged
+  const verdicts = fp8 ? fp8TargetVerdicts(out) : [...targetVerdicts(out), ...moeTargetVerdicts(out)];
   for (const v of verdicts) {
     printJsonLine({ kind: 'target', ...v });
     say(verdictLine(v));
@@ -156,7 +157,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   const presets = PRESETS.split(',');
   const partial = presets.some((p) => !models.some((m) => m.name === p));
   if (partial) say(`note: the targets are set on all five presets; this run measured ${models.map((m) => m.name).join(', ')}`);
-  if (moeList.length > 0 && !models.some((m) => m.name === MOE_PRESET)) say(`note: the moe targets are set on ${MOE_PRESET}; this run measured ${models.map((m) => m.name).join(', ')}`);
+  if (moeList.length > 0 && !fp8 && !models.some((m) => m.name === MOE_PRESET)) say(`note: the moe targets are set on ${MOE_PRESET}; this run measured ${models.map((m) => m.name).join(', ')}`);
   printJsonLine({ kind: 'run', shapes: shapes.size, models: models.map((m) => m.name), defaults, device: build.identity.device, identity: build.identity, table: tableFile, table_used: route.verdict.used, commit: gitCommit(), at: new Date().toISOString() });
   return EXIT.ok;
 }

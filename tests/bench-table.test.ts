@@ -142,6 +142,31 @@ test('table-bench on tiny-moe: the moe shape under both routings through the tab
   assert.match(r.stderr, 'note: the moe targets are set on Qwen3-30B-A3B; this run measured tiny-moe');
 });
 
+test('table-bench --dtype fp8 on tiny-moe: the fp8 experts under both routings, floored on the codes and scales read; reported, judged by the fp8 targets alone', async () => {
+  const dir = fs.mkdtempSync(path.join(tables, 'moe-fp8-'));
+  const file = writeCpuTable([
+    { op: 'moe', dtype: 'fp8', n: 128, k: 256, experts: 8, topk: 2, bucket: 1, default: 'moe.w8a8.loop', choice: 'moe.w8a16.grouped.r4', reason: 'test', floor_us: 5, candidates: { 'moe.w8a8.loop': { ...result, numeric: 'w8a8' }, 'moe.w8a16.grouped.r4': { ...result, numeric: 'w8a16' } } },
+  ], dir);
+  const r = await runBench(['--rows', '1', '--dtype', 'fp8', '--tables-dir', dir], 'tiny-moe');
+  assert.is(r.code, 0, r.stderr);
+  const shapes = r.lines.filter((l) => l.kind === 'shape');
+  // lm_head and the router stay bf16 in an fp8 model: qkv, o and the experts are timed
+  assert.equal(shapes.map((l) => [l.op, l.dtype, l.n, l.routing ?? null]), [
+    ['linear', 'fp8', 512, null], ['linear', 'fp8', 256, null],
+    ['moe', 'fp8', 128, 'uniform'], ['moe', 'fp8', 128, 'skewed'],
+  ]);
+  for (const l of shapes.filter((l) => l.op === 'moe')) {
+    assert.equal([l.pick, l.default, l.experts_read], ['moe.w8a16.grouped.r4', 'moe.w8a8.loop', 2]);
+    assert.ok(l.pick_us > 0 && l.floor_us > 0, JSON.stringify(l));
+  }
+  const summaries = r.lines.filter((l) => l.kind === 'summary');
+  assert.equal(summaries.map((s) => [s.group, s.shapes]), [['fp8 rows 1', 2], ['fp8 rows 1-16', 2], ['moe rows 1', 2], ['moe rows 1-8', 2]]);
+  assert.ok(r.lines.filter((l) => l.kind === 'target').every((t) => String(t.target).startsWith('fp8') || String(t.target).startsWith('every')), 'no moe verdict: issue 14 sets those on bf16 experts');
+  assert.match(r.stderr, /^fp8 moe, both routings .* \(codes and scales\):$/m);
+  assert.not.match(r.stderr, /note: the moe targets/);
+  assert.equal(r.lines.at(-1)!.table, file);
+});
+
 test('table-bench: no moe shape timed, no moe summary, target or note', async () => {
   const r = await runBench(['--rows', '1', '--tables-dir', fs.mkdtempSync(path.join(tables, 'none-'))]);
   assert.is(r.code, 0, r.stderr);
