@@ -131,7 +131,7 @@ test('placements: each shape gets that many problems of one seed and rotation, t
 test('an fp8 sweep times the fp8 classes alone, its W8A8 default first among equals, each record naming its class', () => {
   const { records } = sweep(plan({ dtypes: ['fp8'], rows: [1] }));
   const cands = records.filter((r) => r.kind === 'candidate');
-  const fp8 = space.filter((c) => takesDtype(c, 'fp8'));
+  const fp8 = space.filter((c) => takesDtype(c, 'fp8') && c.op !== 'moe'); // dense shapes here: the fp8 moe rows have their own test
   assert.equal(cands.map((r) => r.candidate).sort(), fp8.map((c) => c.name).sort());
   assert.ok(cands.every((r) => r.dtype === 'fp8' && r.status === 'ok' && r.parity.status === 'pass'), 'every fp8 candidate runs and passes its bar');
   assert.equal(cands.filter((r) => r.is_default).map((r) => `${r.candidate} ${r.numeric}`), ['w8a8.plain w8a8', 'gated.w8a8.plain w8a8']);
@@ -195,7 +195,7 @@ test('a moe shape: timed under both routings (the skewed records say so), its re
   assert.is(summary.failed, 0);
   assert.is(summary.parityFailed, 0);
   assert.equal(summary.noCandidates, []);
-  const names = space.filter((c) => c.op === 'moe').map((c) => c.name);
+  const names = space.filter((c) => c.op === 'moe' && takesDtype(c, 'bf16')).map((c) => c.name);
   assert.is(records.length, 2 * 2 * (names.length + 1), 'each moe candidate and the floor, per rows bucket and routing');
   for (const routing of [undefined, 'skewed'])
     for (const rows of [1, 4])
@@ -215,6 +215,22 @@ test('a moe shape: timed under both routings (the skewed records say so), its re
   // a resumed sweep finds both routings done
   const again = sweep(plan({ linears: [moe], rows: [1, 4], done: measuredKeys(records, identity) }));
   assert.is(again.records.length, 0);
+});
+
+test('a moe shape in fp8: the W8A8 default and the W8A16 class under both routings, each record naming its class, the floor timed under each', () => {
+  const moe: Linear = { name: 'experts', op: 'moe', n: 32, k: 64, experts: 8, topk: 2 };
+  const { records, summary } = sweep(plan({ linears: [moe], dtypes: ['fp8', 'bf16'], rows: [4] }));
+  assert.is(summary.failed + summary.parityFailed, 0);
+  const fp8 = records.filter((r) => r.dtype === 'fp8' && r.kind === 'candidate');
+  for (const routing of [undefined, 'skewed']) {
+    assert.equal(fp8.filter((r) => r.routing === routing).map((r) => `${r.candidate} ${r.numeric}${r.is_default ? ' default' : ''}`).sort(), [
+      'moe.w8a16.grouped.r4 w8a16', 'moe.w8a16.threads.t2 w8a16', 'moe.w8a8.loop w8a8 default',
+    ]);
+  }
+  assert.ok(fp8.every((r) => r.parity.status === 'pass' && r.samples_us.length > 0));
+  assert.equal(fp8.filter((r) => r.parity.bitwise === true).map((r) => r.candidate), ['moe.w8a16.threads.t2', 'moe.w8a16.threads.t2']);
+  const floors = records.filter((r) => r.kind === 'floor' && r.dtype === 'fp8');
+  assert.equal(floors.map((r) => r.routing ?? 'uniform'), ['uniform', 'skewed'], 'the fp8 floor timed under each routing');
 });
 
 test('a build with no candidate of an op leaves its shapes out and names them, instead of failing', () => {
