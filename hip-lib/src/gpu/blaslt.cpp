@@ -66,6 +66,9 @@ static const size_t kp_blas_ws = 32u << 20;
                      __LINE__);                                                                         \
   } while (0)
 
+/* plan kinds beyond the kpick dtypes (0 bf16, 1 fp16, 2 fp8): */
+enum { KP_PLAN_FP8_BATCH = 3 }; /* fp8 pointer-array batch of GEMVs; m is the batch count */
+
 typedef struct kp_blas_plan {
   int32_t dtype, m;
   int64_t n, k;
@@ -114,9 +117,11 @@ int kp_blas_version(char *out, size_t cap) {
 size_t kp_blas_workspace_bytes(void) { return kp_blas_ws; }
 
 static int plan_build_fp8(kp_blas_plan *pl);
+static int plan_build_fp8_batch(kp_blas_plan *pl);
 
 static int plan_build(kp_blas_plan *pl) {
   if (pl->dtype == 2) return plan_build_fp8(pl); /* KPICK_FP8 */
+  if (pl->dtype == KP_PLAN_FP8_BATCH) return plan_build_fp8_batch(pl);
   const hipDataType t = pl->dtype == 0 ? HIP_R_16BF : HIP_R_16F;
   const hipblasOperation_t opt = HIPBLAS_OP_T, opn = HIPBLAS_OP_N;
   KP_BLAS(hipblasLtMatmulDescCreate(&pl->desc, HIPBLAS_COMPUTE_32F, HIP_R_32F));
@@ -234,8 +239,10 @@ static void plan_drop(kp_blas_plan *pl) {
 }
 
 /* descriptors and heuristic answers for one mode; no record on refusal (the
- * caller may try the other mode) */
-static cublasStatus_t fp8_try(kp_blas_plan *pl, int outer) {
+ * caller may try the other mode). batch: a pointer-array batch of pl->m GEMVs
+ * (A, B and D each an array of device pointers, one matrix per entry; B k x 1,
+ * D rows x 1), unit scales; else one matmul of pl->m columns. */
+static cublasStatus_t fp8_try(kp_blas_plan *pl, int outer, int batch) {
   const cublasOperation_t opt = CUBLAS_OP_T, opn = CUBLAS_OP_N;
   const cudaDataType_t out = outer ? CUDA_R_16BF : CUDA_R_32F;
   cublasStatus_t st = cublasLtMatmulDescCreate(&pl->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
@@ -250,10 +257,21 @@ static cublasStatus_t fp8_try(kp_blas_plan *pl, int outer) {
   }
   if (st == CUBLAS_STATUS_SUCCESS)
     st = cublasLtMatrixLayoutCreate(&pl->a, CUDA_R_8F_E4M3, (uint64_t)pl->k, (uint64_t)pl->n, (int64_t)pl->k);
+  const uint64_t cols = batch ? 1 : (uint64_t)pl->m;
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatrixLayoutCreate(&pl->b, CUDA_R_8F_E4M3, (uint64_t)pl->k, (uint64_t)pl->m, (int64_t)pl->k);
+    st = cublasLtMatrixLayoutCreate(&pl->b, CUDA_R_8F_E4M3, (uint64_t)pl->k, cols, (int64_t)pl->k);
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatrixLayoutCreate(&pl->d, out, (uint64_t)pl->n, (uint64_t)pl->m, (int64_t)pl->n);
+    st = cublasLtMatrixLayoutCreate(&pl->d, out, (uint64_t)pl->n, cols, (int64_t)pl->n);
+  if (batch) { /* C is D's layout (the calls pass it twice) */
+    const int32_t count = pl->m;
+    const uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+    cublasLtMatrixLayout_t all[3] = {pl->a, pl->b, pl->d};
+    for (int i = 0; i < 3 && st == CUBLAS_STATUS_SUCCESS; i++) {
+      st = cublasLtMatrixLayoutSetAttribute(all[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count);
+      if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatrixLayoutSetAttribute(all[i], CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode, sizeof mode);
+    }
+  }
   cublasLtMatmulPreference_t pref = NULL;
   if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceCreate(&pref);
   const uint64_t ws = kp_blas_ws;
@@ -311,7 +329,7 @@ static int fp8_probe_outer(void) {
   pl.n = n;
   pl.k = k;
   int ok = 0;
-  if (fp8_try(&pl, 1) == CUBLAS_STATUS_SUCCESS) {
+  if (fp8_try(&pl, 1, 0) == CUBLAS_STATUS_SUCCESS) {
     char *buf = NULL;
     void *ws = NULL;
     const size_t at_x = 4096, at_s = 8192, at_d = 12288, bytes = 16384;
@@ -345,10 +363,19 @@ static int fp8_probe_outer(void) {
 }
 
 static int plan_build_fp8(kp_blas_plan *pl) {
-  if (fp8_probe_outer() && fp8_try(pl, 1) == CUBLAS_STATUS_SUCCESS) return KPICK_OK;
-  const cublasStatus_t st = fp8_try(pl, 0);
+  if (fp8_probe_outer() && fp8_try(pl, 1, 0) == CUBLAS_STATUS_SUCCESS) return KPICK_OK;
+  const cublasStatus_t st = fp8_try(pl, 0, 0);
   if (st != CUBLAS_STATUS_SUCCESS)
     return kp_fail(KPICK_E_UNSUPPORTED, "blaslt", "no fp8 matmul for m=%d rows=%lld k=%lld: %s", (int)pl->m,
+                   (long long)pl->n, (long long)pl->k, KP_BLAS_WHY(st));
+  return KPICK_OK;
+}
+
+/* the batch takes unit scales only: per-matrix scale vectors have no pointer-array form */
+static int plan_build_fp8_batch(kp_blas_plan *pl) {
+  const cublasStatus_t st = fp8_try(pl, 0, 1);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return kp_fail(KPICK_E_UNSUPPORTED, "blaslt", "no pointer-array fp8 batch of %d x rows=%lld k=%lld: %s", (int)pl->m,
                    (long long)pl->n, (long long)pl->k, KP_BLAS_WHY(st));
   return KPICK_OK;
 }
@@ -358,6 +385,7 @@ int kp_blas_fp8_built(void) { return 1; }
 static int plan_build_fp8(kp_blas_plan *pl) {
   return kp_fail(KPICK_E_UNSUPPORTED, "blaslt", "no fp8 matmul on HIP (hipBLASLt's gfx942 e4m3 is FNUZ, not KPICK_FP8's)");
 }
+static int plan_build_fp8_batch(kp_blas_plan *pl) { return plan_build_fp8(pl); }
 int kp_blas_fp8_built(void) { return 0; }
 #endif
 
@@ -381,6 +409,36 @@ int kp_blas_fp8_matmul(int algo, const void *xq, const float *sx, const void *wq
   const cublasStatus_t st = fp8_call(pl, algo, xq, sx, wq, sw, d, workspace, stream);
   pthread_mutex_unlock(&blas_lock);
   KP_BLAS(st);
+  return KPICK_OK;
+#else
+  return kp_fail(KPICK_E_UNSUPPORTED, "blaslt", "no fp8 matmul on HIP");
+#endif
+}
+
+/* ---- fp8 pointer-array batch (the fp8 moe default, moe.hip) ----
+ * Entry i: d[i][rows] = A[i] b[i], A[i] = rows x k e4m3 codes row-major (the
+ * TN form above: a k x rows column-major matrix, transposed), b[i] k codes,
+ * d[i] fp32, unit scales. One plan per (batch, rows, k), cached with the
+ * others; the pointer arrays are device memory the caller's kernel filled. */
+int kp_blas_fp8_batch_plan(int32_t batch, int64_t rows, int64_t k, int *count) {
+  kp_blas_plan *pl;
+  KP_TRY(plan_get(KP_PLAN_FP8_BATCH, batch, rows, k, &pl));
+  *count = pl->count;
+  return KPICK_OK;
+}
+
+int kp_blas_fp8_batch(int algo, const void *const *a, const void *const *b, void *const *d, int32_t batch, int64_t rows,
+                      int64_t k, void *workspace, hipStream_t stream) {
+#if defined(KPICK_GPU_CUDA)
+  kp_blas_plan *pl;
+  KP_TRY(plan_get(KP_PLAN_FP8_BATCH, batch, rows, k, &pl));
+  if (algo < 0 || algo >= pl->count)
+    return kp_fail(KPICK_E_UNSUPPORTED, "blaslt", "fp8 batch heuristic algo %d of %d for %d x rows=%lld k=%lld", algo,
+                   pl->count, (int)batch, (long long)rows, (long long)k);
+  const float one = 1.0f, zero = 0.0f;
+  /* in pointer-array mode the A, B, C and D arguments are the arrays themselves */
+  KP_BLAS(cublasLtMatmul(handle, pl->desc, &one, a, pl->a, b, pl->b, &zero, d, pl->d, (void *)d, pl->d,
+                         &pl->algos[algo].algo, workspace, kp_blas_ws, stream));
   return KPICK_OK;
 #else
   return kp_fail(KPICK_E_UNSUPPORTED, "blaslt", "no fp8 matmul on HIP");

@@ -43,6 +43,13 @@ int kp_blas_fp8_plan(int32_t m, int64_t rows, int64_t k, int *count, int *scaled
  * is scaled, else fp32 [m, rows]; sx, sw are device fp32 vectors */
 int kp_blas_fp8_matmul(int algo, const void *xq, const float *sx, const void *wq, const float *sw, void *d, int32_t m,
                        int64_t rows, int64_t k, void *workspace, hipStream_t stream);
+/* the fp8 moe default's batched GEMVs: for i < batch, d[i] (fp32 [rows]) =
+ * a[i] (e4m3 [rows, k]) . b[i] (e4m3 [k]), unit scales, from device arrays of
+ * device pointers (cuBLASLt's pointer-array batch mode; none on HIP). Plans
+ * (heuristic algos: *count) are cached per (batch, rows, k). */
+int kp_blas_fp8_batch_plan(int32_t batch, int64_t rows, int64_t k, int *count);
+int kp_blas_fp8_batch(int algo, const void *const *a, const void *const *b, void *const *d, int32_t batch, int64_t rows,
+                      int64_t k, void *workspace, hipStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -28,47 +28,9 @@
 #include "../common/error.h"
 #include "check.h"
 #include "dtype.h"
+#include "fp8_core.h"
 #include "gemv_core.h"
 #include "launch.h"
-
-/* ---- e4m3 <-> fp32 ---- */
-
-/* OCP E4M3FN, round to nearest even, saturating at +-448; NaN keeps its sign
- * (common/numeric.h kp_f32_to_e4m3, bit for bit). */
-__device__ __forceinline__ uint8_t kp_e4m3_encode(float f) {
-  const uint32_t u = __float_as_uint(f);
-  const uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
-  const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return (uint8_t)(sign | 0x7fu);
-  if (a >= 0x43e00000u) return (uint8_t)(sign | 0x7eu);
-  if (a < 0x3c800000u) return (uint8_t)(sign | (uint8_t)rintf(fabsf(f) * 512.0f));
-  const uint32_t r = a + 0x7ffffu + ((a >> 20) & 1u);
-  return (uint8_t)(sign | (((r >> 20) - ((127u - 7u) << 3)) & 0x7fu));
-}
-
-/* Codes 2i and 2i+1 of a word (i = 0: the low two bytes) as fp32, exactly. */
-template <int I>
-__device__ __forceinline__ void kp_e4m3_pair(uint32_t word, float &lo, float &hi) {
-#if defined(KPICK_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  const unsigned short pair = (unsigned short)(word >> (16 * I));
-  uint32_t h2;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(pair));
-  lo = __half2float(__ushort_as_half((unsigned short)(h2 & 0xffffu)));
-  hi = __half2float(__ushort_as_half((unsigned short)(h2 >> 16)));
-#else
-  const uint32_t b0 = (word >> (16 * I)) & 0xffu, b1 = (word >> (16 * I + 8)) & 0xffu;
-  lo = __uint_as_float(((b0 & 0x80u) << 24) | ((b0 & 0x7fu) << 20)) * 0x1p120f;
-  hi = __uint_as_float(((b1 & 0x80u) << 24) | ((b1 & 0x7fu) << 20)) * 0x1p120f;
-#endif
-}
-
-/* the 8 weights of two words (8 codes), in memory order */
-__device__ __forceinline__ void kp_e4m3_unpack8(uint32_t a, uint32_t b, float (&f)[8]) {
-  kp_e4m3_pair<0>(a, f[0], f[1]);
-  kp_e4m3_pair<1>(a, f[2], f[3]);
-  kp_e4m3_pair<0>(b, f[4], f[5]);
-  kp_e4m3_pair<1>(b, f[6], f[7]);
-}
 
 /* ---- w8a16.gemv ---- */
 
@@ -444,16 +406,6 @@ int kp_w8a16_mma_launch(const struct kp_call *c, int warps) {
 /* ---- w8a8: the activation quant and the unit-scale epilogue ---- */
 
 static constexpr int kp_quant_threads = 256;
-
-__device__ __forceinline__ float kp_block_max(float v, float *shared) {
-  for (int o = kp_warp / 2; o > 0; o >>= 1) v = fmaxf(v, kp_shfl_xor(v, o));
-  const int warp = threadIdx.x / kp_warp, lane = threadIdx.x % kp_warp, nwarps = blockDim.x / kp_warp;
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  float all = 0.0f;
-  for (int i = 0; i < nwarps; ++i) all = fmaxf(all, shared[i]);
-  return all;
-}
 
 /* One block per row of x: amax, scale = amax / 448 (1 for a zero row), codes
  * of x / scale. K % 8 == 0: 16-byte pieces of 8 values. LET_NEXT: a PDL matmul

@@ -333,6 +333,21 @@ static int supports_moe_wgmma(const struct kpick_problem *p, const kp_row *r) {
   return p->n % 8 == 0 && p->k % 8 == 0 && kp_wgmma_moe_fits(r->params[0], r->params[1], r->params[2]);
 }
 
+/* fp8 experts (moe.hip): the W8A8 default over cuBLASLt's pointer-array fp8 batch and the
+ * W8A16 grouped gemv, offered only beside the W8A8 default, as the dense fp8 rows (a HIP
+ * build has neither); N and K multiples of 16 (the BLAS's fp8 rules, 16 codes a load) */
+static int launch_moe_w8a8_blas(const kp_row *r, const kp_call *c) { return kp_moe_w8a8_blas_launch(c); }
+static int available_moe_w8a8_blas(int32_t cand) { return kp_blas_fp8_built(); }
+static int supports_moe_w8a8_blas(const struct kpick_problem *p, const kp_row *r) {
+  const int32_t pairs = p->m * p->topk;
+  int gu = 0, dn = 0;
+  return p->n % 16 == 0 && p->k % 16 == 0 && kp_blas_fp8_batch_plan(pairs, 2 * p->n, p->k, &gu) == KPICK_OK &&
+         kp_blas_fp8_batch_plan(pairs, p->k, p->n, &dn) == KPICK_OK && gu > 0 && dn > 0;
+}
+static int launch_moe_w8a16(const kp_row *r, const kp_call *c) { return kp_moe_w8a16_launch(c, r->params[0]); }
+static int available_moe_w8a16(int32_t cand) { return kp_moe_w8a16_built(cand) && kp_blas_fp8_built(); }
+static int supports_moe_w8a16(const struct kpick_problem *p, const kp_row *r) { return p->n % 16 == 0 && p->k % 16 == 0; }
+
 struct kp_family_hooks {
   int (*launch)(const kp_row *r, const kp_call *c);
   /* this build holds the row's kernels and the device runs them */
@@ -457,7 +472,7 @@ static void scratch_need(const struct kpick_problem *p, size_t *temp, size_t *co
   *counters = 0;
   if (p->op == KPICK_OP_GATED) *temp = (size_t)p->m_max * (size_t)p->n * 2 * 2;
   if (p->dtype == KPICK_FP8) *temp = fp8_scratch(p->m_max, p->w_rows, p->k).bytes;
-  if (p->op == KPICK_OP_MOE) *temp = kp_moe_scratch_bytes(p->m_max, p->topk, p->n, p->k);
+  if (p->op == KPICK_OP_MOE) *temp = kp_moe_scratch_bytes(p->dtype, p->m_max, p->topk, p->n, p->k);
   for (int32_t i = 0; i < KP_NCAND; i++) {
     const kp_row *r = &kp_space[i];
     if (r->op != p->op || r->family_id != KP_FAM_splitk) continue;
@@ -589,7 +604,11 @@ int be_launch_moe(int32_t cand, int32_t dtype, const void *x, const void *w_gate
     return kp_fail(KPICK_E_UNSUPPORTED, "launch", "%s needs N %% 8 == 0, K %% 8 == 0 and 16-byte aligned x and weights",
                    r->name);
   kp_scratch ws;
-  KP_TRY(scratch_get(kp_moe_scratch_bytes(m, topk, n, k), 0, (hipStream_t)stream, &ws));
+  if (!kp_row_takes(r, dtype)) /* the rows of one numeric class read one weight layout */
+    return kp_fail(KPICK_E_UNSUPPORTED, "launch", "%s does not take dtype %d", r->name, (int)dtype);
+  if (dtype == KPICK_FP8 && (n % 16 != 0 || k % 16 != 0))
+    return kp_fail(KPICK_E_UNSUPPORTED, "launch", "%s: fp8 experts need N %% 16 == 0 and K %% 16 == 0", r->name);
+  KP_TRY(scratch_get(kp_moe_scratch_bytes(dtype, m, topk, n, k), 0, (hipStream_t)stream, &ws));
   const kp_moe_call mc = {w_down, ids, weights, experts, topk, &ws};
   kp_call c = {cand, KPICK_OP_MOE, dtype, x, w_gate_up, y, m, n, k, (hipStream_t)stream, (r->flags & KF_PDL) != 0,
                g.prop.warpSize, &mc};
@@ -605,9 +624,9 @@ int be_moe_route(int32_t dtype, const void *logits, int32_t m, int32_t experts, 
 static int launch_copy(struct kpick_problem *p, int32_t cand, int32_t copy) {
   struct gpu_problem *gp = (struct gpu_problem *)p->be;
   if (p->op == KPICK_OP_MOE) {
-    const char *w = (const char *)gp->w[copy];
-    return be_launch_moe(cand, p->dtype, gp->x, w, w + (size_t)p->experts * 2 * p->n * p->k * 2, gp->ids, gp->gates,
-                         gp->y, p->m, p->experts, p->topk, p->n, p->k, g.stream);
+    const char *w = (const char *)gp->w[copy]; /* W_gate_up, then W_down (common/moe.h) */
+    return be_launch_moe(cand, p->dtype, gp->x, w, w + kp_moe_gate_up_bytes(p->dtype, p->experts, p->n, p->k), gp->ids,
+                         gp->gates, gp->y, p->m, p->experts, p->topk, p->n, p->k, g.stream);
   }
   return be_launch(cand, p->op, p->dtype, gp->x, gp->w[copy], gp->y, p->m, p->n, p->k, g.stream);
 }
@@ -767,7 +786,8 @@ int be_time(struct kpick_problem *p, int32_t cand, int32_t nsamples, double *us)
 }
 
 /* moe: the floor streams W_gate_up and W_down of each expert the active rows
- * route to, in one kernel: the bytes a call must read at least */
+ * route to (fp8: their codes and scales), in one kernel: the bytes a call must
+ * read at least */
 static int moe_floor_list(struct kpick_problem *p, int32_t *nused) {
   struct gpu_problem *gp = (struct gpu_problem *)p->be;
   int32_t used[KPICK_MAX_EXPERTS];
@@ -784,8 +804,8 @@ int be_time_floor(struct kpick_problem *p, int32_t nsamples, double *us) {
   KP_TRY(batch(slot, gp->calls, [&](int i) {
     KP_TRY(launch_producer(p));
     if (p->op == KPICK_OP_MOE)
-      return kp_moe_floor_launch(gp->w[i % p->copies], gp->floor_used + (size_t)p->m * p->experts, nused, p->experts,
-                                 p->n, p->k, gp->sink, g.stream, g.has_pdl);
+      return kp_moe_floor_launch(p->dtype, gp->w[i % p->copies], gp->floor_used + (size_t)p->m * p->experts, nused,
+                                 p->experts, p->n, p->k, gp->sink, g.stream, g.has_pdl);
     return kp_floor_launch(gp->w[i % p->copies], p->w_bytes, gp->sink, g.stream, g.has_pdl);
   }));
   hipGraphExec_t producer = NULL;

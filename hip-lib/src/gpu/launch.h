@@ -106,8 +106,10 @@ int kp_e4m3_quant_launch(const void *x, void *xq, float *sx, int32_t m, int64_t 
 int kp_w8a8_epilogue_launch(int32_t op, const float *d, const float *sx, const float *sw, void *y, int32_t m, int64_t n,
                             hipStream_t stream);
 /* moe.hip: the moe op's families (plan, grouped gemv, grouped mma, the batched-BLAS
- * default), its read floor over the experts read, and the routing of the step */
-size_t kp_moe_scratch_bytes(int32_t m, int32_t topk, int64_t n, int64_t k);
+ * default; fp8 experts: the W8A8 default over cuBLASLt's fp8 batch, the W8A16 grouped
+ * gemv), its read floor over the experts read (dtype: their bytes, fp8 codes and
+ * scales), and the routing of the step */
+size_t kp_moe_scratch_bytes(int32_t dtype, int32_t m, int32_t topk, int64_t n, int64_t k);
 int kp_moe_blas_available(void);
 int kp_moe_blas_launch(const struct kp_call *c);
 int kp_moe_gemv_built(int32_t cand);
@@ -115,8 +117,11 @@ int kp_moe_gemv_launch(const struct kp_call *c, int rows_per_block);
 int kp_moe_mma_built(int32_t cand);
 int kp_moe_mma_launch(const struct kp_call *c, int warps);
 int kp_moe_wgmma_launch(const struct kp_call *c, int wg, int stages, int kb);
-int kp_moe_floor_launch(const void *w, const int32_t *used, int32_t nused, int32_t experts, int64_t n, int64_t k,
-                        float *sink, hipStream_t stream, int pdl);
+int kp_moe_w8a8_blas_launch(const struct kp_call *c);
+int kp_moe_w8a16_built(int32_t cand);
+int kp_moe_w8a16_launch(const struct kp_call *c, int rows_per_block);
+int kp_moe_floor_launch(int32_t dtype, const void *w, const int32_t *used, int32_t nused, int32_t experts, int64_t n,
+                        int64_t k, float *sink, hipStream_t stream, int pdl);
 int kp_moe_route_launch(int32_t dtype, const void *logits, int32_t m, int32_t experts, int32_t topk, int32_t *ids,
                         float *weights, hipStream_t stream, int warp);
 /* util.hip: the read floor, the producer of in-step timing, the silu-mul node,

@@ -29,6 +29,9 @@
  *                   block routes itself from ids (no plan), and the last down
  *                   block of a tile of y sums its rows (no combine kernel).
  *                   The same sums in the same order: the bits of moe.mma's W.
+ *   moe.w8a8.blas, moe.w8a16.gemv.rpbR.uU[.pdl]  fp8 experts (KPICK_FP8): the
+ *                   W8A8 default over cuBLASLt's pointer-array fp8 batch, and
+ *                   moe.gemv over e4m3 codes (the fp8 section below).
  * Every family sums a row's experts in ascending expert id, in fp32, rounding
  * once; h = silu(g)*u is rounded to the dtype between the two GEMMs. Bits of
  * the gemv family do not depend on R or U (a lane accumulates its pieces in
@@ -44,8 +47,10 @@
 #include <string.h>
 
 #include "../common/error.h"
+#include "blaslt.h"
 #include "check.h"
 #include "dtype.h"
+#include "fp8_core.h"
 #include "launch.h"
 #include "gemv_core.h"
 #include "mma_core.h"
@@ -55,6 +60,10 @@
 #include <dlfcn.h>
 #endif
 
+extern "C" {
+#include "../common/moe.h" /* C: the fp8 buffers' sizes (kp_moe_gate_up_bytes) */
+}
+
 static constexpr int kp_moe_plan_threads = 1024; /* one per expert: KPICK_MAX_EXPERTS */
 static_assert(KPICK_MAX_EXPERTS <= kp_moe_plan_threads, "the plan gives each expert a thread");
 static_assert(KPICK_MAX_ROWS <= 128, "the plan keeps an expert's rows in 4 words");
@@ -62,28 +71,36 @@ static constexpr int kp_moe_gemv_rows = 8; /* rows a gemv warp holds: the gemv r
 
 static size_t kp_align(size_t v) { return (v + 255) / 256 * 256; }
 
-/* the scratch layout of one call: plan, h [P, N], o fp32 [P, K], then the
- * default's gate/up product [P, 2N], its o [P, K] and its 6 pointer arrays,
- * then moe.wgmma's x rows gathered in plan order [P, K] */
+/* the scratch layout of one call: plan, h [P, N] (bf16 for fp8 experts), o
+ * fp32 [P, K], then the default's gate/up product [P, 2N] (the dtype; fp8:
+ * fp32 unit-scale sums), its o [P, K] (the dtype; fp8 uses o above) and its 6
+ * pointer arrays, then moe.wgmma's x rows gathered in plan order [P, K]
+ * (not for fp8), then fp8's: x's codes [m, K] and row scales [m], h's codes
+ * [P, N] and pair scales [P]. An unused part takes no room. */
 struct kp_moe_layout {
-  size_t plan, h, o, gu, ob, ptrs, xg, total;
+  size_t plan, h, o, gu, ob, ptrs, xg, xq, sx, hq, sh, total;
 };
-static kp_moe_layout kp_moe_layout_of(int32_t m, int32_t topk, int64_t n, int64_t k) {
-  const size_t P = (size_t)m * (size_t)topk;
+static kp_moe_layout kp_moe_layout_of(int32_t dtype, int32_t m, int32_t topk, int64_t n, int64_t k) {
+  const bool fp8 = dtype == KPICK_FP8;
+  const size_t P = (size_t)m * (size_t)topk, M = (size_t)m, N = (size_t)n, K = (size_t)k;
   kp_moe_layout l;
   l.plan = 0;
   l.h = kp_align(sizeof(kp_moe_plan));
-  l.o = l.h + kp_align(P * (size_t)n * 2);
-  l.gu = l.o + kp_align(P * (size_t)k * 4);
-  l.ob = l.gu + kp_align(P * (size_t)n * 4);
-  l.ptrs = l.ob + kp_align(P * (size_t)k * 2);
+  l.o = l.h + kp_align(P * N * 2);
+  l.gu = l.o + kp_align(P * K * 4);
+  l.ob = l.gu + kp_align(P * 2 * N * (fp8 ? 4 : 2));
+  l.ptrs = l.ob + kp_align(fp8 ? 0 : P * K * 2);
   l.xg = l.ptrs + kp_align(6 * P * sizeof(void *));
-  l.total = l.xg + kp_align(P * (size_t)k * 2);
+  l.xq = l.xg + kp_align(fp8 ? 0 : P * K * 2);
+  l.sx = l.xq + kp_align(fp8 ? M * K : 0);
+  l.hq = l.sx + kp_align(fp8 ? M * 4 : 0);
+  l.sh = l.hq + kp_align(fp8 ? P * N : 0);
+  l.total = l.sh + kp_align(fp8 ? P * 4 : 0);
   return l;
 }
 
-size_t kp_moe_scratch_bytes(int32_t m, int32_t topk, int64_t n, int64_t k) {
-  return kp_moe_layout_of(m, topk, n, k).total;
+size_t kp_moe_scratch_bytes(int32_t dtype, int32_t m, int32_t topk, int64_t n, int64_t k) {
+  return kp_moe_layout_of(dtype, m, topk, n, k).total;
 }
 
 /* ---- the plan ---- */
@@ -606,14 +623,23 @@ __global__ void kp_moe_mma_kernel(kp_moe_mma_args a) {
 }
 #endif
 
+/* where a combine finds each pair's o */
+enum {
+  KP_MOE_O_PLAN = 0, /* fp32 in plan order (the planned families) */
+  KP_MOE_O_PAIR = 1, /* the dtype per pair (moe.blas) */
+  KP_MOE_O_FP8 = 2,  /* fp32 unit-scale sums per pair (moe.w8a8.blas): o = bf16(sum * (sh[pair] * sw[e * K + c])) */
+};
+
 /* y[t, c] = sum over t's valid slots in ascending expert id of weight * o,
- * fp32, rounded once; o is fp32 in plan order (PAIR = false) or the dtype
- * per pair (PAIR = true: moe.blas). A block per (row, 256 columns). */
-template <int DT, bool PAIR>
+ * fp32, rounded once; SRC says what o is (sh, sw: KP_MOE_O_FP8's h scales per
+ * pair and W_down's row scales, else unused). A block per (row, 256 columns). */
+template <int DT, int SRC>
 __global__ void __launch_bounds__(256)
     kp_moe_combine_kernel(const void *__restrict__ o, const kp_moe_plan *pl, const int32_t *__restrict__ ids,
-                          const float *__restrict__ weights, uint16_t *__restrict__ y, int32_t topk, int32_t E, int64_t K) {
-  __shared__ int32_t where[KPICK_MAX_TOPK];
+                          const float *__restrict__ weights, const float *__restrict__ sh, const float *__restrict__ sw,
+                          uint16_t *__restrict__ y, int32_t topk, int32_t E, int64_t K) {
+  constexpr bool PAIR = SRC != KP_MOE_O_PLAN;
+  __shared__ int32_t where[KPICK_MAX_TOPK], expert[KPICK_MAX_TOPK];
   __shared__ float gate[KPICK_MAX_TOPK];
   __shared__ int n;
   const int t = blockIdx.x;
@@ -628,6 +654,7 @@ __global__ void __launch_bounds__(256)
     }
     if (valid) {
       where[rank] = PAIR ? t * topk + j : pl->pos[t * topk + j];
+      expert[rank] = e;
       gate[rank] = weights[t * topk + j];
     }
     const int k = __popcll(kp_ballot(valid));
@@ -639,26 +666,35 @@ __global__ void __launch_bounds__(256)
     const float sum = kp_moe_row_sum(
         n, [&](int i) { return gate[i]; },
         [&](int i) {
-          return PAIR ? kp_load1<DT>((const uint16_t *)o + (int64_t)where[i] * K + c)
-                      : ((const float *)o)[(int64_t)where[i] * K + c];
+          const int64_t at = (int64_t)where[i] * K + c;
+          if constexpr (SRC == KP_MOE_O_FP8)
+            return kp_bf16_round(((const float *)o)[at] * (sh[where[i]] * sw[(int64_t)expert[i] * K + c]));
+          else if constexpr (SRC == KP_MOE_O_PAIR)
+            return kp_load1<DT>((const uint16_t *)o + at);
+          else
+            return ((const float *)o)[at];
         });
     y[(int64_t)t * K + c] = kp_round<DT>(sum);
   }
 }
 
-/* ---- moe.blas: pointer arrays for the vendor's batched GEMM ---- */
-__global__ void kp_moe_pointers_kernel(const uint16_t *x, const uint16_t *wgu, const uint16_t *wd, const int32_t *ids,
-                                       int32_t E, int32_t P, int32_t topk, int64_t N, int64_t K, uint16_t *gu,
-                                       uint16_t *hb, uint16_t *ob, const void **ptr) {
+/* ---- moe.blas and moe.w8a8.blas: pointer arrays for the vendor's batched GEMM ----
+ * Per pair i: W_gate_up of its expert, its row of x, its gate/up product, W_down of
+ * its expert, its h, its o. IN: bytes of a weight, x and h element (2, or 1: fp8
+ * codes); OUT: of a product and o element (2, or 4: fp8's fp32 sums). */
+template <int IN, int OUT>
+__global__ void kp_moe_pointers_kernel(const char *x, const char *wgu, const char *wd, const int32_t *ids, int32_t E,
+                                       int32_t P, int32_t topk, int64_t N, int64_t K, char *gu, char *hb, char *ob,
+                                       const void **ptr) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= P) return;
   const int64_t e = ids[i] >= 0 && ids[i] < E ? ids[i] : 0; /* an invalid slot is computed, then skipped */
-  ptr[i] = wgu + e * 2 * N * K;
-  ptr[P + i] = x + (int64_t)(i / topk) * K;
-  ptr[2 * P + i] = gu + (int64_t)i * 2 * N;
-  ptr[3 * P + i] = wd + e * K * N;
-  ptr[4 * P + i] = hb + (int64_t)i * N;
-  ptr[5 * P + i] = ob + (int64_t)i * K;
+  ptr[i] = wgu + e * 2 * N * K * IN;
+  ptr[P + i] = x + (int64_t)(i / topk) * K * IN;
+  ptr[2 * P + i] = gu + (int64_t)i * 2 * N * OUT;
+  ptr[3 * P + i] = wd + e * K * N * IN;
+  ptr[4 * P + i] = hb + (int64_t)i * N * IN;
+  ptr[5 * P + i] = ob + (int64_t)i * K * OUT;
 }
 
 #if defined(KPICK_GPU_CUDA)
@@ -733,7 +769,7 @@ static int kp_moe_blas_gemms(const struct kp_call *c, const void **ptr, int P) {
   KP_CUBLAS(kp_cublas.gemm(kp_cublas.handle, KP_CUBLAS_OP_T, KP_CUBLAS_OP_N, 2 * N, 1, K, &one, ptr, type, K, ptr + P,
                            type, K, &zero, (void *const *)(ptr + 2 * P), type, 2 * N, P, KP_CUBLAS_COMPUTE_32F,
                            KP_CUBLAS_GEMM_DEFAULT));
-  const kp_moe_layout l = kp_moe_layout_of(c->m, mc->topk, c->n, c->k);
+  const kp_moe_layout l = kp_moe_layout_of(c->dtype, c->m, mc->topk, c->n, c->k);
   char *base = (char *)mc->ws->temp;
   KP_TRY(kp_silu_mul_launch(c->dtype, base + l.gu, base + l.h, P, c->n, c->stream));
   KP_CUBLAS(kp_cublas.gemm(kp_cublas.handle, KP_CUBLAS_OP_T, KP_CUBLAS_OP_N, K, 1, N, &one, ptr + 3 * P, type, N,
@@ -749,14 +785,19 @@ static int kp_moe_blas_gemms(const struct kp_call *c, const void **ptr, int P) {
 #endif
 
 /* ---- launchers ---- */
-/* y from the per-pair outputs o (pair: indexed by pair, else by plan slot), in c's dtype */
-static int kp_moe_combine(const struct kp_call *c, const void *o, const kp_moe_plan *pl, bool pair) {
+/* y from the per-pair outputs o (src: KP_MOE_O_*; sh, sw for KP_MOE_O_FP8), in c's
+ * dtype (fp8 experts: bf16) */
+static int kp_moe_combine(const struct kp_call *c, const void *o, const kp_moe_plan *pl, int src,
+                          const float *sh = nullptr, const float *sw = nullptr) {
   const struct kp_moe_call *mc = c->moe;
-  const bool bf16 = c->dtype == KP_DT_BF16;
-  const auto k = pair ? (bf16 ? kp_moe_combine_kernel<KP_DT_BF16, true> : kp_moe_combine_kernel<KP_DT_FP16, true>)
-                      : (bf16 ? kp_moe_combine_kernel<KP_DT_BF16, false> : kp_moe_combine_kernel<KP_DT_FP16, false>);
-  KP_GPU(kp_launch(k, dim3((unsigned)c->m, (unsigned)((c->k + 255) / 256)), dim3(256), c->stream, false, o, pl, mc->ids, mc->weights,
-                   (uint16_t *)c->y, mc->topk, mc->experts, c->k));
+  const bool fp16 = c->dtype == KP_DT_FP16;
+  const auto k = src == KP_MOE_O_FP8  ? kp_moe_combine_kernel<KP_DT_BF16, KP_MOE_O_FP8>
+                 : src == KP_MOE_O_PAIR ? (fp16 ? kp_moe_combine_kernel<KP_DT_FP16, KP_MOE_O_PAIR>
+                                                : kp_moe_combine_kernel<KP_DT_BF16, KP_MOE_O_PAIR>)
+                                        : (fp16 ? kp_moe_combine_kernel<KP_DT_FP16, KP_MOE_O_PLAN>
+                                                : kp_moe_combine_kernel<KP_DT_BF16, KP_MOE_O_PLAN>);
+  KP_GPU(kp_launch(k, dim3((unsigned)c->m, (unsigned)((c->k + 255) / 256)), dim3(256), c->stream, false, o, pl, mc->ids,
+                   mc->weights, sh, sw, (uint16_t *)c->y, mc->topk, mc->experts, c->k));
   return KPICK_OK;
 }
 
@@ -771,15 +812,14 @@ int kp_moe_blas_launch(const struct kp_call *c) {
   const struct kp_moe_call *mc = c->moe;
   if (!kp_moe_blas_available()) return kp_fail(KPICK_E_UNSUPPORTED, "moe.blas", "cuBLAS could not be loaded");
   const int P = c->m * mc->topk;
-  const kp_moe_layout l = kp_moe_layout_of(c->m, mc->topk, c->n, c->k);
+  const kp_moe_layout l = kp_moe_layout_of(c->dtype, c->m, mc->topk, c->n, c->k);
   char *base = (char *)mc->ws->temp;
   const void **ptr = (const void **)(base + l.ptrs);
-  KP_GPU(kp_launch(kp_moe_pointers_kernel, dim3((unsigned)((P + 127) / 128)), dim3(128), c->stream, false,
-                   (const uint16_t *)c->x, (const uint16_t *)c->w, (const uint16_t *)mc->w_down, mc->ids, mc->experts,
-                   P, mc->topk, c->n, c->k, (uint16_t *)(base + l.gu), (uint16_t *)(base + l.h),
-                   (uint16_t *)(base + l.ob), ptr));
+  KP_GPU(kp_launch(kp_moe_pointers_kernel<2, 2>, dim3((unsigned)((P + 127) / 128)), dim3(128), c->stream, false,
+                   (const char *)c->x, (const char *)c->w, (const char *)mc->w_down, mc->ids, mc->experts, P, mc->topk,
+                   c->n, c->k, base + l.gu, base + l.h, base + l.ob, ptr));
   KP_TRY(kp_moe_blas_gemms(c, ptr, P));
-  return kp_moe_combine(c, base + l.ob, nullptr, true);
+  return kp_moe_combine(c, base + l.ob, nullptr, KP_MOE_O_PAIR);
 }
 
 typedef void (*kp_moe_up_fn)(const uint16_t *, const uint16_t *, const kp_moe_plan *, uint16_t *, int32_t, int64_t,
@@ -832,7 +872,7 @@ int kp_moe_gemv_launch(const struct kp_call *c, int rows_per_block) {
   const kp_moe_down_fn down = c->m >= 1 && c->m <= kp_moe_gemv_rows ? set.down[d][c->m - 1] : nullptr;
   if (!up || !down || rows_per_block < 1 || rows_per_block > 8)
     return kp_fail(KPICK_E_UNSUPPORTED, "moe.gemv", "no kernel for m=%d, R=%d, pdl=%d", (int)c->m, rows_per_block, c->pdl);
-  const kp_moe_layout l = kp_moe_layout_of(c->m, mc->topk, c->n, c->k);
+  const kp_moe_layout l = kp_moe_layout_of(c->dtype, c->m, mc->topk, c->n, c->k);
   char *base = (char *)mc->ws->temp;
   kp_moe_plan *pl = (kp_moe_plan *)(base + l.plan);
   uint16_t *h = (uint16_t *)(base + l.h);
@@ -898,7 +938,7 @@ int kp_moe_mma_launch(const struct kp_call *c, int warps) {
   if (set.fused && (c->k + 15) / 16 * (int64_t)sizeof(int32_t) > (int64_t)sizeof(kp_moe_plan))
     return kp_fail(KPICK_E_UNSUPPORTED, "moe.fused", "K %lld: more arrival counts than the plan's room",
                    (long long)c->k);
-  const kp_moe_layout l = kp_moe_layout_of(c->m, mc->topk, c->n, c->k);
+  const kp_moe_layout l = kp_moe_layout_of(c->dtype, c->m, mc->topk, c->n, c->k);
   char *base = (char *)mc->ws->temp;
   kp_moe_plan *pl = (kp_moe_plan *)(base + l.plan);
   /* an item per active expert and one more per kp_moe_mma_chunk rows past its first (the
@@ -923,7 +963,7 @@ int kp_moe_mma_launch(const struct kp_call *c, int warps) {
   KP_GPU(kp_launch(set.down[d], dim3((unsigned)((down_tiles + per_block - 1) / per_block), (unsigned)max_items), block,
                    c->stream, pdl, down));
   if (set.fused) return KPICK_OK;
-  return kp_moe_combine(c, base + l.o, pl, false);
+  return kp_moe_combine(c, base + l.o, pl, KP_MOE_O_PLAN);
 }
 
 /* moe.wgmma: the plan, x's rows gathered in plan order (the copy engine reads
@@ -947,7 +987,7 @@ int kp_moe_wgmma_launch(const struct kp_call *c, int wg, int stages, int kb) {
   if (c->k % 8 != 0 || c->n % 8 != 0 || !kp_wgmma_moe_fits(wg, stages, kb))
     return kp_fail(KPICK_E_UNSUPPORTED, "moe.wgmma", "N %lld and K %lld must be multiples of 8, WG=%d T=%d KB=%d must fit",
                    (long long)c->n, (long long)c->k, wg, stages, kb);
-  const kp_moe_layout l = kp_moe_layout_of(c->m, mc->topk, c->n, c->k);
+  const kp_moe_layout l = kp_moe_layout_of(c->dtype, c->m, mc->topk, c->n, c->k);
   char *base = (char *)mc->ws->temp;
   kp_moe_plan *pl = (kp_moe_plan *)(base + l.plan);
   uint16_t *xg = (uint16_t *)(base + l.xg), *h = (uint16_t *)(base + l.h);
@@ -960,27 +1000,363 @@ int kp_moe_wgmma_launch(const struct kp_call *c, int wg, int stages, int kb) {
   KP_TRY(kp_wgmma_moe_launch(c, wg, stages, kb, &up));
   const kp_wgmma_moe_op down = {0, mc->w_down, E * c->k, c->n, c->k, h, P, base + l.o, c->k, pl, kp_moe_wgmma_chunk, items};
   KP_TRY(kp_wgmma_moe_launch(c, wg, stages, kb, &down));
-  return kp_moe_combine(c, base + l.o, pl, false);
+  return kp_moe_combine(c, base + l.o, pl, KP_MOE_O_PLAN);
 }
 
-/* ---- the read floor over the experts a call reads ---- */
+/* ---- fp8 experts (kpick.h KPICK_FP8: W_gate_up one buffer of E * 2N rows x K,
+ * W_down one of E * K rows x N, each row its own scale; x and y bf16) ----
+ * Every GEMM is computed as its numeric class computes a linear (fp8.hip), and
+ * g, u, h and each pair's o are rounded to bf16, as the CPU's rows round them.
+ *   moe.w8a16.gemv.rpbR.uU[.pdl]  moe.gemv's three nodes over the codes: a lane
+ *        takes 16 codes a piece (one 16-byte load; the bf16 gemv's holds 8
+ *        weights), decodes them exactly and multiplies them with bf16 x (two
+ *        16-byte loads) in fp32 FMAs, piece after piece, in two halves of 8;
+ *        the warp's fixed butterfly, then the row's scale once. So R and U
+ *        change no bit: one class head.
+ *   moe.w8a8.blas  the class default, shaped like moe.blas: x quantized per row
+ *        (fp8.hip's quant node), the pointer arrays, cuBLASLt's pointer-array
+ *        batch of e4m3 GEMVs for gate/up into fp32 (unit scales), a node that
+ *        scales, rounds and silu-muls each pair's gate/up and quantizes its h as
+ *        the quant node quantizes x, the batch for down, then the combine, which
+ *        scales each pair's o before its weighted sum. 6 nodes. */
+
+/* the fp32 row scales of an fp8 buffer of rows x k codes at w */
+static const float *kp_fp8_scales(const void *w, int64_t rows, int64_t k) {
+  return (const float *)((const char *)w + KPICK_FP8_SCALES_AT(rows, k));
+}
+
+/* acc[r][i] += this lane's share of dot(w[r], xr[i]) over len (a multiple of
+ * 16), w[r] e4m3 codes, xr[i] bf16: pieces of kp_warp * 16 elements in order,
+ * U loads of each weight row in flight, rows i < rows only. */
+template <int NR, int U, int M>
+__device__ __forceinline__ void kp_moe_fp8_dot(const uint8_t *const (&w)[NR], const uint16_t *const (&xr)[M],
+                                               int64_t len, int lane, int rows, float (&acc)[NR][M]) {
+  constexpr int64_t chunk = (int64_t)kp_warp * 16;
+  const int64_t nq = (len + chunk - 1) / chunk;
+  const kp_v16 zero = {0u, 0u, 0u, 0u};
+#pragma unroll 1
+  for (int64_t q0 = 0; q0 < nq; q0 += U) {
+    kp_v16 wv[NR][U];
+#pragma unroll
+    for (int b = 0; b < U; ++b) {
+      const int64_t off = (q0 + b) * chunk + lane * 16;
+      const bool ok = q0 + b < nq && off < len;
+#pragma unroll
+      for (int r = 0; r < NR; ++r) wv[r][b] = ok ? kp_ld_stream(w[r] + off) : zero;
+    }
+    kp_batch_fence(false);
+#pragma unroll
+    for (int b = 0; b < U; ++b) {
+      const int64_t off = (q0 + b) * chunk + lane * 16;
+      if (q0 + b >= nq || off >= len) continue;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float wf[NR][8];
+#pragma unroll
+        for (int r = 0; r < NR; ++r)
+          kp_e4m3_unpack8(half ? wv[r][b].z : wv[r][b].x, half ? wv[r][b].w : wv[r][b].y, wf[r]);
+#pragma unroll
+        for (int i = 0; i < M; ++i) {
+          if (i >= rows) continue;
+          float xf[8];
+          kp_unpack8<KP_DT_BF16>(kp_ld_act(xr[i] + off + half * 8), xf);
+#pragma unroll
+          for (int r = 0; r < NR; ++r) {
+            float a = acc[r][i];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) a = fmaf(wf[r][e], xf[e], a);
+            acc[r][i] = a;
+          }
+        }
+      }
+    }
+  }
+}
+
+/* h[pair] = bf16(silu(g) * u), g = bf16(gate sum * its row's scale), u alike,
+ * for every pair of active expert blockIdx.y: a warp per column n, the
+ * expert's rows M at a time (kp_moe_gemv_up_kernel over codes). */
+template <int M, int U, bool PDL>
+__global__ void __launch_bounds__(8 * KP_WARP)
+    kp_moe_w8a16_up_kernel(const uint16_t *__restrict__ x, const uint8_t *__restrict__ wgu, const float *__restrict__ sgu,
+                           const kp_moe_plan *pl, uint16_t *__restrict__ h, int32_t topk, int64_t N, int64_t K) {
+  if (PDL) kp_pdl_trigger();
+  kp_batch_fence(true);
+  const int u = blockIdx.y;
+  if (u >= pl->nused) return;
+  const int lane = threadIdx.x % kp_warp;
+  const int64_t n = (int64_t)blockIdx.x * (blockDim.x / kp_warp) + threadIdx.x / kp_warp;
+  if (n >= N) return;
+  const int64_t e = pl->used[u], gr = e * 2 * N + n, ur = gr + N; /* the buffer's rows: expert e's gate row n, up row n */
+  const int s = pl->start[u], cnt = pl->start[u + 1] - s;
+  const uint8_t *w[2] = {wgu + gr * K, wgu + ur * K};
+  const float sg = sgu[gr], su = sgu[ur];
+  for (int base = 0; base < cnt; base += M) {
+    const int rows = cnt - base < M ? cnt - base : M;
+    const uint16_t *xr[M];
+#pragma unroll
+    for (int i = 0; i < M; ++i)
+      xr[i] = x + (int64_t)(pl->order[s + base + (i < rows ? i : rows - 1)] / topk) * K;
+    float acc[2][M];
+#pragma unroll
+    for (int i = 0; i < M; ++i) acc[0][i] = acc[1][i] = 0.0f;
+    kp_moe_fp8_dot<2, U, M>(w, xr, K, lane, rows, acc);
+    float mine = 0.0f;
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      if (i >= rows) continue;
+      const float g = kp_warp_sum<kp_warp>(acc[0][i]), up = kp_warp_sum<kp_warp>(acc[1][i]);
+      if (lane == i) mine = kp_silu_mul(kp_bf16_round(g * sg), kp_bf16_round(up * su));
+    }
+    if (lane < rows) h[(int64_t)(s + base + lane) * N + n] = kp_round<KP_DT_BF16>(mine);
+  }
+}
+
+/* y[t, c] = sum over t's experts, ascending id, of weight * bf16(dot(h[pair],
+ * Wd[e][c]) * its row's scale): kp_moe_gemv_down_kernel over codes, M = m <= 8. */
+template <int M, int U, bool PDL>
+__global__ void __launch_bounds__(8 * KP_WARP)
+    kp_moe_w8a16_down_kernel(const uint16_t *__restrict__ h, const uint8_t *__restrict__ wd, const float *__restrict__ sd,
+                             const kp_moe_plan *pl, const float *__restrict__ weights, uint16_t *__restrict__ y,
+                             int32_t m, int32_t topk, int64_t N, int64_t K) {
+  if (PDL) kp_pdl_trigger();
+  kp_batch_fence(true);
+  __shared__ int32_t s_used[KPICK_MAX_EXPERTS], s_start[KPICK_MAX_EXPERTS + 1];
+  const int nused = pl->nused;
+  for (int i = threadIdx.x; i <= nused; i += blockDim.x) {
+    if (i < nused) s_used[i] = pl->used[i];
+    s_start[i] = pl->start[i];
+  }
+  __syncthreads();
+  const int lane = threadIdx.x % kp_warp;
+  const int64_t c = (int64_t)blockIdx.x * (blockDim.x / kp_warp) + threadIdx.x / kp_warp;
+  if (c >= K) return;
+  constexpr int64_t chunk = (int64_t)kp_warp * 16;
+  const int64_t nq = (N + chunk - 1) / chunk, total = (int64_t)nused * nq;
+  const kp_v16 zero = {0u, 0u, 0u, 0u};
+  float acc[M];
+#pragma unroll
+  for (int i = 0; i < M; ++i) acc[i] = 0.0f;
+  float mine = 0.0f;
+#pragma unroll 1
+  for (int64_t i0 = 0; i0 < total; i0 += U) {
+    kp_v16 wv[U];
+#pragma unroll
+    for (int b = 0; b < U; ++b) {
+      const int64_t i = i0 + b, u = i / nq, off = (i - u * nq) * chunk + lane * 16;
+      wv[b] = i < total && off < N ? kp_ld_stream(wd + ((int64_t)s_used[u] * K + c) * N + off) : zero;
+    }
+    kp_batch_fence(false);
+#pragma unroll
+    for (int b = 0; b < U; ++b) {
+      const int64_t i = i0 + b, u = i / nq, q = i - u * nq, off = q * chunk + lane * 16;
+      if (i >= total) continue;
+      const int s = s_start[u], cnt = s_start[u + 1] - s;
+      if (off < N) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          float wf[8];
+          kp_e4m3_unpack8(half ? wv[b].z : wv[b].x, half ? wv[b].w : wv[b].y, wf);
+#pragma unroll
+          for (int r = 0; r < M; ++r) {
+            if (r >= cnt) continue;
+            float xf[8];
+            kp_unpack8<KP_DT_BF16>(kp_ld_act(h + (int64_t)(s + r) * N + off + half * 8), xf);
+            float a = acc[r];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) a = fmaf(wf[e], xf[e], a);
+            acc[r] = a;
+          }
+        }
+      }
+      if (q == nq - 1) { /* the expert's last piece: its rows' dots are complete */
+        const float sc = sd[(int64_t)s_used[u] * K + c];
+#pragma unroll
+        for (int r = 0; r < M; ++r) {
+          if (r >= cnt) continue;
+          const float o = kp_bf16_round(kp_warp_sum<kp_warp>(acc[r]) * sc);
+          const int pair = pl->order[s + r];
+          if (lane == pair / topk) mine = fmaf(weights[pair], o, mine); /* as kp_moe_row_sum */
+          acc[r] = 0.0f;
+        }
+      }
+    }
+  }
+  if (lane < m) y[(int64_t)lane * K + c] = kp_round<KP_DT_BF16>(mine);
+}
+
+typedef void (*kp_moe_w8a16_up_fn)(const uint16_t *, const uint8_t *, const float *, const kp_moe_plan *, uint16_t *,
+                                   int32_t, int64_t, int64_t);
+typedef void (*kp_moe_w8a16_down_fn)(const uint16_t *, const uint8_t *, const float *, const kp_moe_plan *,
+                                     const float *, uint16_t *, int32_t, int32_t, int64_t, int64_t);
+/* the kernels of one moe.w8a16.gemv row: [m - 1], m = 1 .. rows_max */
+struct kp_moe_w8a16_set {
+  kp_moe_w8a16_up_fn up[kp_moe_gemv_rows];
+  kp_moe_w8a16_down_fn down[kp_moe_gemv_rows];
+};
+
+template <int U, bool PDL, int M>
+static void kp_moe_w8a16_fill(kp_moe_w8a16_set &s) {
+  s.up[M - 1] = kp_moe_w8a16_up_kernel<M, U, PDL>;
+  s.down[M - 1] = kp_moe_w8a16_down_kernel<M, U, PDL>;
+  if constexpr (M > 1) kp_moe_w8a16_fill<U, PDL, M - 1>(s);
+}
+
+template <int ID>
+static kp_moe_w8a16_set kp_moe_w8a16_row() {
+  constexpr kp_def r = kp_defs[ID];
+  kp_moe_w8a16_set s = {};
+  if constexpr (r.family == KP_FAM_moe_w8a16 && (!r.pdl() || kp_pdl_built)) {
+    static_assert(r.rows_max >= 1 && r.rows_max <= kp_moe_gemv_rows, "moe w8a16: rows stop at 8 (lane t keeps row t)");
+    static_assert(r.p0 >= 1 && r.p0 <= 8, "moe w8a16: R is 1..8 warps per block");
+    static_assert(r.p1 == 2 || r.p1 == 4 || r.p1 == 8, "moe w8a16: U is 2, 4 or 8 pieces of 16 codes in flight");
+    kp_moe_w8a16_fill<r.p1, r.pdl(), r.rows_max>(s);
+  }
+  return s;
+}
+
+static const kp_moe_w8a16_set kp_moe_w8a16_sets[KP_NCAND] = {
+#define CPU(...)
+#define GPU(id, ...) kp_moe_w8a16_row<KP_CAND_##id>(),
+#include "../space.def"
+};
+
+int kp_moe_w8a16_built(int32_t cand) { return kp_moe_w8a16_sets[cand].up[0] != nullptr; }
+
+int kp_moe_w8a16_launch(const struct kp_call *c, int rows_per_block) {
+  const struct kp_moe_call *mc = c->moe;
+  const kp_moe_w8a16_set &set = kp_moe_w8a16_sets[c->cand];
+  const bool fits = c->m >= 1 && c->m <= kp_moe_gemv_rows;
+  const kp_moe_w8a16_up_fn up = fits ? set.up[c->m - 1] : nullptr;
+  const kp_moe_w8a16_down_fn down = fits ? set.down[c->m - 1] : nullptr;
+  if (!up || !down || rows_per_block < 1 || rows_per_block > 8)
+    return kp_fail(KPICK_E_UNSUPPORTED, "moe.w8a16.gemv", "no kernel for m=%d, R=%d, pdl=%d", (int)c->m, rows_per_block,
+                   c->pdl);
+  if (c->dtype != KPICK_FP8 || c->n % 16 != 0 || c->k % 16 != 0)
+    return kp_fail(KPICK_E_UNSUPPORTED, "moe.w8a16.gemv", "takes fp8 experts with N and K multiples of 16 (dtype %d, N %lld, K %lld)",
+                   (int)c->dtype, (long long)c->n, (long long)c->k);
+  const kp_moe_layout l = kp_moe_layout_of(c->dtype, c->m, mc->topk, c->n, c->k);
+  char *base = (char *)mc->ws->temp;
+  kp_moe_plan *pl = (kp_moe_plan *)(base + l.plan);
+  uint16_t *h = (uint16_t *)(base + l.h);
+  const int P = c->m * mc->topk, max_used = kp_moe_max_used(P, mc->experts);
+  const int64_t E = mc->experts;
+  const float *sgu = kp_fp8_scales(c->w, E * 2 * c->n, c->k), *sd = kp_fp8_scales(mc->w_down, E * c->k, c->n);
+  const bool pdl = c->pdl != 0;
+  KP_TRY(kp_moe_plan_launch(mc->ids, c->m, mc->topk, mc->experts, 1 << 20, pl, c->stream, pdl));
+  const dim3 block(rows_per_block * c->warp);
+  KP_GPU(kp_launch(up, dim3((unsigned)((c->n + rows_per_block - 1) / rows_per_block), (unsigned)max_used), block,
+                   c->stream, pdl, (const uint16_t *)c->x, (const uint8_t *)c->w, sgu, (const kp_moe_plan *)pl, h,
+                   mc->topk, c->n, c->k));
+  KP_GPU(kp_launch(down, dim3((unsigned)((c->k + rows_per_block - 1) / rows_per_block)), block, c->stream, pdl,
+                   (const uint16_t *)h, (const uint8_t *)mc->w_down, sd, (const kp_moe_plan *)pl, mc->weights,
+                   (uint16_t *)c->y, c->m, mc->topk, c->n, c->k));
+  return KPICK_OK;
+}
+
+/* moe.w8a8.blas's middle node, a block per pair i (expert e, row t): g and u =
+ * bf16(sum * (sx[t] * row scale)) from the batch's unit-scale sums, h =
+ * bf16(silu(g) * u), then h's row quantized as fp8.hip's quant node quantizes
+ * a row of x (scale amax / 448, 1 for a zero row; the same division and
+ * encoding), so h's codes are those the CPU's default forms. hb keeps h in
+ * bf16 between the two passes, each thread rereading only what it wrote. */
+static constexpr int kp_moe_act_threads = 256;
+__global__ void __launch_bounds__(kp_moe_act_threads)
+    kp_moe_w8a8_act_kernel(const float *__restrict__ d, const float *__restrict__ sx, const float *__restrict__ sgu,
+                           const int32_t *__restrict__ ids, int32_t E, int32_t topk, int64_t N, uint16_t *__restrict__ hb,
+                           uint8_t *__restrict__ hq, float *__restrict__ sh) {
+  __shared__ float part[kp_moe_act_threads / 32];
+  const int i = blockIdx.x;
+  const int64_t e = ids[i] >= 0 && ids[i] < E ? ids[i] : 0; /* as the pointers: computed, then skipped */
+  const float s = sx[i / topk];
+  const float *di = d + (int64_t)i * 2 * N, *sw = sgu + e * 2 * N;
+  uint16_t *hi = hb + (int64_t)i * N;
+  float amax = 0.0f;
+  for (int64_t n = threadIdx.x; n < N; n += blockDim.x) {
+    const float g = kp_bf16_round(di[n] * (s * sw[n])), u = kp_bf16_round(di[N + n] * (s * sw[N + n]));
+    const uint16_t v = kp_round<KP_DT_BF16>(kp_silu_mul(g, u));
+    hi[n] = v;
+    amax = fmaxf(amax, fabsf(__uint_as_float((uint32_t)v << 16)));
+  }
+  amax = kp_block_max(amax, part);
+  const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+  if (threadIdx.x == 0) sh[i] = scale;
+  for (int64_t n = threadIdx.x; n < N; n += blockDim.x)
+    hq[(int64_t)i * N + n] = kp_e4m3_encode(__uint_as_float((uint32_t)hi[n] << 16) / scale);
+}
+
+int kp_moe_w8a8_blas_launch(const struct kp_call *c) {
+  const struct kp_moe_call *mc = c->moe;
+  if (c->dtype != KPICK_FP8 || c->n % 16 != 0 || c->k % 16 != 0)
+    return kp_fail(KPICK_E_UNSUPPORTED, "moe.w8a8.blas", "takes fp8 experts with N and K multiples of 16 (dtype %d, N %lld, K %lld)",
+                   (int)c->dtype, (long long)c->n, (long long)c->k);
+  const int P = c->m * mc->topk;
+  const int64_t N = c->n, K = c->k, E = mc->experts;
+  int count_gu = 0, count_dn = 0;
+  KP_TRY(kp_blas_fp8_batch_plan(P, 2 * N, K, &count_gu));
+  KP_TRY(kp_blas_fp8_batch_plan(P, K, N, &count_dn));
+  if (count_gu < 1 || count_dn < 1)
+    return kp_fail(KPICK_E_UNSUPPORTED, "moe.w8a8.blas", "no fp8 batch algo for %d pairs, N %lld, K %lld", P,
+                   (long long)N, (long long)K);
+  const kp_moe_layout l = kp_moe_layout_of(c->dtype, c->m, mc->topk, N, K);
+  char *base = (char *)mc->ws->temp;
+  const void **ptr = (const void **)(base + l.ptrs);
+  uint8_t *xq = (uint8_t *)(base + l.xq), *hq = (uint8_t *)(base + l.hq);
+  float *sx = (float *)(base + l.sx), *sh = (float *)(base + l.sh), *dgu = (float *)(base + l.gu),
+        *dd = (float *)(base + l.o);
+  KP_TRY(kp_e4m3_quant_launch(c->x, xq, sx, c->m, K, 0, c->stream));
+  KP_GPU(kp_launch(kp_moe_pointers_kernel<1, 4>, dim3((unsigned)((P + 127) / 128)), dim3(128), c->stream, false,
+                   (const char *)xq, (const char *)c->w, (const char *)mc->w_down, mc->ids, mc->experts, P, mc->topk, N, K,
+                   (char *)dgu, (char *)hq, (char *)dd, ptr));
+  /* gate/up: dgu[i] = W_gate_up[e] (2N x K) . xq[t]; down: dd[i] = W_down[e] (K x N) . hq[i] */
+  KP_TRY(kp_blas_fp8_batch(0, ptr, ptr + P, (void *const *)(ptr + 2 * P), P, 2 * N, K, mc->ws->blas, c->stream));
+  KP_GPU(kp_launch(kp_moe_w8a8_act_kernel, dim3((unsigned)P), dim3(kp_moe_act_threads), c->stream, false,
+                   (const float *)dgu, (const float *)sx, kp_fp8_scales(c->w, E * 2 * N, K), mc->ids, mc->experts,
+                   mc->topk, N, (uint16_t *)(base + l.h), hq, sh));
+  KP_TRY(kp_blas_fp8_batch(0, ptr + 3 * P, ptr + 4 * P, (void *const *)(ptr + 5 * P), P, K, N, mc->ws->blas, c->stream));
+  return kp_moe_combine(c, dd, nullptr, KP_MOE_O_FP8, sh, kp_fp8_scales(mc->w_down, E * K, N));
+}
+
+/* ---- the read floor over the experts a call reads ----
+ * An expert's bytes are spans of the problem's w, [at + e * stride, + bytes):
+ * W_gate_up's rows (bf16), or its codes and its scales (fp8), then W_down's
+ * alike. The kernel streams the 16-byte pieces that hold them. */
 static constexpr int kp_moe_read_threads = 512, kp_moe_read_u = 8;
 
-/* blockIdx.y: region 2u (W_gate_up of used[u]) or 2u + 1 (its W_down) */
+struct kp_moe_span {
+  int64_t at, stride, bytes;
+};
+struct kp_moe_spans {
+  kp_moe_span s[4]; /* W_gate_up: s[0] then s[1]; W_down: s[2] then s[3] (s[1], s[3] empty for bf16) */
+  int64_t pieces;   /* 16-byte pieces in w: none past them is read */
+};
+
+/* the pieces of span sp of expert e: first, count */
+__device__ __forceinline__ void kp_moe_span_pieces(const kp_moe_span &sp, int64_t e, int64_t pieces, int64_t &first,
+                                                   int64_t &count) {
+  const int64_t a = sp.at + e * sp.stride, end = (a + sp.bytes + 15) / 16;
+  first = a / 16;
+  count = sp.bytes > 0 ? (end < pieces ? end : pieces) - first : 0;
+  if (count < 0) count = 0;
+}
+
+/* blockIdx.y: region 2u (W_gate_up of used[u]) or 2u + 1 (its W_down), each two spans' pieces in turn */
 template <bool PDL>
 __global__ void __launch_bounds__(kp_moe_read_threads)
-    kp_moe_read_kernel(const char *w, const int32_t *used, int64_t gu_bytes, int64_t dn_bytes, int64_t E, float *sink) {
+    kp_moe_read_kernel(const char *w, const int32_t *used, kp_moe_spans sp, float *sink) {
   if (PDL) kp_pdl_trigger();
   const int64_t e = used[blockIdx.y >> 1];
-  const bool gu = (blockIdx.y & 1) == 0;
-  const kp_v16 *p = (const kp_v16 *)(gu ? w + e * gu_bytes : w + E * gu_bytes + e * dn_bytes);
-  const size_t n16 = (size_t)(gu ? gu_bytes : dn_bytes) / 16;
-  const size_t base = (size_t)blockIdx.x * kp_moe_read_threads * kp_moe_read_u + threadIdx.x;
+  const int r = (blockIdx.y & 1) * 2;
+  int64_t f0, n0, f1, n1;
+  kp_moe_span_pieces(sp.s[r], e, sp.pieces, f0, n0);
+  kp_moe_span_pieces(sp.s[r + 1], e, sp.pieces, f1, n1);
+  const kp_v16 *p = (const kp_v16 *)w;
+  const int64_t base = (int64_t)blockIdx.x * kp_moe_read_threads * kp_moe_read_u + threadIdx.x;
   kp_v16 v[kp_moe_read_u];
 #pragma unroll
   for (int q = 0; q < kp_moe_read_u; ++q) {
-    const size_t i = base + (size_t)q * kp_moe_read_threads;
-    v[q] = i < n16 ? kp_ld_stream(p + i) : kp_v16{0u, 0u, 0u, 0u};
+    const int64_t i = base + (int64_t)q * kp_moe_read_threads;
+    v[q] = i < n0 ? kp_ld_stream(p + f0 + i) : i < n0 + n1 ? kp_ld_stream(p + f1 + (i - n0)) : kp_v16{0u, 0u, 0u, 0u};
   }
   kp_batch_fence(true);
   float a = 0.0f;
@@ -989,21 +1365,39 @@ __global__ void __launch_bounds__(kp_moe_read_threads)
   if (a == 1.5e-30f) *sink = a;
 }
 
-int kp_moe_floor_launch(const void *w, const int32_t *used, int32_t nused, int32_t experts, int64_t n, int64_t k,
-                        float *sink, hipStream_t stream, int pdl) {
-  const int64_t gu = 2 * n * k * 2, dn = k * n * 2, per_block = (int64_t)kp_moe_read_threads * kp_moe_read_u * 16;
-  const dim3 grid((unsigned)((gu + per_block - 1) / per_block), (unsigned)(2 * nused)), block(kp_moe_read_threads);
+int kp_moe_floor_launch(int32_t dtype, const void *w, const int32_t *used, int32_t nused, int32_t experts, int64_t n,
+                        int64_t k, float *sink, hipStream_t stream, int pdl) {
+  const int64_t E = experts, gu_bytes = kp_moe_gate_up_bytes(dtype, experts, n, k);
+  const int64_t total = gu_bytes + kp_moe_down_bytes(dtype, experts, n, k);
+  kp_moe_spans sp;
+  if (dtype == KPICK_FP8) {
+    sp.s[0] = {0, 2 * n * k, 2 * n * k};
+    sp.s[1] = {KPICK_FP8_SCALES_AT(E * 2 * n, k), 2 * n * 4, 2 * n * 4};
+    sp.s[2] = {gu_bytes, k * n, k * n};
+    sp.s[3] = {gu_bytes + KPICK_FP8_SCALES_AT(E * k, n), k * 4, k * 4};
+  } else {
+    sp.s[0] = {0, 2 * n * k * 2, 2 * n * k * 2};
+    sp.s[1] = {0, 0, 0};
+    sp.s[2] = {gu_bytes, k * n * 2, k * n * 2};
+    sp.s[3] = {0, 0, 0};
+  }
+  sp.pieces = total / 16;
+  /* the most pieces a span takes: its bytes, and two more where it may start and end inside pieces */
+  auto most_of = [](const kp_moe_span &a) {
+    return a.bytes / 16 + (a.at % 16 != 0 || a.stride % 16 != 0 || a.bytes % 16 != 0 ? 2 : 0);
+  };
+  const int64_t gu = most_of(sp.s[0]) + most_of(sp.s[1]), dn = most_of(sp.s[2]) + most_of(sp.s[3]);
+  const int64_t most = gu > dn ? gu : dn, per_block = (int64_t)kp_moe_read_threads * kp_moe_read_u;
+  const dim3 grid((unsigned)((most + per_block - 1) / per_block), (unsigned)(2 * nused)), block(kp_moe_read_threads);
 #if defined(KPICK_GPU_CUDA)
   if (pdl) {
-    KP_GPU(kp_launch(kp_moe_read_kernel<true>, grid, block, stream, true, (const char *)w, used, gu, dn,
-                     (int64_t)experts, sink));
+    KP_GPU(kp_launch(kp_moe_read_kernel<true>, grid, block, stream, true, (const char *)w, used, sp, sink));
     return KPICK_OK;
   }
 #else
   if (pdl) return kp_fail(KPICK_E_UNSUPPORTED, "floor", "no PDL on this target");
 #endif
-  KP_GPU(kp_launch(kp_moe_read_kernel<false>, grid, block, stream, false, (const char *)w, used, gu, dn,
-                   (int64_t)experts, sink));
+  KP_GPU(kp_launch(kp_moe_read_kernel<false>, grid, block, stream, false, (const char *)w, used, sp, sink));
   return KPICK_OK;
 }
 
