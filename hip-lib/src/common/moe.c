@@ -73,54 +73,69 @@ int kp_moe_check_ids(const int32_t *ids, int32_t m, int32_t topk, int32_t expert
 
 /* Row r of a moe weight buffer w of `rows` rows x k in dtype, as fp64 into out[k]. */
 static void weight_row(int dtype, const void *w, int64_t rows, int64_t k, int64_t r, double *out) {
-  if (dtype == KPICK_FP8) {
-    kp_fp8_row(w, rows, k, r, out);
+  if (dtype == KPICK_FP8) { /* kp_fp8_row's values, through a table of the 256 codes (ldexpf a code is slow) */
+    double code[256];
+    float scale;
+    memcpy(&scale, (const char *)w + KPICK_FP8_SCALES_AT(rows, k) + 4 * r, 4);
+    for (int c = 0; c < 256; c++) code[c] = (double)scale * (double)kp_e4m3_to_f32((uint8_t)c);
+    const uint8_t *codes = (const uint8_t *)w + r * k;
+    for (int64_t c = 0; c < k; c++) out[c] = code[codes[c]];
     return;
   }
   const uint16_t *row = (const uint16_t *)w + r * k;
   for (int64_t c = 0; c < k; c++) out[c] = kp_to_f32(dtype, row[c]);
 }
 
+/* Per active expert: its gate/up rows and the down rows of the wanted columns
+ * dequantized once (fp8) or widened once, then every pair routed to it; the
+ * pairs of a row add in expert order, in fp64. */
 int kp_moe_reference(const struct kpick_problem *p, const int64_t *cols, int32_t ncols, double *y) {
   const int64_t N = p->n, K = p->k, E = p->experts;
   const int dt = p->dtype, xt = dt == KPICK_FP8 ? KPICK_BF16 : dt; /* fp8: x and y are bf16 */
   const uint16_t *x = p->x_host;
   const void *wgu = p->w_host, *wd = (const char *)p->w_host + kp_moe_gate_up_bytes(dt, p->experts, N, K);
-  double *xd = malloc(sizeof(double) * (size_t)K), *h = malloc(sizeof(double) * (size_t)N);
-  double *wr = malloc(sizeof(double) * (size_t)(2 * K + N));
-  if (!xd || !h || !wr) {
+  const int64_t count = (int64_t)p->m * p->topk;
+  int32_t used[KPICK_MAX_EXPERTS];
+  const int32_t nused = kp_moe_experts_used(p->ids_host, count, p->experts, used);
+  double *xd = malloc(sizeof(double) * (size_t)(p->m * K)), *h = malloc(sizeof(double) * (size_t)N);
+  double *gu = malloc(sizeof(double) * (size_t)(2 * N * K)), *dn = malloc(sizeof(double) * (size_t)(ncols * N));
+  if (!xd || !h || !gu || !dn) {
     free(xd);
     free(h);
-    free(wr);
+    free(gu);
+    free(dn);
     return kp_fail(KPICK_E_NOMEM, "reference", "host allocation failed");
   }
+  for (int64_t i = 0; i < p->m * K; i++) xd[i] = kp_to_f32(xt, x[i]);
   memset(y, 0, sizeof(double) * (size_t)p->m * (size_t)ncols);
-  for (int32_t t = 0; t < p->m; t++) {
-    for (int64_t c = 0; c < K; c++) xd[c] = kp_to_f32(xt, x[t * K + c]);
-    for (int32_t j = 0; j < p->topk; j++) {
-      const int32_t e = p->ids_host[t * p->topk + j];
-      const double w = p->gates_host[t * p->topk + j];
+  for (int32_t u = 0; u < nused; u++) {
+    const int64_t e = used[u];
+    for (int64_t i = 0; i < 2 * N; i++) weight_row(dt, wgu, E * 2 * N, K, e * 2 * N + i, gu + i * K);
+    for (int32_t jc = 0; jc < ncols; jc++) weight_row(dt, wd, E * K, N, e * K + (cols ? cols[jc] : jc), dn + (int64_t)jc * N);
+    for (int64_t pair = 0; pair < count; pair++) {
+      if (p->ids_host[pair] != e) continue;
+      const int64_t t = pair / p->topk;
+      const double w = p->gates_host[pair], *xt_row = xd + t * K;
       for (int64_t i = 0; i < N; i++) {
-        weight_row(dt, wgu, E * 2 * N, K, e * 2 * N + i, wr);
-        weight_row(dt, wgu, E * 2 * N, K, e * 2 * N + N + i, wr + K);
-        double g = 0, u = 0;
+        const double *gr = gu + i * K, *ur = gu + (N + i) * K;
+        double g = 0, v = 0;
         for (int64_t c = 0; c < K; c++) {
-          g += xd[c] * wr[c];
-          u += xd[c] * wr[K + c];
+          g += xt_row[c] * gr[c];
+          v += xt_row[c] * ur[c];
         }
-        h[i] = g / (1.0 + exp(-g)) * u;
+        h[i] = g / (1.0 + exp(-g)) * v;
       }
       for (int32_t jc = 0; jc < ncols; jc++) {
-        const int64_t col = cols ? cols[jc] : jc;
-        weight_row(dt, wd, E * K, N, e * K + col, wr + 2 * K);
+        const double *dr = dn + (int64_t)jc * N;
         double acc = 0;
-        for (int64_t i = 0; i < N; i++) acc += h[i] * wr[2 * K + i];
-        y[(int64_t)t * ncols + jc] += w * acc;
+        for (int64_t i = 0; i < N; i++) acc += h[i] * dr[i];
+        y[t * ncols + jc] += w * acc;
       }
     }
   }
   free(xd);
   free(h);
-  free(wr);
+  free(gu);
+  free(dn);
   return KPICK_OK;
 }
