@@ -512,6 +512,14 @@ function moeProblem(routing: Routing, spec: Partial<ProblemSpec> = {}): Problem 
   return kpick.createProblem({ ...MOE, ...spec, routing });
 }
 
+/** kpick_moe's memory and shape for a moe problem's own inputs at m rows (its weights as bytes, any dtype). */
+function moeCall(p: Problem, m: number) {
+  const w = p.downloadWeightBytes();
+  const { gateUp } = moeWeightBytes(p.dtype, MOE.experts, MOE.n, MOE.k);
+  const mem = { x: p.downloadX(), wGateUp: w.subarray(0, gateUp), wDown: w.subarray(gateUp), ids: p.downloadExpertIds(), weights: p.downloadExpertWeights(), y: new Uint16Array(m * MOE.k) };
+  return { w, gateUp, mem, shape: { m, experts: MOE.experts, topk: MOE.topk, n: MOE.n, k: MOE.k } };
+}
+
 /** The distinct experts of a routing. */
 const usedExperts = (ids: Int32Array) => new Set(ids).size;
 
@@ -637,10 +645,7 @@ test("kpick_moe through the route: moe.loop without a table, byte for byte the p
   route.load(null);
   const p = moeProblem('uniform', { mMax: 5 });
   try {
-    const w = p.downloadW();
-    const half = MOE.experts * 2 * MOE.n * MOE.k;
-    const mem = { x: p.downloadX(), wGateUp: w.subarray(0, half), wDown: w.subarray(half), ids: p.downloadExpertIds(), weights: p.downloadExpertWeights(), y: new Uint16Array(5 * MOE.k) };
-    const shape = { m: 5, experts: MOE.experts, topk: MOE.topk, n: MOE.n, k: MOE.k };
+    const { mem, shape } = moeCall(p, 5);
     assert.is(kpick.candidates()[route.lookupMoe('bf16', MOE.experts, MOE.topk, MOE.n, MOE.k, 5)]!.name, 'moe.loop');
     route.moe('bf16', mem, shape);
     p.run(kpick.candidate('moe.loop').id);
@@ -735,10 +740,7 @@ test('kpick_moe in fp8 through the route: moe.w8a8.loop without a table, byte fo
   route.load(null);
   const p = moeProblem('uniform', { dtype: 'fp8', mMax: 4 });
   try {
-    const w = p.downloadWeightBytes();
-    const { gateUp } = moeWeightBytes('fp8', MOE.experts, MOE.n, MOE.k);
-    const mem = { x: p.downloadX(), wGateUp: w.subarray(0, gateUp), wDown: w.subarray(gateUp), ids: p.downloadExpertIds(), weights: p.downloadExpertWeights(), y: new Uint16Array(4 * MOE.k) };
-    const shape = { m: 4, experts: MOE.experts, topk: MOE.topk, n: MOE.n, k: MOE.k };
+    const { w, gateUp, mem, shape } = moeCall(p, 4);
     assert.is(kpick.candidates()[route.lookupMoe('fp8', MOE.experts, MOE.topk, MOE.n, MOE.k, 4)]!.name, 'moe.w8a8.loop');
     route.moe('fp8', mem, shape);
     p.run(kpick.candidate('moe.w8a8.loop').id);
