@@ -230,8 +230,16 @@ test('a choice of another numeric class than its dtype takes drops its entry, in
   const bf16 = entryOf(table, 'gated', 'bf16', 24, 64, 2);
   bf16.choice = 'gated.w8a16.plain'; // nor an fp8 kernel bf16 ones
   bf16.candidates['gated.w8a16.plain'] = candidateResult();
+  // the same on the moe op: fp8 experts on a 16-bit kernel, 16-bit experts on an fp8 one
+  const moe = MOE_SHAPES.length > 0 ? [entryOf(table, 'moe', 'fp8', 16, 32, 4), entryOf(table, 'moe', 'bf16', 16, 32, 4)] : [];
+  const wrongMoe = ['moe.grouped.r4', 'moe.w8a16.grouped.r4'];
+  moe.forEach((e, i) => {
+    e.choice = wrongMoe[i]!;
+    e.candidates[e.choice] = candidateResult();
+  });
+  const dropped = 2 + moe.length;
   const { json, route } = bothForms(table);
-  const summary = `loaded ${table.entries.length - 2} entries, dropped 2 (2 choice does not take this dtype)`;
+  const summary = `loaded ${table.entries.length - dropped} entries, dropped ${dropped} (${dropped} choice does not take this dtype)`;
   assert.ok(json.line.endsWith(summary), json.line);
   assert.ok(route.endsWith(summary), route);
 });
