@@ -29,7 +29,7 @@ export const OPTIONS = {
   table: { flag: '--table <file>', help: "the table route's table (default: <tables-dir>/<arch>/<device>/decode_gemm.json of the library loaded)" },
   tablesDir: opt.tablesDir('root of the per-device tables, for the default --table'),
   backend: opt.backend(),
-  dtype: { flag: '--dtype <type>', help: 'bf16, fp16 or fp8 (the layer linears in e4m3 with row scales; lm_head, embedding, norms, attention and KV in bf16)', default: 'bf16' },
+  dtype: { flag: '--dtype <type>', help: 'bf16, fp16 or fp8 (the layer linears and the experts of a moe model in e4m3 with row scales; lm_head, the router, embedding, norms, attention and KV in bf16)', default: 'bf16' },
   seed: opt.seed(),
   memLimit: opt.memLimit(),
   checkStep: { flag: '--check-step', help: 'before timing, check one whole step of each route at the smallest --c against an fp64 forward on the host (slow on big models: try --layers 2)' },
