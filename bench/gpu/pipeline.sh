@@ -16,7 +16,8 @@
 #   fleet check plain and beside a bandwidth hog; x2: the same on a two-GPU host, one shard per GPU against one GPU
 #   alone (the two-GPU records join stores/h200), and again on each GPU alone; repeat: on one GPU, the same sweep
 #   twice in two processes and the buffer-placement probe (placement.c), and the fleet check beside a hog under MPS; SWEEP_GPUS=0,1 makes the sweep step shard each preset over GPUs;
-#   SWEEP_PRESETS replaces its preset list; abi: the route, route-fuzz and kpick_linear suites of tests/ against
+#   SWEEP_PRESETS replaces its preset list (" ": none), SWEEP_FP8=0 leaves its fp8 models out, VERIFY_MODELS and
+#   VERIFY_FP8_MODELS (" ": none) replace verify's: a re-sweep or a verify split over calls; abi: the route, route-fuzz and kpick_linear suites of tests/ against
 #   build/libkpick-cuda.so, with the table in tables/, into logs/abi.log; fp8: the --dtype fp8 parts (Llama-3.1-8B, Qwen3-30B-A3B) of
 #   sweep, bench, parity and serve (a 2-layer --check-step) alone, and a promote; checks: the whole-step fp64 check of
 #   both routes at serving rows, where the tile families are picked (serve checks at c=1), for each
@@ -157,7 +158,7 @@ for want in $steps; do
     build) ;; # every call builds first: this step adds nothing
     sweep)
       for m in ${SWEEP_PRESETS:-$presets}; do sweep_into_table "sweep-$m" --model "$m"; done
-      fp8_sweep ;;
+      [ "${SWEEP_FP8:-1}" = 1 ] && fp8_sweep ;;
     promote)
       step promote 60 node --import tsx scripts/promote.ts --store stores/h200 --tables-dir tables --json
       step refuse-check 30 node --import tsx scripts/refuse-check.ts --tables-dir tables --json
@@ -165,11 +166,11 @@ for want in $steps; do
     verify)
       # each preset's picks timed in the step against their defaults (scripts/step-verify.ts), then promote
       # again: the step's veto keeps the default where the step is faster with it (lib/step-verdict.ts)
-      for m in $presets; do
+      for m in ${VERIFY_MODELS:-$presets}; do
         step "step-verify-$m" 150 node --import tsx scripts/step-verify.ts --model "$m" --store stores/h200 --json
         tail -n 1 "logs/step-verify-$m.log" >> "$summary"
       done
-      for m in $fp8_models; do
+      for m in ${VERIFY_FP8_MODELS:-$fp8_models}; do
         step "step-verify-fp8-$m" 150 node --import tsx scripts/step-verify.ts --model "$m" --dtype fp8 --store stores/h200 --json
         tail -n 1 "logs/step-verify-fp8-$m.log" >> "$summary"
       done
