@@ -35,7 +35,11 @@ void kp_fp8_row(const void *w, int64_t rows, int64_t k, int64_t r, double *out) 
   const uint8_t *codes = (const uint8_t *)w + r * k;
   float scale;
   memcpy(&scale, (const char *)w + KPICK_FP8_SCALES_AT(rows, k) + 4 * r, 4);
-  for (int64_t i = 0; i < k; i++) out[i] = (double)scale * (double)kp_e4m3_to_f32(codes[i]);
+  /* the row's 256 values once: decoding each code (ldexpf) cost the fp64
+   * references of large fp8 problems minutes */
+  double value[256];
+  for (int c = 0; c < 256; c++) value[c] = (double)scale * (double)kp_e4m3_to_f32((uint8_t)c);
+  for (int64_t i = 0; i < k; i++) out[i] = value[codes[i]];
 }
 
 #define KP_MAX_COUNT (1LL << 40)

@@ -73,13 +73,8 @@ int kp_moe_check_ids(const int32_t *ids, int32_t m, int32_t topk, int32_t expert
 
 /* Row r of a moe weight buffer w of `rows` rows x k in dtype, as fp64 into out[k]. */
 static void weight_row(int dtype, const void *w, int64_t rows, int64_t k, int64_t r, double *out) {
-  if (dtype == KPICK_FP8) { /* kp_fp8_row's values, through a table of the 256 codes (ldexpf a code is slow) */
-    double code[256];
-    float scale;
-    memcpy(&scale, (const char *)w + KPICK_FP8_SCALES_AT(rows, k) + 4 * r, 4);
-    for (int c = 0; c < 256; c++) code[c] = (double)scale * (double)kp_e4m3_to_f32((uint8_t)c);
-    const uint8_t *codes = (const uint8_t *)w + r * k;
-    for (int64_t c = 0; c < k; c++) out[c] = code[codes[c]];
+  if (dtype == KPICK_FP8) {
+    kp_fp8_row(w, rows, k, r, out);
     return;
   }
   const uint16_t *row = (const uint16_t *)w + r * k;
