@@ -201,13 +201,9 @@ static int check_alloc(bag *b, const struct kpick_model *md, int32_t m, check_bu
  * the buffers' scales, kpick.h). */
 static void expert_refs(const char *gu, const char *dn, int64_t E, int64_t e, int64_t I, int64_t H, int32_t wt,
                         wref *wgu, wref *wdn) {
-  if (wt != KPICK_FP8) {
-    *wgu = (wref){(const uint16_t *)gu + e * 2 * I * H, 2 * I, H, wt, NULL};
-    *wdn = (wref){(const uint16_t *)dn + e * H * I, H, I, wt, NULL};
-    return;
-  }
-  *wgu = (wref){gu + e * 2 * I * H, 2 * I, H, wt, kp_fp8_scales(gu, E * 2 * I, H) + e * 2 * I};
-  *wdn = (wref){dn + e * H * I, H, I, wt, kp_fp8_scales(dn, E * H, I) + e * H};
+  const kp_weight_rows g = kp_weight_rows_at(wt, gu, E * 2 * I, H, e * 2 * I), d = kp_weight_rows_at(wt, dn, E * H, I, e * H);
+  *wgu = (wref){g.w, 2 * I, H, wt, g.scales};
+  *wdn = (wref){d.w, H, I, wt, d.scales};
 }
 
 /* A moe layer's MLP for row r from its normed input h into out: the router

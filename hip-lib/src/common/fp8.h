@@ -6,12 +6,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../../include/kpick.h"
+
 /* Bytes of one weight of rows x k in dtype: 2 per element, or the fp8 codes
  * and scales (KPICK_FP8_W_BYTES). */
 int64_t kp_weight_bytes(int32_t dtype, int64_t rows, int64_t k);
 /* The scales of a packed fp8 weight of rows x k. */
 static inline const float *kp_fp8_scales(const void *w, int64_t rows, int64_t k) {
   return (const float *)((const char *)w + (((rows * k) + 15) / 16 * 16));
+}
+/* Rows r0.. of a weight of `rows` x k in dtype (one moe expert's rows of all
+ * the experts' [E * rows_e, k]): where their elements start, and (fp8) where
+ * their scales do, after all of the weight's codes; 16-bit: scales NULL. */
+typedef struct kp_weight_rows {
+  const void *w;
+  const float *scales;
+} kp_weight_rows;
+static inline kp_weight_rows kp_weight_rows_at(int32_t dtype, const void *w, int64_t rows, int64_t k, int64_t r0) {
+  if (dtype != KPICK_FP8) return (kp_weight_rows){(const uint16_t *)w + r0 * k, NULL};
+  return (kp_weight_rows){(const uint8_t *)w + r0 * k, kp_fp8_scales(w, rows, k) + r0};
 }
 /* The gain of row r of the benchmark's fp8 weights (problems and the decode
  * model): 0.5, 0.71, 1, 1.41, 2 in turn, as real output channels differ in

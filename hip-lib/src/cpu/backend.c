@@ -18,6 +18,7 @@
 
 #include "../common/backend.h"
 #include "../common/error.h"
+#include "../common/fp8.h"
 #include "../common/moe.h"
 #include "../common/space.h"
 #include "kernels.h"
@@ -272,20 +273,17 @@ static int32_t read_regions(const struct kpick_problem *p, const uint16_t *w, cp
   }
   int32_t used[KPICK_MAX_EXPERTS];
   const int32_t nused = kp_moe_experts_used(p->ids_host, (int64_t)p->m * p->topk, p->experts, used);
-  const int64_t N = p->n, K = p->k, E = p->experts;
+  const int64_t N = p->n, K = p->k, E = p->experts, size = p->dtype == KPICK_FP8 ? 1 : 2;
   const char *gu = (const char *)w, *dn = gu + kp_moe_gate_up_bytes(p->dtype, p->experts, N, K);
   int32_t count = 0;
   for (int32_t u = 0; u < nused; u++) {
-    const int64_t e = used[u];
-    if (p->dtype != KPICK_FP8) {
-      out[count++] = (cpu_region){gu + e * 2 * N * K * 2, 2 * N * K * 2};
-      out[count++] = (cpu_region){dn + e * K * N * 2, K * N * 2};
-      continue;
-    }
-    out[count++] = (cpu_region){gu + e * 2 * N * K, 2 * N * K};
-    out[count++] = (cpu_region){gu + KPICK_FP8_SCALES_AT(E * 2 * N, K) + e * 2 * N * 4, 2 * N * 4};
-    out[count++] = (cpu_region){dn + e * K * N, K * N};
-    out[count++] = (cpu_region){dn + KPICK_FP8_SCALES_AT(E * K, N) + e * K * 4, K * 4};
+    /* each expert's elements, then (fp8) their scales, of W_gate_up, then W_down */
+    const kp_weight_rows g = kp_weight_rows_at(p->dtype, gu, E * 2 * N, K, used[u] * 2 * N);
+    const kp_weight_rows d = kp_weight_rows_at(p->dtype, dn, E * K, N, used[u] * K);
+    out[count++] = (cpu_region){g.w, 2 * N * K * size};
+    if (g.scales) out[count++] = (cpu_region){g.scales, 2 * N * 4};
+    out[count++] = (cpu_region){d.w, K * N * size};
+    if (d.scales) out[count++] = (cpu_region){d.scales, K * 4};
   }
   return count;
 }

@@ -55,18 +55,10 @@ static int plan_of(const cpu_call *c, moe_plan *pl) {
  * 16-bit weights at e's offset, or fp8 codes there with e's rows of scales. */
 static void expert_weights(const cpu_call *c, int32_t e, cpu_call *gate, cpu_call *down) {
   const int64_t N = c->n, K = c->k, E = c->experts;
-  *gate = (cpu_call){.op = KPICK_OP_GATED, .dtype = c->dtype, .n = N, .k = K};
-  *down = (cpu_call){.op = KPICK_OP_LINEAR, .dtype = c->dtype, .n = K, .k = N};
-  if (c->dtype != KPICK_FP8) {
-    gate->w = c->w + (size_t)e * 2 * N * K;
-    down->w = c->w_down + (size_t)e * K * N;
-    return;
-  }
-  const uint8_t *gu = (const uint8_t *)c->w, *dn = (const uint8_t *)c->w_down;
-  gate->w = (const uint16_t *)(const void *)(gu + (size_t)e * 2 * N * K);
-  gate->w_scales = kp_fp8_scales(gu, E * 2 * N, K) + e * 2 * N;
-  down->w = (const uint16_t *)(const void *)(dn + (size_t)e * K * N);
-  down->w_scales = kp_fp8_scales(dn, E * K, N) + e * K;
+  const kp_weight_rows g = kp_weight_rows_at(c->dtype, c->w, E * 2 * N, K, e * 2 * N);
+  const kp_weight_rows d = kp_weight_rows_at(c->dtype, c->w_down, E * K, N, e * K);
+  *gate = (cpu_call){.op = KPICK_OP_GATED, .dtype = c->dtype, .w = g.w, .n = N, .k = K, .w_scales = g.scales};
+  *down = (cpu_call){.op = KPICK_OP_LINEAR, .dtype = c->dtype, .w = d.w, .n = K, .k = N, .w_scales = d.scales};
 }
 
 /* One expert's pairs: gather their x rows, gate/up (fused with R rows per
