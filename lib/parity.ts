@@ -8,7 +8,7 @@
 // The reference may cover a sample of the columns (always the first and the
 // last) so that large shapes stay quick; the other checks see every element.
 import type { Candidate, Problem } from './ffi.ts';
-import { activationDtype, type Dtype, type Numeric, type Parity } from './schema.ts';
+import { activationDtype, type Dtype, type Numeric, type Op, type Parity } from './schema.ts';
 
 /** Relative Frobenius error allowed per 16-bit dtype (fp32 accumulation of K products). */
 export const PARITY_BAR: Readonly<Record<'bf16' | 'fp16', number>> = { bf16: 1e-2, fp16: 2e-3 };
@@ -30,7 +30,7 @@ export const CLASS_BAR: Readonly<Record<Exclude<Numeric, 'w16a16'>, number>> = {
 export const MOE_W8A8_BAR = 9e-2;
 
 /** The bar a candidate of a numeric class is judged by on a problem of op and dtype. */
-export function parityBar(dtype: Dtype, numeric: Numeric, op: 'linear' | 'gated' | 'moe' = 'linear'): number {
+export function parityBar(dtype: Dtype, numeric: Numeric, op: Op = 'linear'): number {
   if (numeric === 'w8a8' && op === 'moe') return MOE_W8A8_BAR;
   if (numeric !== 'w16a16') return CLASS_BAR[numeric];
   return PARITY_BAR[activationDtype(dtype)];

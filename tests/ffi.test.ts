@@ -7,6 +7,7 @@ import koffi from 'koffi';
 import { ABI_FACTS, ABI_VERSION, KpickCandidate, KpickInfo, KpickModelDims } from '../lib/ffi-types.ts';
 import { DEFAULT_BUILD_DIR, KpickError, KpickLoadError, loadKpick, moeWeightBytes, NativeRoute, openKpick, takesDtype, weightBytes, type Problem, type ProblemSpec, type Routing } from '../lib/ffi.ts';
 import { ParityChecker, computeReference, parityBar } from '../lib/parity.ts';
+import { moeCallOf } from './helpers/moe-call.ts';
 import { BUCKETS, MAX_EXPERTS, MAX_POSITIONS, MAX_ROWS, MAX_TOPK } from '../lib/schema.ts';
 import { identityFromInfo } from '../lib/identity.ts';
 import { UsageError } from '../lib/cli.ts';
@@ -512,14 +513,6 @@ function moeProblem(routing: Routing, spec: Partial<ProblemSpec> = {}): Problem 
   return kpick.createProblem({ ...MOE, ...spec, routing });
 }
 
-/** kpick_moe's memory and shape for a moe problem's own inputs at m rows (its weights as bytes, any dtype). */
-function moeCall(p: Problem, m: number) {
-  const w = p.downloadWeightBytes();
-  const { gateUp } = moeWeightBytes(p.dtype, MOE.experts, MOE.n, MOE.k);
-  const mem = { x: p.downloadX(), wGateUp: w.subarray(0, gateUp), wDown: w.subarray(gateUp), ids: p.downloadExpertIds(), weights: p.downloadExpertWeights(), y: new Uint16Array(m * MOE.k) };
-  return { w, gateUp, mem, shape: { m, experts: MOE.experts, topk: MOE.topk, n: MOE.n, k: MOE.k } };
-}
-
 /** The distinct experts of a routing. */
 const usedExperts = (ids: Int32Array) => new Set(ids).size;
 
@@ -645,7 +638,7 @@ test("kpick_moe through the route: moe.loop without a table, byte for byte the p
   route.load(null);
   const p = moeProblem('uniform', { mMax: 5 });
   try {
-    const { mem, shape } = moeCall(p, 5);
+    const { mem, shape } = moeCallOf(p);
     assert.is(kpick.candidates()[route.lookupMoe('bf16', MOE.experts, MOE.topk, MOE.n, MOE.k, 5)]!.name, 'moe.loop');
     route.moe('bf16', mem, shape);
     p.run(kpick.candidate('moe.loop').id);
@@ -740,7 +733,7 @@ test('kpick_moe in fp8 through the route: moe.w8a8.loop without a table, byte fo
   route.load(null);
   const p = moeProblem('uniform', { dtype: 'fp8', mMax: 4 });
   try {
-    const { w, gateUp, mem, shape } = moeCall(p, 4);
+    const { w, gateUp, mem, shape } = moeCallOf(p);
     assert.is(kpick.candidates()[route.lookupMoe('fp8', MOE.experts, MOE.topk, MOE.n, MOE.k, 4)]!.name, 'moe.w8a8.loop');
     route.moe('fp8', mem, shape);
     p.run(kpick.candidate('moe.w8a8.loop').id);

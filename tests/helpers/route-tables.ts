@@ -5,7 +5,8 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { DEFAULT_BUILD_DIR, loadKpick, NativeRoute, moeWeightBytes, takesDtype, type Problem } from '../../lib/ffi.ts';
+import { DEFAULT_BUILD_DIR, loadKpick, NativeRoute, takesDtype, type Problem } from '../../lib/ffi.ts';
+import { moeCallOf } from './moe-call.ts';
 import type { Build } from '../../lib/guard.ts';
 import type { Linear } from '../../lib/models.ts';
 import { buildOf, compactRouteText, sha256Hex } from '../../lib/route.ts';
@@ -101,13 +102,9 @@ export function nativeLookup(s: Pick<Linear, 'op' | 'n' | 'k' | 'experts' | 'top
 
 /** y of kpick_moe through the C route on a moe problem's own inputs at its active rows (host arrays: the CPU). */
 export function moeThroughRoute(problem: Problem, dtype: Dtype): Uint16Array {
-  const m = problem.rows;
-  const w = problem.downloadWeightBytes();
-  const { gateUp } = moeWeightBytes(dtype, problem.experts, problem.n, problem.k);
-  const y = new Uint16Array(m * problem.k).fill(0xffff);
-  const mem = { x: problem.downloadX(), wGateUp: w.subarray(0, gateUp), wDown: w.subarray(gateUp), ids: problem.downloadExpertIds(), weights: problem.downloadExpertWeights(), y };
-  native.moe(dtype, mem, { m, experts: problem.experts, topk: problem.topk, n: problem.n, k: problem.k });
-  return y;
+  const { mem, shape } = moeCallOf(problem);
+  native.moe(dtype, mem, shape);
+  return mem.y;
 }
 
 let real: Table | null = null;
