@@ -146,6 +146,29 @@ test('the moe tiles family: params W,U,T; names moe.tiles.wW.uU.tT; four nodes a
   }
 });
 
+test('the fp8 twins of moe.tiles and moe.fused: W8A16 rows named moe.w8a16.tiles/fused.wW.uU.tT[.pdl]; bits as their 16-bit twins', () => {
+  for (const family of ['moe_w8a16_tiles', 'moe_w8a16_fused']) assert.is(families.get(family), 'W,U,T', family);
+  const tiles = gpu.filter((r) => r.family === 'moe_w8a16_tiles');
+  const fused = gpu.filter((r) => r.family === 'moe_w8a16_fused');
+  assert.ok(tiles.length > 0 && fused.length > 0, 'both families have rows');
+  for (const r of [...tiles, ...fused]) {
+    const [w, u, t] = r.p;
+    const kind = r.family === 'moe_w8a16_tiles' ? 'tiles' : 'fused';
+    assert.is(r.name, `moe.w8a16.${kind}.w${w}.u${u}.t${t}${r.flags.includes('KF_PDL') ? '.pdl' : ''}`, `${r.id}: name from its params`);
+    assert.is(r.op, 'MOE');
+    assert.ok(r.flags.includes('KF_W8A16') && !r.flags.includes('KF_DEFAULT'), `${r.name}: a W8A16 row, never the default`);
+    assert.is(r.nodes, kind === 'tiles' ? 4 : 2, `${r.name}: the nodes of its 16-bit twin`);
+  }
+  const tileHeads = tiles.filter((r) => r.bitwiseWith === r.id);
+  assert.is(tileHeads.length, 1, 'W, U and T change no bits of a tiles row: one head');
+  for (const r of tiles) assert.is(r.bitwiseWith, tileHeads[0]!.id, `${r.name}: bitwise with the family's head`);
+  for (const r of fused) {
+    assert.ok(r.rowsMax <= 8, `${r.name}: one warp routes the call, rows stop at 8`);
+    const head = byId.get(r.bitwiseWith)!;
+    assert.ok(head.family === 'moe_w8a16_fused' && head.p[0] === r.p[0], `${r.name}: its head is a fused row of its W (bits depend on W)`);
+  }
+});
+
 test('the moe wgmma family: params WG,T,KB; names moe.wgmma.mB.tT.kKB with B = 64 WG; five nodes; one class head; no .pdl', () => {
   assert.is(families.get('moe_wgmma'), 'WG,T,KB');
   const rows = gpu.filter((r) => r.family === 'moe_wgmma');

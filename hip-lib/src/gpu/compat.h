@@ -147,6 +147,17 @@ __device__ __forceinline__ kp_v16 kp_ld_stream(const void *p) {
   return r;
 }
 
+/* 8 bytes of weights (8 fp8 codes), read once per call as kp_ld_stream's */
+__device__ __forceinline__ uint2 kp_ld_stream8(const void *p) {
+  uint2 r;
+#if defined(KPICK_GPU_CUDA)
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0,%1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+#else
+  r = *reinterpret_cast<const uint2 *>(p);
+#endif
+  return r;
+}
+
 /* An activation: re-read by every warp, so L1 may keep it. It is the previous
  * kernel's output, and under PDL this kernel starts while that kernel still
  * writes it: so a plain load, kept after the PDL wait (asm volatile), never

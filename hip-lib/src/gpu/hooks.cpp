@@ -347,6 +347,15 @@ static int supports_moe_w8a8_blas(const struct kpick_problem *p, const kp_row *r
 static int launch_moe_w8a16(const kp_row *r, const kp_call *c) { return kp_moe_w8a16_launch(c, r->params[0]); }
 static int available_moe_w8a16(int32_t cand) { return kp_moe_w8a16_built(cand) && kp_blas_fp8_built(); }
 static int supports_moe_w8a16(const struct kpick_problem *p, const kp_row *r) { return p->n % 16 == 0 && p->k % 16 == 0; }
+/* moe.fused and moe.tiles over e4m3 codes: moe.mma's launcher and kernels, beside the W8A8 default only */
+static int launch_moe_w8a16_fused(const kp_row *r, const kp_call *c) { return launch_moe_mma(r, c); }
+static int available_moe_w8a16_fused(int32_t cand) { return available_moe_mma(cand) && kp_blas_fp8_built(); }
+static int supports_moe_w8a16_fused(const struct kpick_problem *p, const kp_row *r) {
+  return supports_moe_w8a16(p, r) && p->topk <= 8;
+}
+static int launch_moe_w8a16_tiles(const kp_row *r, const kp_call *c) { return launch_moe_mma(r, c); }
+static int available_moe_w8a16_tiles(int32_t cand) { return available_moe_mma(cand) && kp_blas_fp8_built(); }
+static int supports_moe_w8a16_tiles(const struct kpick_problem *p, const kp_row *r) { return supports_moe_w8a16(p, r); }
 
 struct kp_family_hooks {
   int (*launch)(const kp_row *r, const kp_call *c);

@@ -24,6 +24,7 @@
 
 #include "arch.h"
 #include "dtype.h"
+#include "fp8_core.h"
 #include "rows.h"
 
 enum { KP_MMA_LINEAR = 0, KP_MMA_GATED = 1, KP_MMA_SPLITK = 2 };
@@ -148,6 +149,53 @@ __device__ __forceinline__ void kp_mma_step_masked(const uint16_t *const (&wr)[k
   kp_batch_fence(first);
 #pragma unroll
   for (int t = 0; t < NT; ++t) kp_mma_apply<DT>(acc[t], a, inside ? kp_ld_act(xr[t] + k0) : zero);
+}
+
+/* fp8 weights (e4m3 codes, bf16 x): a lane's 8 codes of a step (8 bytes where
+ * the 16-bit tile loads 16) become the 8 bf16 weights kp_mma_apply takes.
+ * Every e4m3 value is a bf16, so the bf16 is the fp32's upper half: exact. */
+__device__ __forceinline__ kp_v16 kp_e4m3_bf16x8(uint2 c) {
+  float f[8];
+  kp_e4m3_unpack8(c.x, c.y, f);
+  uint32_t r[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) r[i] = (__float_as_uint(f[2 * i + 1]) & 0xffff0000u) | (__float_as_uint(f[2 * i]) >> 16);
+  return kp_v16{r[0], r[1], r[2], r[3]};
+}
+
+/* kp_mma_steps over e4m3 weights (x bf16): all code loads of the B steps first */
+template <int NT, int B>
+__device__ __forceinline__ void kp_mma_steps_e4m3(const uint8_t *const (&wr)[kp_mma_wrows],
+                                                  const uint16_t *const (&xr)[NT], int64_t k0, kp_frag (&acc)[NT],
+                                                  bool first) {
+  uint2 c[B][kp_mma_wrows];
+#pragma unroll
+  for (int b = 0; b < B; ++b)
+#pragma unroll
+    for (int j = 0; j < kp_mma_wrows; ++j) c[b][j] = kp_ld_stream8(wr[j] + k0 + b * kp_mma_step);
+  kp_batch_fence(first);
+#pragma unroll
+  for (int b = 0; b < B; ++b) {
+    kp_v16 a[kp_mma_wrows];
+#pragma unroll
+    for (int j = 0; j < kp_mma_wrows; ++j) a[j] = kp_e4m3_bf16x8(c[b][j]);
+#pragma unroll
+    for (int t = 0; t < NT; ++t) kp_mma_apply<KP_DT_BF16>(acc[t], a, kp_ld_act(xr[t] + k0 + b * kp_mma_step));
+  }
+}
+
+/* kp_mma_step_masked over e4m3 weights (lengths are multiples of 8 codes) */
+template <int NT>
+__device__ __forceinline__ void kp_mma_step_masked_e4m3(const uint8_t *const (&wr)[kp_mma_wrows],
+                                                        const uint16_t *const (&xr)[NT], int64_t k0, bool inside,
+                                                        kp_frag (&acc)[NT], bool first) {
+  const kp_v16 zero = {0u, 0u, 0u, 0u};
+  kp_v16 a[kp_mma_wrows];
+#pragma unroll
+  for (int j = 0; j < kp_mma_wrows; ++j) a[j] = inside ? kp_e4m3_bf16x8(kp_ld_stream8(wr[j] + k0)) : zero;
+  kp_batch_fence(first);
+#pragma unroll
+  for (int t = 0; t < NT; ++t) kp_mma_apply<KP_DT_BF16>(acc[t], a, inside ? kp_ld_act(xr[t] + k0) : zero);
 }
 
 template <int DT, int NT, int U, int MODE, bool PDL>

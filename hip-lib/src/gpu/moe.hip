@@ -61,6 +61,7 @@
 #endif
 
 extern "C" {
+#include "../common/fp8.h" /* C: where an fp8 buffer's row scales start (kp_fp8_scales) */
 #include "../common/moe.h" /* C: the fp8 buffers' sizes (kp_moe_gate_up_bytes) */
 }
 
@@ -329,8 +330,9 @@ __global__ void __launch_bounds__(8 * KP_WARP)
 /* ---- the mma family, and moe.fused (its tile in two kernels) ---- */
 struct kp_moe_mma_args {
   const uint16_t *x;   /* gate/up: x [m, K]; down: h [P, N] in plan order */
-  const uint16_t *w;   /* gate/up: W_gate_up; down: W_down */
-  void *out;           /* gate/up: h (dtype); down: o fp32 [P, K] in plan order */
+  const void *w;       /* gate/up: W_gate_up; down: W_down (bf16/fp16, or fp8 codes) */
+  const float *sw;     /* fp8: w's row scales (all experts' rows); else unused */
+  void *out;           /* gate/up: h (dtype; bf16 for fp8); down: o fp32 [P, K] in plan order */
   const kp_moe_plan *pl; /* moe.mma's plan; moe.fused routes itself from ids */
   int32_t topk;
   int64_t n, k;        /* the expert's N (intermediate) and K (hidden) */
@@ -458,9 +460,10 @@ struct kp_tiles {
   static constexpr int value = V;
 };
 
-template <int DT, int NT, int U, int MODE, bool PDL, bool FUSED, bool TILES>
+template <int DT, int NT, int U, int MODE, bool PDL, bool FUSED, bool TILES, bool FP8>
 __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(kp_moe_mma_args a) {
   static_assert(!(FUSED && TILES), "moe.fused splits K over its warps");
+  static_assert(!FP8 || DT == KP_DT_BF16, "fp8 experts take bf16 x");
   const bool up = MODE == KP_MMA_GATED;
   const int lane = threadIdx.x % kp_warp, warp = threadIdx.x / kp_warp, nwarps = blockDim.x / kp_warp;
   const int it = blockIdx.y;
@@ -496,14 +499,24 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
     e = pl->used[u];
     if (TILES && n0 >= rows) return; /* a warp past the last tile: TILES has no block barrier */
   }
-  const uint16_t *w = a.w + (up ? e * 2 * N * K : e * K * N);
+  /* the expert's rows: its first row of all experts' rows, then its elements (fp8: codes, a byte each) */
+  const int64_t e_row = up ? e * 2 * N : e * K;
+  const uint16_t *w = (const uint16_t *)a.w + e_row * len;
+  const uint8_t *w8 = (const uint8_t *)a.w + e_row * len;
 
   const int64_t nsteps = (len + kp_mma_step - 1) / kp_mma_step, full = len / kp_mma_step;
   const int64_t s0 = TILES ? 0 : warp * nsteps / nwarps, s1 = TILES ? nsteps : (warp + 1) * nsteps / nwarps;
   const int koff = kp_lane_koff(lane);
   const uint16_t *wr[kp_mma_wrows];
+  const uint8_t *wr8[kp_mma_wrows];
 #pragma unroll
-  for (int j = 0; j < kp_mma_wrows; ++j) wr[j] = w + kp_tile_wrow<MODE>(n0, kp_lane_tile_row(lane, j), rows) * len + koff;
+  for (int j = 0; j < kp_mma_wrows; ++j) {
+    const int64_t at = kp_tile_wrow<MODE>(n0, kp_lane_tile_row(lane, j), rows) * len + koff;
+    wr[j] = w + at;
+    wr8[j] = w8 + at;
+  }
+  /* fp8: y = bf16(sum * its row's scale) for g, u and each pair's o, as the W8A16 linear rounds them */
+  auto scaled = [&](float v, int64_t row) { return FP8 ? kp_bf16_round(v * a.sw[e_row + row]) : v; };
   __shared__ float red[kp_mma_max_warps][kp_mma_cols][kp_mma_pad];
   /* one pass: the item's rows r0.. over P column tiles (P * kp_mma_cols rows);
    * returns the rows it covered */
@@ -524,13 +537,23 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
       for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
     const int64_t e1 = s1 < full ? s1 : full;
     int64_t st = s0;
+    auto steps = [&](auto b) {
+      constexpr int B = decltype(b)::value;
+      if constexpr (FP8) kp_mma_steps_e4m3<P, B>(wr8, xr, st * kp_mma_step, acc, false);
+      else kp_mma_steps<DT, P, B>(wr, xr, st * kp_mma_step, acc, false);
+      st += B;
+    };
 #pragma unroll 1
-    for (; st + U <= e1; st += U) kp_mma_steps<DT, P, U>(wr, xr, st * kp_mma_step, acc, false);
-    if constexpr (U > 8) if (st + 8 <= e1) { kp_mma_steps<DT, P, 8>(wr, xr, st * kp_mma_step, acc, false); st += 8; }
-    if constexpr (U > 4) if (st + 4 <= e1) { kp_mma_steps<DT, P, 4>(wr, xr, st * kp_mma_step, acc, false); st += 4; }
-    if (st + 2 <= e1) { kp_mma_steps<DT, P, 2>(wr, xr, st * kp_mma_step, acc, false); st += 2; }
-    if (st + 1 <= e1) { kp_mma_steps<DT, P, 1>(wr, xr, st * kp_mma_step, acc, false); st += 1; }
-    if (st < s1) kp_mma_step_masked<DT, P>(wr, xr, st * kp_mma_step, st * kp_mma_step + koff < len, acc, false);
+    while (st + U <= e1) steps(kp_tiles<U>{});
+    if constexpr (U > 8) if (st + 8 <= e1) steps(kp_tiles<8>{});
+    if constexpr (U > 4) if (st + 4 <= e1) steps(kp_tiles<4>{});
+    if (st + 2 <= e1) steps(kp_tiles<2>{});
+    if (st + 1 <= e1) steps(kp_tiles<1>{});
+    if (st < s1) {
+      const bool inside = st * kp_mma_step + koff < len;
+      if constexpr (FP8) kp_mma_step_masked_e4m3<P>(wr8, xr, st * kp_mma_step, inside, acc, false);
+      else kp_mma_step_masked<DT, P>(wr, xr, st * kp_mma_step, inside, acc, false);
+    }
 
     if constexpr (TILES) { /* the warp's own tile, through its own slice of red */
 #pragma unroll
@@ -544,9 +567,10 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
           const int64_t n = n0 + row;
           if (p >= cnt || n >= rows) continue;
           if (up)
-            ((uint16_t *)a.out)[(int64_t)(s + p) * N + n] = kp_round<DT>(kp_silu_mul(red[warp][col][row], red[warp][col][row + 8]));
+            ((uint16_t *)a.out)[(int64_t)(s + p) * N + n] =
+                kp_round<DT>(kp_silu_mul(scaled(red[warp][col][row], n), scaled(red[warp][col][row + 8], N + n)));
           else
-            ((float *)a.out)[(int64_t)(s + p) * K + n] = red[warp][col][row];
+            ((float *)a.out)[(int64_t)(s + p) * K + n] = scaled(red[warp][col][row], n);
         }
         kp_syncwarp();
       }
@@ -567,9 +591,9 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
           if (up) {
             float g = red[0][col][row + 8];
             for (int r = 1; r < nwarps; ++r) g += red[r][col][row + 8];
-            ((uint16_t *)a.out)[(int64_t)(s + p) * N + n] = kp_round<DT>(kp_silu_mul(v, g));
+            ((uint16_t *)a.out)[(int64_t)(s + p) * N + n] = kp_round<DT>(kp_silu_mul(scaled(v, n), scaled(g, N + n)));
           } else {
-            ((float *)a.out)[(int64_t)(s + p) * K + n] = v;
+            ((float *)a.out)[(int64_t)(s + p) * K + n] = scaled(v, n);
           }
         }
         __syncthreads();
@@ -617,7 +641,7 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
 }
 
 #else
-template <int DT, int NT, int U, int MODE, bool PDL, bool FUSED, bool TILES>
+template <int DT, int NT, int U, int MODE, bool PDL, bool FUSED, bool TILES, bool FP8>
 __global__ void kp_moe_mma_kernel(kp_moe_mma_args a) {
   __builtin_trap();
 }
@@ -896,22 +920,32 @@ struct kp_moe_mma_set {
   kp_moe_mma_fn up[2], down[2];
   int tiles;
   bool fused, wide; /* wide: moe.tiles, the warps over tiles (a block covers W tiles) */
+  bool fp8;         /* the moe.w8a16 twins: e4m3 experts, bf16 x */
 };
 
 template <int ID>
 static kp_moe_mma_set kp_moe_mma_row() {
   constexpr kp_def r = kp_defs[ID];
-  constexpr bool fused = r.family == KP_FAM_moe_fused, wide = r.family == KP_FAM_moe_tiles;
+  constexpr bool fp8 = r.family == KP_FAM_moe_w8a16_fused || r.family == KP_FAM_moe_w8a16_tiles;
+  constexpr bool fused = r.family == KP_FAM_moe_fused || r.family == KP_FAM_moe_w8a16_fused;
+  constexpr bool wide = r.family == KP_FAM_moe_tiles || r.family == KP_FAM_moe_w8a16_tiles;
   if constexpr ((r.family == KP_FAM_moe_mma || fused || wide) && (!r.pdl() || kp_pdl_built)) {
     static_assert(r.p0 >= 1 && r.p0 <= kp_mma_max_warps, "moe mma: W is 1..8 warps");
     static_assert(r.p1 == 8 || r.p1 == 16, "moe mma: U is 8 or 16");
     static_assert(r.p2 == 1 || r.p2 == 2 || r.p2 == 4 || r.p2 == 8, "moe mma: T is 1, 2, 4 or 8 column tiles");
     static_assert(!fused || r.rows_max <= kp_moe_fused_rows, "moe fused: rows 1..8");
-    return kp_moe_mma_set{{kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused, wide>,
-                           kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused, wide>},
-                          {kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide>,
-                           kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide>},
-                          r.p2, fused, wide};
+    if constexpr (fp8) /* one kernel for both slots: fp8 experts take bf16 x */
+      return kp_moe_mma_set{{kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused, wide, true>,
+                             kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused, wide, true>},
+                            {kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide, true>,
+                             kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide, true>},
+                            r.p2, fused, wide, true};
+    else
+      return kp_moe_mma_set{{kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused, wide, false>,
+                             kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused, wide, false>},
+                            {kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide, false>,
+                             kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide, false>},
+                            r.p2, fused, wide, false};
   } else {
     return kp_moe_mma_set{};
   }
@@ -932,6 +966,9 @@ int kp_moe_mma_launch(const struct kp_call *c, int warps) {
   const int P = c->m * mc->topk;
   if (!set.up[0] || warps < 1 || warps > kp_mma_max_warps)
     return kp_fail(KPICK_E_UNSUPPORTED, "moe.mma", "no kernel for W=%d, pdl=%d", warps, c->pdl);
+  if (set.fp8 != (c->dtype == KPICK_FP8) || (set.fp8 && (c->n % 16 != 0 || c->k % 16 != 0)))
+    return kp_fail(KPICK_E_UNSUPPORTED, "moe.mma", "dtype %d: the moe.w8a16 rows take fp8 experts with N and K multiples "
+                   "of 16 (N %lld, K %lld), the others 16-bit ones", (int)c->dtype, (long long)c->n, (long long)c->k);
   if (set.fused && (c->m > kp_moe_fused_rows || P > kp_moe_fused_pairs))
     return kp_fail(KPICK_E_UNSUPPORTED, "moe.fused", "rows %d x top-%d: it routes at most %d rows and %d pairs",
                    (int)c->m, (int)mc->topk, kp_moe_fused_rows, kp_moe_fused_pairs);
@@ -951,7 +988,9 @@ int kp_moe_mma_launch(const struct kp_call *c, int warps) {
   if (!set.fused) KP_TRY(kp_moe_plan_launch(mc->ids, c->m, mc->topk, mc->experts, chunk, pl, c->stream, pdl));
   const dim3 block(warps * c->warp);
   /* moe.fused: the plan's room holds down's arrival counts (a word per 16 columns of y) */
-  kp_moe_mma_args up = {(const uint16_t *)c->x, (const uint16_t *)c->w, base + l.h, set.fused ? nullptr : pl,
+  const int64_t E = mc->experts;
+  kp_moe_mma_args up = {(const uint16_t *)c->x, c->w, set.fp8 ? kp_fp8_scales(c->w, E * 2 * c->n, c->k) : nullptr,
+                        base + l.h, set.fused ? nullptr : pl,
                         mc->topk, c->n, c->k, chunk, mc->ids, mc->weights, (uint16_t *)c->y,
                         set.fused ? (int32_t *)(base + l.plan) : nullptr, c->m, mc->experts};
   /* tiles of W: gate/up 8 gate rows over their 8 up rows, down 16 rows; moe.tiles puts W of them in a block */
@@ -959,7 +998,8 @@ int kp_moe_mma_launch(const struct kp_call *c, int warps) {
   KP_GPU(kp_launch(set.up[d], dim3((unsigned)((up_tiles + per_block - 1) / per_block), (unsigned)max_items), block,
                    c->stream, pdl, up));
   kp_moe_mma_args down = up;
-  down.x = (const uint16_t *)(base + l.h), down.w = (const uint16_t *)mc->w_down, down.out = base + l.o;
+  down.x = (const uint16_t *)(base + l.h), down.w = mc->w_down, down.out = base + l.o;
+  down.sw = set.fp8 ? kp_fp8_scales(mc->w_down, E * c->k, c->n) : nullptr;
   KP_GPU(kp_launch(set.down[d], dim3((unsigned)((down_tiles + per_block - 1) / per_block), (unsigned)max_items), block,
                    c->stream, pdl, down));
   if (set.fused) return KPICK_OK;
@@ -1020,10 +1060,6 @@ int kp_moe_wgmma_launch(const struct kp_call *c, int wg, int stages, int kb) {
  *        the quant node quantizes x, the batch for down, then the combine, which
  *        scales each pair's o before its weighted sum. 6 nodes. */
 
-/* the fp32 row scales of an fp8 buffer of rows x k codes at w */
-static const float *kp_fp8_scales(const void *w, int64_t rows, int64_t k) {
-  return (const float *)((const char *)w + KPICK_FP8_SCALES_AT(rows, k));
-}
 
 /* acc[r][i] += this lane's share of dot(w[r], xr[i]) over len (a multiple of
  * 16), w[r] e4m3 codes, xr[i] bf16: pieces of kp_warp * 16 elements in order,
