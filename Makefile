@@ -18,11 +18,13 @@ CPU_HDRS := $(wildcard $(SRC)/cpu/*.h)
 
 # The space token: any change to the candidate list or a kernel source of the
 # backend makes old tables stale, without anyone bumping a number. It hashes
-# space.def, the describer, the numeric helpers the kernels use and the
+# space.def, the describer, the numeric helpers the kernels use, the fp8 and
+# moe layout helpers both backends' kernels find their data through, and the
 # backend's kernel and launcher sources; not the decode-step ops of serve-bench
 # (decode.*), the route or the ABI glue, which choose no kernel.
 token = $(shell cat $(1) | sha256sum | cut -c1-16)
-KERNEL_COMMON := $(SRC)/space.def $(SRC)/common/space.h $(SRC)/common/space.c $(SRC)/common/numeric.h
+KERNEL_COMMON := $(SRC)/space.def $(SRC)/common/space.h $(SRC)/common/space.c $(SRC)/common/numeric.h \
+  $(SRC)/common/fp8.h $(SRC)/common/moe.h
 CPU_TOKEN := $(call token,$(KERNEL_COMMON) $(sort $(filter-out %/decode.c,$(CPU_SRCS)) $(CPU_HDRS)))
 # The compiler by what it reports, not by the name it was invoked as: `cc`,
 # `gcc` and `/opt/gcc/bin/gcc` of one gcc give one identity (a table made by
