@@ -21,7 +21,8 @@ CPU_HDRS := $(wildcard $(SRC)/cpu/*.h)
 # space.def, the describer, the numeric helpers the kernels use, the fp8 and
 # moe layout helpers both backends' kernels find their data through, and the
 # backend's kernel and launcher sources; not the decode-step ops of serve-bench
-# (decode.*), the route or the ABI glue, which choose no kernel.
+# (decode.*), the read floors (gpu/floor.hip), the route or the ABI glue, which
+# choose no kernel.
 token = $(shell cat $(1) | sha256sum | cut -c1-16)
 KERNEL_COMMON := $(SRC)/space.def $(SRC)/common/space.h $(SRC)/common/space.c $(SRC)/common/numeric.h \
   $(SRC)/common/fp8.h $(SRC)/common/moe.h

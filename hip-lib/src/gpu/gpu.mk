@@ -17,7 +17,7 @@ GPU_DEPS := $(GPU_HDRS) $(COMMON_HDRS) $(GPU_DIR)/gpu.mk
 
 # Any change to space.def or a GPU kernel or launcher source makes old tables
 # stale (the top Makefile says what the token leaves out, and why).
-GPU_TOKEN = $(call token,$(KERNEL_COMMON) $(sort $(filter-out %/decode.hip,$(GPU_KERNELS)) $(GPU_HOOKS) $(GPU_BLAS) $(GPU_HDRS)))
+GPU_TOKEN = $(call token,$(KERNEL_COMMON) $(sort $(filter-out %/decode.hip %/floor.hip,$(GPU_KERNELS)) $(GPU_HOOKS) $(GPU_BLAS) $(GPU_HDRS)))
 GPU_CFLAGS := -O2 -std=gnu11 -fPIC -pthread -Wall -Wextra -Wno-unused-parameter
 GPU_COMMON_IDENT = -DKPICK_BACKEND_GPU -DKPICK_SPACE_TOKEN='"$(GPU_TOKEN)"' \
   -DKPICK_COMPILER='"$(GPU_COMPILER); $(CC_NAME) $(GPU_CFLAGS)"'

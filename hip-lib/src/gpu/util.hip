@@ -1,6 +1,4 @@
-/* util.hip: the kernels that are not candidates.
- *   read floor  streams the same weight bytes a candidate reads, no math: the
- *               per-shape yardstick (DESIGN.md "Measuring");
+/* util.hip: the kernels that are not candidates (the read floors are in floor.hip).
  *   producer    stands for the op before a linear in a decode step: writes x,
  *               so the tuner times each candidate where a step runs it
  *               (hooks.cpp, be_time);
@@ -13,51 +11,6 @@
 #include "check.h"
 #include "dtype.h"
 #include "launch.h"
-
-static constexpr int kp_read_threads = 512;
-static constexpr int kp_read_u = 8; /* 16-byte loads in flight per thread */
-
-/* Sums the pieces so the loads cannot be dropped; the sink is written only
- * when the sum hits one exact value, so the kernel moves no other bytes.
- * Timed in a step (after the producer), the floor takes the best launch any
- * candidate can: under PDL it lets the next kernel launch at once and issues
- * its loads before it waits for the producer (W is no step data), as a .pdl
- * candidate does, so no candidate beats the yardstick by launching
- * differently. The wait before it ends keeps "the previous kernel is done"
- * meaning every earlier kernel is done (decode.hip, chaining). */
-template <bool PDL>
-__global__ void __launch_bounds__(kp_read_threads)
-    kp_read_kernel(const kp_v16 *__restrict__ p, size_t n16, float *__restrict__ sink) {
-  if (PDL) kp_pdl_trigger();
-  const size_t base = (size_t)blockIdx.x * kp_read_threads * kp_read_u + threadIdx.x;
-  kp_v16 v[kp_read_u];
-#pragma unroll
-  for (int u = 0; u < kp_read_u; ++u) {
-    const size_t i = base + (size_t)u * kp_read_threads;
-    if (i < n16) v[u] = kp_ld_stream(p + i);
-    else v[u] = kp_v16{0u, 0u, 0u, 0u};
-  }
-  kp_batch_fence(true);
-  float a = 0.0f;
-#pragma unroll
-  for (int u = 0; u < kp_read_u; ++u) a += __uint_as_float(v[u].x ^ v[u].y ^ v[u].z ^ v[u].w);
-  if (a == 1.5e-30f) *sink = a;
-}
-
-int kp_floor_launch(const void *w, size_t bytes, float *sink, hipStream_t stream, int pdl) {
-  const size_t n16 = bytes / 16, per_block = (size_t)kp_read_threads * kp_read_u;
-  const dim3 grid((unsigned)((n16 + per_block - 1) / per_block)), block(kp_read_threads);
-#if defined(KPICK_GPU_CUDA)
-  if (pdl) {
-    KP_GPU(kp_launch(kp_read_kernel<true>, grid, block, stream, true, (const kp_v16 *)w, n16, sink));
-    return KPICK_OK;
-  }
-#else
-  if (pdl) return kp_fail(KPICK_E_UNSUPPORTED, "floor", "no PDL on this target");
-#endif
-  KP_GPU(kp_launch(kp_read_kernel<false>, grid, block, stream, false, (const kp_v16 *)w, n16, sink));
-  return KPICK_OK;
-}
 
 /* The op before a linear in a decode step, as the sweep times it: the norm
  * before qkv and gate_up (decode.hip, add_rmsnorm), in its launch, its block
