@@ -120,82 +120,65 @@ __device__ __forceinline__ int64_t kp_tile_wrow(int64_t n0, int tr, int64_t N) {
   }
 }
 
-/* B steps from k0, B in {1, 2, 4, 8, 16}; all weight loads issued first. */
-template <int DT, int NT, int B>
-__device__ __forceinline__ void kp_mma_steps(const uint16_t *const (&wr)[kp_mma_wrows],
-                                             const uint16_t *const (&xr)[NT], int64_t k0, kp_frag (&acc)[NT],
-                                             bool first) {
-  kp_v16 a[B][kp_mma_wrows];
+/* A lane's weight piece of one step, by the weight's element type: 16-bit
+ * weights load 16 bytes (8 values) and feed them as they are; fp8 weights
+ * (e4m3 codes, bf16 x) load 8 bytes (8 codes) and feed them as the 8 bf16
+ * values kp_mma_apply takes. Every e4m3 value is a bf16, so each bf16 is the
+ * decoded fp32's upper half: exact. */
+template <class WT>
+struct kp_wpiece;
+template <>
+struct kp_wpiece<uint16_t> {
+  typedef kp_v16 raw;
+  static __device__ __forceinline__ raw load(const uint16_t *p) { return kp_ld_stream(p); }
+  static __device__ __forceinline__ kp_v16 values(const raw &r) { return r; }
+};
+template <>
+struct kp_wpiece<uint8_t> {
+  typedef uint2 raw;
+  static __device__ __forceinline__ raw load(const uint8_t *p) { return kp_ld_stream8(p); }
+  static __device__ __forceinline__ kp_v16 values(const raw &c) {
+    float f[8];
+    kp_e4m3_unpack8(c.x, c.y, f);
+    uint32_t r[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) r[i] = (__float_as_uint(f[2 * i + 1]) & 0xffff0000u) | (__float_as_uint(f[2 * i]) >> 16);
+    return kp_v16{r[0], r[1], r[2], r[3]};
+  }
+};
+
+/* B steps from k0, B in {1, 2, 4, 8, 16}; all weight loads issued first.
+ * WT: uint16_t (DT's weights) or uint8_t (e4m3 codes; DT is then bf16). */
+template <int DT, int NT, int B, class WT>
+__device__ __forceinline__ void kp_mma_steps(const WT *const (&wr)[kp_mma_wrows], const uint16_t *const (&xr)[NT],
+                                             int64_t k0, kp_frag (&acc)[NT], bool first) {
+  typename kp_wpiece<WT>::raw a[B][kp_mma_wrows];
 #pragma unroll
   for (int b = 0; b < B; ++b)
 #pragma unroll
-    for (int j = 0; j < kp_mma_wrows; ++j) a[b][j] = kp_ld_stream(wr[j] + k0 + b * kp_mma_step);
-  kp_batch_fence(first);
-#pragma unroll
-  for (int b = 0; b < B; ++b)
-#pragma unroll
-    for (int t = 0; t < NT; ++t) kp_mma_apply<DT>(acc[t], a[b], kp_ld_act(xr[t] + k0 + b * kp_mma_step));
-}
-
-/* the last step when K % 32 != 0: pieces past K count as zeros */
-template <int DT, int NT>
-__device__ __forceinline__ void kp_mma_step_masked(const uint16_t *const (&wr)[kp_mma_wrows],
-                                                   const uint16_t *const (&xr)[NT], int64_t k0, bool inside,
-                                                   kp_frag (&acc)[NT], bool first) {
-  const kp_v16 zero = {0u, 0u, 0u, 0u};
-  kp_v16 a[kp_mma_wrows];
-#pragma unroll
-  for (int j = 0; j < kp_mma_wrows; ++j) a[j] = inside ? kp_ld_stream(wr[j] + k0) : zero;
-  kp_batch_fence(first);
-#pragma unroll
-  for (int t = 0; t < NT; ++t) kp_mma_apply<DT>(acc[t], a, inside ? kp_ld_act(xr[t] + k0) : zero);
-}
-
-/* fp8 weights (e4m3 codes, bf16 x): a lane's 8 codes of a step (8 bytes where
- * the 16-bit tile loads 16) become the 8 bf16 weights kp_mma_apply takes.
- * Every e4m3 value is a bf16, so the bf16 is the fp32's upper half: exact. */
-__device__ __forceinline__ kp_v16 kp_e4m3_bf16x8(uint2 c) {
-  float f[8];
-  kp_e4m3_unpack8(c.x, c.y, f);
-  uint32_t r[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) r[i] = (__float_as_uint(f[2 * i + 1]) & 0xffff0000u) | (__float_as_uint(f[2 * i]) >> 16);
-  return kp_v16{r[0], r[1], r[2], r[3]};
-}
-
-/* kp_mma_steps over e4m3 weights (x bf16): all code loads of the B steps first */
-template <int NT, int B>
-__device__ __forceinline__ void kp_mma_steps_e4m3(const uint8_t *const (&wr)[kp_mma_wrows],
-                                                  const uint16_t *const (&xr)[NT], int64_t k0, kp_frag (&acc)[NT],
-                                                  bool first) {
-  uint2 c[B][kp_mma_wrows];
-#pragma unroll
-  for (int b = 0; b < B; ++b)
-#pragma unroll
-    for (int j = 0; j < kp_mma_wrows; ++j) c[b][j] = kp_ld_stream8(wr[j] + k0 + b * kp_mma_step);
+    for (int j = 0; j < kp_mma_wrows; ++j) a[b][j] = kp_wpiece<WT>::load(wr[j] + k0 + b * kp_mma_step);
   kp_batch_fence(first);
 #pragma unroll
   for (int b = 0; b < B; ++b) {
-    kp_v16 a[kp_mma_wrows];
+    kp_v16 v[kp_mma_wrows];
 #pragma unroll
-    for (int j = 0; j < kp_mma_wrows; ++j) a[j] = kp_e4m3_bf16x8(c[b][j]);
+    for (int j = 0; j < kp_mma_wrows; ++j) v[j] = kp_wpiece<WT>::values(a[b][j]);
 #pragma unroll
-    for (int t = 0; t < NT; ++t) kp_mma_apply<KP_DT_BF16>(acc[t], a, kp_ld_act(xr[t] + k0 + b * kp_mma_step));
+    for (int t = 0; t < NT; ++t) kp_mma_apply<DT>(acc[t], v, kp_ld_act(xr[t] + k0 + b * kp_mma_step));
   }
 }
 
-/* kp_mma_step_masked over e4m3 weights (lengths are multiples of 8 codes) */
-template <int NT>
-__device__ __forceinline__ void kp_mma_step_masked_e4m3(const uint8_t *const (&wr)[kp_mma_wrows],
-                                                        const uint16_t *const (&xr)[NT], int64_t k0, bool inside,
-                                                        kp_frag (&acc)[NT], bool first) {
+/* the last step when K % 32 != 0: pieces past K count as zeros */
+template <int DT, int NT, class WT>
+__device__ __forceinline__ void kp_mma_step_masked(const WT *const (&wr)[kp_mma_wrows], const uint16_t *const (&xr)[NT],
+                                                   int64_t k0, bool inside, kp_frag (&acc)[NT], bool first) {
   const kp_v16 zero = {0u, 0u, 0u, 0u};
   kp_v16 a[kp_mma_wrows];
 #pragma unroll
-  for (int j = 0; j < kp_mma_wrows; ++j) a[j] = inside ? kp_e4m3_bf16x8(kp_ld_stream8(wr[j] + k0)) : zero;
+  for (int j = 0; j < kp_mma_wrows; ++j) a[j] = inside ? kp_wpiece<WT>::values(kp_wpiece<WT>::load(wr[j] + k0)) : zero;
   kp_batch_fence(first);
 #pragma unroll
-  for (int t = 0; t < NT; ++t) kp_mma_apply<KP_DT_BF16>(acc[t], a, inside ? kp_ld_act(xr[t] + k0) : zero);
+  for (int t = 0; t < NT; ++t) kp_mma_apply<DT>(acc[t], a, inside ? kp_ld_act(xr[t] + k0) : zero);
 }
 
 template <int DT, int NT, int U, int MODE, bool PDL>

@@ -539,7 +539,7 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
     int64_t st = s0;
     auto steps = [&](auto b) {
       constexpr int B = decltype(b)::value;
-      if constexpr (FP8) kp_mma_steps_e4m3<P, B>(wr8, xr, st * kp_mma_step, acc, false);
+      if constexpr (FP8) kp_mma_steps<DT, P, B>(wr8, xr, st * kp_mma_step, acc, false);
       else kp_mma_steps<DT, P, B>(wr, xr, st * kp_mma_step, acc, false);
       st += B;
     };
@@ -551,7 +551,7 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
     if (st + 1 <= e1) steps(kp_tiles<1>{});
     if (st < s1) {
       const bool inside = st * kp_mma_step + koff < len;
-      if constexpr (FP8) kp_mma_step_masked_e4m3<P>(wr8, xr, st * kp_mma_step, inside, acc, false);
+      if constexpr (FP8) kp_mma_step_masked<DT, P>(wr8, xr, st * kp_mma_step, inside, acc, false);
       else kp_mma_step_masked<DT, P>(wr, xr, st * kp_mma_step, inside, acc, false);
     }
 
