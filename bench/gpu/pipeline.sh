@@ -165,7 +165,10 @@ for want in $steps; do
       cat logs/refuse-check.log >> "$summary" ;;
     verify)
       # each preset's picks timed in the step against their defaults (scripts/step-verify.ts), then promote
-      # again: the step's veto keeps the default where the step is faster with it (lib/step-verdict.ts)
+      # again: the step's veto keeps the default where the step is faster with it (lib/step-verdict.ts).
+      # Promote first: a call's copy of the tree brings the committed table, which after a re-sweep in an
+      # earlier call is of another space, and step-verify refuses it (session 16, call 3)
+      step promote-before-verify 60 node --import tsx scripts/promote.ts --store stores/h200 --tables-dir tables --json
       for m in ${VERIFY_MODELS:-$presets}; do
         step "step-verify-$m" 150 node --import tsx scripts/step-verify.ts --model "$m" --store stores/h200 --json
         tail -n 1 "logs/step-verify-$m.log" >> "$summary"
