@@ -58,7 +58,10 @@ export function promoteJob(args: PromoteJob): number {
   const built = buildTable(chosen.records, { gate: args.gate, pdlRows: args.pdlRows, created: new Date(), steps });
   if ('error' in built) throw new UsageError(built.error);
   for (const w of built.warnings) warn(w);
-  if (steps.length > 0 && !args.quiet) say(`promote: ${steps.length} step record(s): ${built.vetoed} pick(s) kept on the default, the step faster with it`);
+  if (steps.length > 0 && !args.quiet) {
+    const runnersUp = built.stepPicked > 0 ? `, ${built.stepPicked} moved to a runner-up the step is faster with` : '';
+    say(`promote: ${steps.length} step record(s): ${built.vetoed - built.stepPicked} pick(s) kept on the default, the step faster with it${runnersUp}`);
+  }
   const out = args.out ?? defaultTablePath(args.tablesDir, built.table.identity);
 
   const target = writablePath(out); // a FIFO or a device at --out is refused before anything is read from it

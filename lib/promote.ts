@@ -195,14 +195,23 @@ export interface Samples {
   def: readonly number[];
 }
 
+/** "its class ... has a looser parity bar ..." when `cand`'s numeric class is judged more loosely than the default's: it may never replace it. */
+export function looserBar(op: TableEntry['op'], dtype: Dtype, cand: CandidateResult, def: CandidateResult): string | null {
+  const [candClass, defClass] = [cand.numeric ?? 'w16a16', def.numeric ?? 'w16a16'];
+  const [candBar, defBar] = [parityBar(dtype, candClass, op), parityBar(dtype, defClass, op)];
+  return candBar > defBar ? `its class ${candClass} has a looser parity bar (${formatError(candBar)}) than the default's ${defClass} (${formatError(defBar)})` : null;
+}
+
+/** "N nodes > M" when a linear candidate takes more graph nodes than its default: it may never replace it. */
+export function moreNodes(op: TableEntry['op'], cand: CandidateResult, def: CandidateResult): string | null {
+  return op === 'linear' && cand.nodes > def.nodes ? `${cand.nodes} nodes > ${def.nodes}` : null;
+}
+
 /** Why `cand` may not replace `def`, or null when it may. Both are eligible. */
 function refusal(op: TableEntry['op'], dtype: Dtype, name: string, cand: CandidateResult, def: CandidateResult, samples: Samples, gain: number, gate: number, rows: number, pdlRows: number, pdl: boolean): string | null {
   const best = `best ${name} ${percent(gain)}`;
-  const [candClass, defClass] = [cand.numeric ?? 'w16a16', def.numeric ?? 'w16a16'];
-  const [candBar, defBar] = [parityBar(dtype, candClass, op), parityBar(dtype, defClass, op)];
-  if (gain >= gate && candBar > defBar) {
-    return `kept: ${best} but its class ${candClass} has a looser parity bar (${formatError(candBar)}) than the default's ${defClass} (${formatError(defBar)})`;
-  }
+  const bar = looserBar(op, dtype, cand, def);
+  if (gain >= gate && bar !== null) return `kept: ${best} but ${bar}`;
   if (gain >= gate && pdl && rows > pdlRows) return `kept: ${best} but PDL is picked only at rows <= ${pdlRows}`;
   if (gain < gate) {
     if (cand.median_us === def.median_us) return `kept: ${best}, a tie with the default`;
@@ -217,7 +226,8 @@ function refusal(op: TableEntry['op'], dtype: Dtype, name: string, cand: Candida
       return `kept: ${best} but within noise (rank test p ${p.toPrecision(2)} >= ${NOISE_P} over ${cand.samples} vs ${def.samples} samples; p75 ${fmtUs(cand.p75_us)} >= default p25 ${fmtUs(def.p25_us)} us)`;
     }
   }
-  if (op === 'linear' && cand.nodes > def.nodes) return `kept: ${best} but ${cand.nodes} nodes > ${def.nodes}`;
+  const nodes = moreNodes(op, cand, def);
+  if (nodes !== null) return `kept: ${best} but ${nodes}`;
   return null;
 }
 

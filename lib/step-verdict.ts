@@ -18,9 +18,20 @@
 // it. A step record applies to the entry of its shape and rows bucket whose
 // choice and default are the record's pick and default: a record of another
 // pick (the table since re-promoted) says nothing about this one and is left
-// out with a warning. The step's verdict only takes a pick away; it never
-// picks a candidate the kernel rule did not.
-import { NOISE_P, percent } from './promote.ts';
+// out with a warning.
+//
+// Alternatives (step-verify --alternatives): where the step is slower with the
+// pick, step-verify may time the sweep's runners-up in its place, each against
+// the default (records marked `alternative`). A runner-up is a candidate of the
+// entry the sweep found faster than the default, with parity passed and nothing
+// that bars it whatever its margin (a looser parity bar, more graph nodes:
+// lib/promote.ts). A vetoed entry takes the alternative whose records show the
+// step faster than with the default past the noise (and none slower), the one
+// with the largest gain; without one it keeps the default. So the step may pick
+// a runner-up the sweep's gate did not, but only on the step's own evidence.
+// (promote's --pdl-rows cut is not applied to runners-up: an entry does not
+// say which of its candidates chain with PDL.)
+import { isEligible, looserBar, moreNodes, NOISE_P, percent } from './promote.ts';
 import type { StepRecord, TableEntry } from './schema.ts';
 import { entryKey, shapeId } from './shape-key.ts';
 import { median, rankTest } from './stats.ts';
@@ -57,11 +68,48 @@ export function stepLine(r: StepRecord, j: StepJudgement = judgeStep(r)): string
 }
 
 /**
- * The entries with the step's vetoes applied (a vetoed entry keeps its
- * default; its reason says why and what the kernel rule had said), and a
- * warning per record that matches no entry's pick.
+ * The runners-up of an entry a step may time in place of its choice: eligible
+ * candidates other than the choice and the default, faster than the default
+ * in the sweep, that no rule bars whatever their margin; fastest first, at
+ * most `limit`.
  */
-export function applyStepVerdicts(entries: readonly TableEntry[], records: readonly StepRecord[]): { entries: TableEntry[]; vetoed: number; warnings: string[] } {
+export function stepAlternatives(e: TableEntry, limit: number): string[] {
+  const def = e.candidates[e.default];
+  if (!def || !isEligible(def)) return [];
+  return Object.entries(e.candidates)
+    .filter(([name, c]) => name !== e.choice && name !== e.default && isEligible(c))
+    .filter(([, c]) => (c.median_us as number) < (def.median_us as number))
+    .filter(([, c]) => looserBar(e.op, e.dtype, c, def) === null && moreNodes(e.op, c, def) === null)
+    .sort(([a, x], [b, y]) => (x.median_us as number) - (y.median_us as number) || (a < b ? -1 : a > b ? 1 : 0))
+    .slice(0, limit)
+    .map(([name]) => name);
+}
+
+/** Of a vetoed entry's alternative records, the runner-up the step is faster with past the noise (none slower), the largest gain first. */
+function stepPick(e: TableEntry, records: readonly StepRecord[]): { name: string; r: StepRecord; j: StepJudgement } | null {
+  const allowed = new Set(stepAlternatives(e, Infinity));
+  const byName = new Map<string, { r: StepRecord; j: StepJudgement }[]>();
+  for (const r of records) {
+    if (r.default !== e.default || !allowed.has(r.pick)) continue;
+    byName.set(r.pick, [...(byName.get(r.pick) ?? []), { r, j: judgeStep(r) }]);
+  }
+  let best: { name: string; r: StepRecord; j: StepJudgement } | null = null;
+  for (const [name, judged] of byName) {
+    if (judged.some((x) => x.j.verdict === 'slower')) continue;
+    for (const x of judged) {
+      if (x.j.verdict === 'faster' && (best === null || x.j.change < best.j.change)) best = { name, ...x };
+    }
+  }
+  return best;
+}
+
+/**
+ * The entries with the step's verdicts applied (a vetoed entry keeps its
+ * default, or takes the runner-up its alternative records show faster; its
+ * reason says why and what the kernel rule had said), and a warning per
+ * record that matches no entry's pick.
+ */
+export function applyStepVerdicts(entries: readonly TableEntry[], records: readonly StepRecord[]): { entries: TableEntry[]; vetoed: number; stepPicked: number; warnings: string[] } {
   const byEntry = new Map<string, StepRecord[]>();
   for (const r of records) {
     const key = entryKey(r, r.rows);
@@ -69,11 +117,14 @@ export function applyStepVerdicts(entries: readonly TableEntry[], records: reado
   }
   const warnings: string[] = [];
   let vetoed = 0;
+  let stepPicked = 0;
   const out = entries.map((e) => {
     const key = entryKey(e, e.bucket);
-    const mine = byEntry.get(key);
-    if (!mine) return e;
+    const all = byEntry.get(key);
+    if (!all) return e;
     byEntry.delete(key); // what stays in byEntry matches no entry
+    const alternatives = all.filter((r) => r.alternative === true);
+    const mine = all.filter((r) => r.alternative !== true);
     const applies = mine.filter((r) => r.pick === e.choice && r.default === e.default);
     for (const r of mine.filter((x) => !applies.includes(x))) {
       warnings.push(`step record ${r.model} c=${r.c} ${r.linear} timed ${r.pick} against ${r.default}; ${e.dtype} ${shapeId(e)} bucket ${e.bucket} now has ${e.choice} (default ${e.default}): not applied`);
@@ -83,10 +134,15 @@ export function applyStepVerdicts(entries: readonly TableEntry[], records: reado
     if (slower.length === 0 || judged.some((x) => x.j.verdict === 'faster')) return e;
     vetoed++;
     const worst = slower.reduce((a, b) => (b.j.change > a.j.change ? b : a));
+    const alt = stepPick(e, alternatives);
+    if (alt) {
+      stepPicked++;
+      return { ...e, choice: alt.name, reason: `picked in the step: ${stepLine(alt.r, alt.j)}; the sweep's pick made it slower: ${stepLine(worst.r, worst.j)}; the kernel alone: ${e.reason}` };
+    }
     return { ...e, choice: e.default, reason: `kept: the step is faster with the default: ${stepLine(worst.r, worst.j)}; the kernel alone: ${e.reason}` };
   });
   for (const rs of byEntry.values()) {
     for (const r of rs) warnings.push(`step record ${r.model} c=${r.c} ${r.linear} (${r.dtype} ${shapeId(r)} bucket ${r.rows}) matches no table entry: not applied`);
   }
-  return { entries: out, vetoed, warnings };
+  return { entries: out, vetoed, stepPicked, warnings };
 }

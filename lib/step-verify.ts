@@ -2,19 +2,23 @@
 // the whole decode step, where the sweep cannot see it: the step runs the
 // table's route at c rows as it is and with one linear moved back to its class
 // default, in interleaved rounds, and appends one step record per pick to the
-// store's steps/ folder. promote reads them (lib/step-verdict.ts says the rule).
+// store's steps/ folder. Where the step is slower with a pick, it may then time
+// up to --alternatives of the sweep's runners-up in its place, each against the
+// default (records marked `alternative`). promote reads them (lib/step-verdict.ts
+// says the rule).
 import { join } from 'node:path';
 import { asUsage, colorsFor, EXIT, printJsonLine, Progress, say, UsageError, warn } from './cli.ts';
 import { openKpick } from './ffi.ts';
 import { kindDtype, LINEAR_KINDS, NativeModels, type LinearKind, type Model } from './model-ffi.ts';
 import { decodeLinears, type ModelPreset } from './models.ts';
 import { bucketOf, buildOf, loadRoute } from './route.ts';
-import { STORE_VERSION, type Dtype, type StepRecord } from './schema.ts';
+import { STORE_VERSION, type Dtype, type StepRecord, type TableEntry } from './schema.ts';
 import { checkFit, dimsOf, gib, routeArm, type ArmRoute } from './serve.ts';
+import { entryKey } from './shape-key.ts';
 import { median } from './stats.ts';
-import { judgeStep, stepLine } from './step-verdict.ts';
+import { judgeStep, stepAlternatives, stepLine } from './step-verdict.ts';
 import { STEPS_DIR, StoreLock, StoreWriter } from './store.ts';
-import { defaultTablePath } from './table.ts';
+import { defaultTablePath, readTable } from './table.ts';
 
 /** What step-verify builds, times and stores: scripts/step-verify.ts's options. */
 export interface StepVerifyJob {
@@ -25,6 +29,8 @@ export interface StepVerifyJob {
   /** decode steps a timing; the round's sample is their median */
   steps: number;
   rounds: number;
+  /** runners-up timed in place of a pick the step is slower with (0: none) */
+  alternatives: number;
   table: string | null;
   tablesDir: string;
   store: string;
@@ -43,9 +49,13 @@ export function picksToVerify(table: ArmRoute, defaults: ArmRoute): LinearKind[]
 
 /** The table route's ids with one linear on the default's candidate. */
 export function withDefault(table: ArmRoute, defaults: ArmRoute, kind: LinearKind): Int32Array {
+  return withCandidate(table, kind, defaults.ids[LINEAR_KINDS.indexOf(kind)]!);
+}
+
+/** The table route's ids with one linear on candidate `id`. */
+export function withCandidate(table: ArmRoute, kind: LinearKind, id: number): Int32Array {
   const ids = Int32Array.from(table.ids);
-  const i = LINEAR_KINDS.indexOf(kind);
-  ids[i] = defaults.ids[i]!;
+  ids[LINEAR_KINDS.indexOf(kind)] = id;
   return ids;
 }
 
@@ -69,6 +79,54 @@ export function timeRounds(model: Model, variants: readonly Int32Array[], c: num
   return out;
 }
 
+/** One timed comparison of a step record: this linear on `pick` (the route as it is, or a runner-up) against it on the default. */
+export interface StepTiming {
+  kind: LinearKind;
+  pick: string;
+  pickUs: number[];
+  defaultUs: number[];
+  alternative: boolean;
+}
+
+/** What verifyAt times at one c: the route, the default's, and which linears differ. */
+export interface StepPlan {
+  c: number;
+  table: ArmRoute;
+  def: ArmRoute;
+  kinds: LinearKind[];
+}
+
+/**
+ * One c's picks timed in the step, in interleaved rounds; then, for each pick
+ * the step is slower with, its runners-up (name and candidate id, fastest
+ * first) each in its place against the default, in rounds of their own. The
+ * timings in that order: the picks', then each slower pick's runners-up.
+ */
+export function verifyAt(
+  model: Pick<Model, 'time'>,
+  plan: StepPlan,
+  steps: number,
+  rounds: number,
+  runnersUp: (kind: LinearKind) => { name: string; id: number }[],
+  onTiming: (done: number, total: number, what: string) => void = () => {},
+): StepTiming[] {
+  const variants = [plan.table.ids, ...plan.kinds.map((k) => withDefault(plan.table, plan.def, k))];
+  const timed = timeRounds(model as Model, variants, plan.c, steps, rounds, (done, total) => onTiming(done, total, plan.kinds.join(', ')));
+  const out: StepTiming[] = plan.kinds.map((kind, i) => ({ kind, pick: plan.table.names[kind]!, pickUs: timed[0]!, defaultUs: timed[i + 1]!, alternative: false }));
+  for (const t of out.filter((x) => judgeStep({ pick_us: x.pickUs, default_us: x.defaultUs }).verdict === 'slower')) {
+    const alts = runnersUp(t.kind);
+    if (alts.length === 0) continue;
+    const altTimed = timeRounds(
+      model as Model,
+      [...alts.map((a) => withCandidate(plan.table, t.kind, a.id)), withDefault(plan.table, plan.def, t.kind)],
+      plan.c, steps, rounds,
+      (done, total) => onTiming(done, total, `${t.kind}'s runners-up ${alts.map((a) => a.name).join(', ')}`),
+    );
+    alts.forEach((a, i) => out.push({ kind: t.kind, pick: a.name, pickUs: altTimed[i]!, defaultUs: altTimed[alts.length]!, alternative: true }));
+  }
+  return out;
+}
+
 export function stepVerifyJob(args: StepVerifyJob): number {
   const human = !args.quiet;
   const kpick = openKpick(args.backend);
@@ -84,6 +142,13 @@ export function stepVerifyJob(args: StepVerifyJob): number {
     return EXIT.refused;
   }
   const defaults = loadRoute(null, build, process.env);
+  // the entries behind the route, for the sweep's runners-up (--alternatives)
+  const entries = new Map<string, TableEntry>();
+  if (args.alternatives > 0) {
+    const read = readTable(tablePath);
+    if ('error' in read) throw new UsageError(`--alternatives needs the table's entries: ${read.error}`);
+    for (const e of read.table.entries) entries.set(entryKey(e, e.bucket), e);
+  }
   const plans = args.concurrency.map((c) => {
     const table = routeArm(tableRoute, kpick, args.model, args.dtype, c);
     const def = routeArm(defaults, kpick, args.model, args.dtype, c);
@@ -116,6 +181,39 @@ export function stepVerifyJob(args: StepVerifyJob): number {
   if (human) progress.update(0, 1, `creating the model (${gib(fit.bytes)})`);
   let model: Model | null = null;
   let slower = 0;
+  const write = (plan: StepPlan, kind: LinearKind, pick: string, pickUs: number[], defaultUs: number[], alternative: boolean): StepRecord => {
+    const linear = linears.find((l) => l.name === kind)!;
+    return writer.appendStep({
+      v: STORE_VERSION,
+      kind: 'step',
+      identity: build.identity,
+      model: args.model.name,
+      layers: args.layers,
+      weights: args.dtype,
+      c: plan.c,
+      linear: kind,
+      op: linear.op,
+      dtype: kindDtype(args.dtype, kind),
+      n: linear.n,
+      k: linear.k,
+      ...(linear.op === 'moe' ? { experts: linear.experts, topk: linear.topk } : {}),
+      rows: bucketOf(plan.c),
+      pick,
+      default: plan.def.names[kind]!,
+      ...(alternative ? { alternative: true } : {}),
+      route: Object.fromEntries(Object.entries(plan.table.names)),
+      steps: args.steps,
+      pick_us: pickUs,
+      default_us: defaultUs,
+      at: new Date().toISOString(),
+    });
+  };
+  const report = (record: StepRecord) => {
+    const j = judgeStep(record);
+    if (args.json) printJsonLine({ ...record, verdict: j.verdict, change: j.change, p_default_faster: j.pDefaultFaster, p_pick_faster: j.pPickFaster });
+    if (human) say(`${record.alternative ? 'runner-up: ' : ''}${stepLine(record, j)}`);
+    return j;
+  };
   try {
     model = native.create(dims, args.seed);
     for (const plan of plans) {
@@ -124,39 +222,17 @@ export function stepVerifyJob(args: StepVerifyJob): number {
         if (human) say(`c=${plan.c}: the table routes every linear as the default does: nothing to verify`);
         continue;
       }
-      const variants = [plan.table.ids, ...plan.kinds.map((k) => withDefault(plan.table, plan.def, k))];
-      const timed = timeRounds(model, variants, plan.c, args.steps, args.rounds, (done, total) => progress.update(done, total, `c=${plan.c}: ${plan.kinds.join(', ')}`));
-      progress.end();
-      plan.kinds.forEach((kind, i) => {
+      const runnersUp = (kind: LinearKind) => {
         const linear = linears.find((l) => l.name === kind)!;
-        const record = writer.appendStep({
-          v: STORE_VERSION,
-          kind: 'step',
-          identity: build.identity,
-          model: args.model.name,
-          layers: args.layers,
-          weights: args.dtype,
-          c: plan.c,
-          linear: kind,
-          op: linear.op,
-          dtype: kindDtype(args.dtype, kind),
-          n: linear.n,
-          k: linear.k,
-          ...(linear.op === 'moe' ? { experts: linear.experts, topk: linear.topk } : {}),
-          rows: bucketOf(plan.c),
-          pick: plan.table.names[kind]!,
-          default: plan.def.names[kind]!,
-          route: Object.fromEntries(Object.entries(plan.table.names)),
-          steps: args.steps,
-          pick_us: timed[0]!,
-          default_us: timed[i + 1]!,
-          at: new Date().toISOString(),
-        });
-        const j = judgeStep(record);
-        if (j.verdict === 'slower') slower++;
-        if (args.json) printJsonLine({ ...record, verdict: j.verdict, change: j.change, p_default_faster: j.pDefaultFaster, p_pick_faster: j.pPickFaster });
-        if (human) say(stepLine(record, j));
-      });
+        const entry = entries.get(entryKey({ op: linear.op, dtype: kindDtype(args.dtype, kind), n: linear.n, k: linear.k, experts: linear.experts, topk: linear.topk }, bucketOf(plan.c)));
+        return entry ? stepAlternatives(entry, args.alternatives).map((name) => ({ name, id: kpick.candidate(name).id })) : [];
+      };
+      const timings = verifyAt(model, plan, args.steps, args.rounds, runnersUp, (done, total, what) => progress.update(done, total, `c=${plan.c}: ${what}`));
+      progress.end();
+      for (const t of timings) {
+        const j = report(write(plan, t.kind, t.pick, t.pickUs, t.defaultUs, t.alternative));
+        if (!t.alternative && j.verdict === 'slower') slower++;
+      }
     }
   } finally {
     progress.end();
@@ -164,7 +240,8 @@ export function stepVerifyJob(args: StepVerifyJob): number {
     writer.close();
     lock.release();
   }
-  if (human) say(`step-verify: ${writer.written} step record(s) in ${writer.file}${writer.written === 0 ? ' (none: removed)' : ''}; ${slower} pick(s) make the step slower (promote keeps the default there)`);
+  const where = args.alternatives > 0 ? 'promote keeps the default there, or a runner-up the step is faster with' : 'promote keeps the default there';
+  if (human) say(`step-verify: ${writer.written} step record(s) in ${writer.file}${writer.written === 0 ? ' (none: removed)' : ''}; ${slower} pick(s) make the step slower (${where})`);
   if (writer.written === 0) warn('no table pick differs from the default at these concurrencies');
   return EXIT.ok;
 }

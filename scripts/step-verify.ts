@@ -23,6 +23,7 @@ export const OPTIONS = {
   context: { flag: '--context <n>', help: 'KV-cache positions filled before the first step', default: 256 },
   steps: { flag: '--steps <n>', help: 'decode steps a timing (a round takes their median)', default: 16 },
   rounds: { flag: '--rounds <n>', help: 'interleaved rounds of the route and each variant', default: 7 },
+  alternatives: { flag: '--alternatives <n>', help: "where the step is slower with a pick, time up to n of the sweep's runners-up in its place, each against the default", default: 0 },
   table: { flag: '--table <file>', help: 'the table to verify (default: <tables-dir>/<arch>/<device>/decode_gemm.json of the library loaded)' },
   tablesDir: opt.tablesDir('root of the per-device tables, for the default --table'),
   backend: opt.backend(),
@@ -39,7 +40,7 @@ export function parseArgs(argv: readonly string[]): StepVerifyJob | null {
     'step-verify',
     {
       summary: "time each pick of the table in the whole decode step, against its default; records for promote",
-      usage: '--model <name> --store <dir> [--c 1,2,4,8] [--layers n] [--rounds n] [--steps n] [--table file] [--json]',
+      usage: '--model <name> --store <dir> [--c 1,2,4,8] [--layers n] [--rounds n] [--steps n] [--alternatives n] [--table file] [--json]',
       examples: [
         'tsx scripts/step-verify.ts --model Llama-3.1-8B --store stores/h200',
         'tsx scripts/step-verify.ts --model tiny --layers 2 --backend cpu --c 1,4 --rounds 5 --steps 2 --store stores/cpu',
@@ -65,6 +66,7 @@ export function parseArgs(argv: readonly string[]): StepVerifyJob | null {
       steps,
       // the rank test needs 5 a side before a verdict can pass its level
       rounds: optionInt(o, 'rounds', OPTIONS.rounds.default, 5, 1000),
+      alternatives: optionInt(o, 'alternatives', OPTIONS.alternatives.default, 0, 16),
       table,
       tablesDir,
       store,

@@ -8,7 +8,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { DEFAULT_BUILD_DIR, loadKpick } from '../lib/ffi.ts';
 import type { Table } from '../lib/schema.ts';
-import { judgeStep } from '../lib/step-verdict.ts';
+import { judgeStep, stepAlternatives } from '../lib/step-verdict.ts';
 import { readSteps, STEPS_DIR, StoreWriter } from '../lib/store.ts';
 import { readTable, writeTable } from '../lib/table.ts';
 import { parseArgs } from '../scripts/step-verify.ts';
@@ -44,6 +44,9 @@ test('parseArgs: the defaults, and --store and --model required', () => {
   assert.throws(() => parseArgs(['--model', 'tiny']), /--store <dir> is required/);
   assert.throws(() => parseArgs(['--store', 's']), /--model <name> is required/);
   assert.throws(() => parseArgs(['--model', 'tiny', '--store', 's', '--rounds', '4']), /--rounds must be an integer in 5\.\.1000/);
+  assert.is(a.alternatives, 0, 'no runner-up timed unless asked');
+  assert.is(parseArgs(['--model', 'tiny', '--store', 's', '--alternatives', '2'])!.alternatives, 2);
+  assert.throws(() => parseArgs(['--model', 'tiny', '--store', 's', '--alternatives', '-1']), /--alternatives must be an integer in 0\.\.16/);
 });
 
 test('every pick off the default at each c gets one record in <store>/steps, timed the same rounds both ways', async () => {
@@ -67,6 +70,24 @@ test('every pick off the default at each c gets one record in <store>/steps, tim
   assert.is(stored.records.length, 10);
   assert.equal(readdirSync(join(store, STEPS_DIR)).length, 1);
   assert.match(r.stderr, /step-verify: 10 step record\(s\) in .*steps\/step-.*\.jsonl/);
+});
+
+test('--alternatives: runner-up records only after a pick the step is slower with, each a runner-up of its entry\'s sweep', async () => {
+  const store = join(scratch, 'store-alt');
+  const table = tableOffDefaults();
+  const r = await run('step-verify', [...FAST, '--tables-dir', tablesDirWith(table), '--store', store, '--json', '--alternatives', '2']);
+  assert.is(r.code, 0, r.stderr);
+  const lines = jsonLines(r.stdout);
+  const picks = lines.filter((l) => l.alternative !== true);
+  assert.is(picks.length, 10, 'every pick is timed as without --alternatives');
+  for (const l of lines.filter((x) => x.alternative === true)) {
+    const pick = picks.find((p) => p.c === l.c && p.linear === l.linear)!;
+    assert.is(pick.verdict, 'slower', `${l.c} ${l.linear}: runners-up only where the pick made the step slower`);
+    const e = table.entries.find((x) => x.op === l.op && x.n === l.n && x.k === l.k && x.bucket === l.rows)!;
+    assert.ok(stepAlternatives(e, 2).includes(l.pick), `${l.pick}: a runner-up of its entry`);
+    assert.is(l.default, pick.default);
+  }
+  assert.is(readSteps(store).records.length, lines.length);
 });
 
 test('a table that routes as the defaults do: nothing to verify, no file left, exit 0', async () => {

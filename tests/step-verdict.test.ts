@@ -7,8 +7,8 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import * as v from 'valibot';
-import { StepRecord, STORE_VERSION, type TableEntry } from '../lib/schema.ts';
-import { applyStepVerdicts, judgeStep, stepLine } from '../lib/step-verdict.ts';
+import { StepRecord, STORE_VERSION, type CandidateResult, type TableEntry } from '../lib/schema.ts';
+import { applyStepVerdicts, judgeStep, stepAlternatives, stepLine } from '../lib/step-verdict.ts';
 import { readStore, readSteps, STEPS_DIR, StoreWriter } from '../lib/store.ts';
 import { buildTable } from '../lib/table.ts';
 import { evenSamples, problem, SYNTHETIC_IDENTITY } from './helpers/synthetic-records.ts';
@@ -108,8 +108,81 @@ test('records of another pick, or of no entry, are left out with a warning each'
   assert.is(applyStepVerdicts([entry({ bucket: 8 })], [step(SLOW, FAST)]).vetoed, 0);
 });
 
+/** A timed candidate of an entry: median us, parity, nodes, numeric class. */
+function cand(median_us: number, over: Partial<CandidateResult> = {}): CandidateResult {
+  return { median_us, p25_us: median_us, p75_us: median_us, samples: 15, nodes: 1, params: {}, parity: 'pass', rel_err: 0, stack_bound: false, status: 'ok', ...over };
+}
+
+/** The entry of the step records above, its sweep: plain 100 us, the pick 80, runners-up rowblk.r4 85 and threads.t2 90. */
+function swept(over: Partial<TableEntry> = {}): TableEntry {
+  return entry({
+    candidates: { plain: cand(100), 'rowblk.r2': cand(80), 'rowblk.r4': cand(85), 'threads.t2': cand(90), 'splitk.s4': cand(120) },
+    ...over,
+  });
+}
+
+test("stepAlternatives: the sweep's runners-up faster than the default, fastest first, at most the limit", () => {
+  assert.equal(stepAlternatives(swept(), 5), ['rowblk.r4', 'threads.t2']);
+  assert.equal(stepAlternatives(swept(), 1), ['rowblk.r4']);
+  assert.equal(stepAlternatives(swept(), 0), []);
+});
+
+test('stepAlternatives leaves out what the kernel rule bars whatever the margin: failed parity, more nodes, a looser parity bar', () => {
+  const barred = swept({
+    candidates: {
+      plain: cand(100),
+      'rowblk.r2': cand(80),
+      'rowblk.r4': cand(85, { parity: 'fail' }),
+      'threads.t2': cand(86, { nodes: 2 }),
+      'w8a8.plain': cand(87, { numeric: 'w8a8' }),
+      'rowblk.r8': cand(88, { status: 'failed', median_us: null }),
+      'splitk.s4': cand(95),
+    },
+  });
+  assert.equal(stepAlternatives(barred, 5), ['splitk.s4']);
+  assert.equal(stepAlternatives(swept({ candidates: {} }), 5), [], 'no default timing, no runner-up');
+});
+
+test('a vetoed pick moves to the runner-up its alternative records show faster than the default, the largest gain first', () => {
+  const alt = (name: string, pick_us: number[]) => step(pick_us, FAST.map((x) => x + 20), { pick: name, alternative: true });
+  const { entries, vetoed, stepPicked, warnings } = applyStepVerdicts(
+    [swept()],
+    [step(SLOW, FAST), alt('rowblk.r4', FAST.map((x) => x + 10)), alt('threads.t2', FAST)],
+  );
+  assert.equal(warnings, []);
+  assert.is(vetoed, 1);
+  assert.is(stepPicked, 1);
+  assert.is(entries[0]!.choice, 'threads.t2');
+  assert.match(entries[0]!.reason, /^picked in the step: tiny c=4 o: step 1003\.0 us with threads\.t2, 1023\.0 us with plain \(-2\.0 %, faster/);
+  assert.match(entries[0]!.reason, /the sweep's pick made it slower: tiny c=4 o: step 1013\.0 us with rowblk\.r2/);
+});
+
+test('a vetoed pick keeps the default when no runner-up is faster past the noise, or one record of it is slower', () => {
+  const alt = (name: string, pick_us: number[], default_us: number[], over: Partial<StepRecord> = {}) => step(pick_us, default_us, { pick: name, alternative: true, ...over });
+  const noisy = [1000, 1003, 1004, 1007, 1008, 1011, 1012], noisy2 = [1001, 1002, 1005, 1006, 1009, 1010, 1013];
+  for (const alts of [
+    [alt('rowblk.r4', SLOW, FAST)],
+    [alt('rowblk.r4', noisy, noisy2)],
+    [alt('rowblk.r4', FAST, SLOW), alt('rowblk.r4', SLOW, FAST, { model: 'tiny-2' })],
+    [alt('rowblk.r8', FAST, SLOW)], // not a runner-up of this entry's sweep
+    [alt('rowblk.r4', FAST, SLOW, { default: 'rowblk.r2' })], // timed against another default
+  ]) {
+    const { entries, vetoed, stepPicked } = applyStepVerdicts([swept()], [step(SLOW, FAST), ...alts]);
+    assert.is(vetoed, 1);
+    assert.is(stepPicked, 0);
+    assert.is(entries[0]!.choice, 'plain');
+  }
+});
+
+test('alternative records change nothing where the pick is not vetoed', () => {
+  const { entries, stepPicked } = applyStepVerdicts([swept()], [step(FAST, SLOW), step(FAST, SLOW.map((x) => x + 50), { pick: 'rowblk.r4', alternative: true })]);
+  assert.is(stepPicked, 0);
+  assert.equal(entries[0], swept());
+});
+
 test('the schema: a record needs rounds on both sides, a pick other than its default, and the moe key only on moe', () => {
   assert.ok(v.safeParse(StepRecord, step(SLOW, FAST)).success);
+  assert.ok(v.safeParse(StepRecord, step(SLOW, FAST, { alternative: true })).success, 'a runner-up\'s record');
   for (const bad of [step([], FAST), step(SLOW, []), step(SLOW, FAST, { pick: 'plain' }), step(SLOW, FAST, { experts: 8, topk: 2 }), { ...step(SLOW, FAST), kind: 'candidate' }]) {
     assert.not.ok(v.safeParse(StepRecord, bad).success, JSON.stringify(bad).slice(0, 120));
   }
