@@ -169,6 +169,20 @@ test('the fp8 twins of moe.tiles and moe.fused: W8A16 rows named moe.w8a16.tiles
   }
 });
 
+test('the w8a16.mma family: params W,U,R; names [gated.]w8a16.mma.wW.uU[.rR][.pdl] (R 1 unnamed); bitwise with the R = 1 row of its W', () => {
+  assert.is(families.get('w8a16mma'), 'W,U,R');
+  const rows = gpu.filter((r) => r.family === 'w8a16mma');
+  assert.ok(rows.some((r) => r.p[2] === 2), 'rows with two tiles a warp');
+  for (const r of rows) {
+    const [w, u, tiles] = r.p;
+    const name = `${r.op === 'GATED' ? 'gated.' : ''}w8a16.mma.w${w}.u${u}${tiles > 1 ? `.r${tiles}` : ''}${r.flags.includes('KF_PDL') ? '.pdl' : ''}`;
+    assert.is(r.name, name, `${r.id}: name from its params`);
+    assert.ok(tiles === 1 || (tiles === 2 && u <= 2), `${r.name}: R is 1, or 2 with U <= 2`);
+    const head = byId.get(r.bitwiseWith)!;
+    assert.ok(head.family === 'w8a16mma' && head.op === r.op && head.p[0] === w && head.p[2] === 1, `${r.name}: its head is the R = 1 row of W ${w} (bits depend on W only)`);
+  }
+});
+
 test('the moe wgmma family: params WG,T,KB; names moe.wgmma.mB.tT.kKB with B = 64 WG; five nodes; one class head; no .pdl', () => {
   assert.is(families.get('moe_wgmma'), 'WG,T,KB');
   const rows = gpu.filter((r) => r.family === 'moe_wgmma');

@@ -182,20 +182,23 @@ int kp_w8a16_launch(const struct kp_call *c, int rows_per_block, int rows_per_wa
 }
 
 /* ---- w8a16.mma: the tensor-core W8A16 tile ----
- * One block per 16 weight rows (linear: outputs n0..n0+15; gated: gate rows
- * n0..n0+7 over their up rows N+n0..N+n0+7, so a lane holds g and u of the
- * same output), W warps splitting K in 64-wide blocks (warp w takes blocks w,
- * w + W, ...), U blocks of weight loads a batch, each batch's loads issued
- * while the batch before it computes (two register sets). In a 64-wide block lane l
- * (group g = l / 4, quarter q = l % 4) loads 16 codes of its two tile rows g
- * and g + 8 and the 16 bf16 x values of x row g (and g + 8 past 8 rows) at k
- * = 16 q: four m16n8k16 bf16 steps, step s taking codes and x values 4s..4s+3
- * of the quarter. That is a permutation of k applied alike to both operands,
- * so the sums are the plain dot products. Codes become bf16 exactly (e4m3 ->
- * f16 pair -> fp32 -> bf16 pair; every e4m3 value is a bf16), x goes in as
- * loaded. The warps' fp32 tiles are summed in warp order through shared
- * memory: bits depend on W (one class head per W), never on U. NVIDIA sm_89
- * and later (the e4m3 conversion); absent elsewhere. */
+ * One block per R tiles of 16 weight rows (linear: outputs n0..n0+16R-1;
+ * gated: tile r holds gate rows n0+8r..n0+8r+7 over their up rows, so a lane
+ * holds g and u of the same output), W warps splitting K in 64-wide blocks
+ * (warp w takes blocks w, w + W, ...), U blocks of weight loads a batch, each
+ * batch's loads issued while the batch before it computes (two register
+ * sets). In a 64-wide block lane l (group g = l / 4, quarter q = l % 4) loads
+ * 16 codes of each of its tile rows g and g + 8 and the 16 bf16 x values of x
+ * row g (and g + 8 past 8 rows) at k = 16 q: four m16n8k16 bf16 steps, step s
+ * taking codes and x values 4s..4s+3 of the quarter. That is a permutation of
+ * k applied alike to both operands, so the sums are the plain dot products.
+ * The R tiles of a warp share each x load: R = 2 halves x's bytes from L2 a
+ * weight byte (at rows 9-16, x's pieces a block are twice W's at R = 1).
+ * Codes become bf16 exactly (e4m3 -> f16 pair -> fp32 -> bf16 pair; every
+ * e4m3 value is a bf16), x goes in as loaded. The warps' fp32 tiles are
+ * summed in warp order through shared memory: bits depend on W (one class
+ * head per W), never on U or R. NVIDIA sm_89 and later (the e4m3
+ * conversion); absent elsewhere. */
 static constexpr int kp_w8a16_mma_max_warps = 8;
 
 #if defined(KPICK_GPU_CUDA) && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890)
@@ -224,29 +227,35 @@ __device__ __forceinline__ void kp_mma_bf16_16816(float (&d)[4], const uint32_t 
 #endif
 }
 
-/* T x-row tiles of 8 (M <= 8 T) */
-template <int T, int U, bool GATED, bool PDL>
+/* T x-row tiles of 8 (M <= 8 T), R weight tiles of 16 rows a warp */
+template <int T, int U, int R, bool GATED, bool PDL>
 __global__ void __launch_bounds__(kp_w8a16_mma_max_warps * 32)
     kp_w8a16_mma_kernel(const uint16_t *__restrict__ x, const uint8_t *__restrict__ w, uint16_t *__restrict__ y, int32_t M,
                         int64_t N, int64_t K, int64_t w_rows) {
 #if defined(KP_W8A16_MMA)
-  __shared__ float red[kp_w8a16_mma_max_warps][32][4 * T];
+  __shared__ float red[kp_w8a16_mma_max_warps][32][4 * T * R];
   if (PDL) kp_pdl_trigger();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
   const int g = lane / 4, q = lane % 4;
-  /* the lane's two weight rows (clamped to the last real one: loaded, never stored) */
-  int64_t r0, r1, n_out;
-  if (GATED) {
-    n_out = (int64_t)blockIdx.x * 8 + g;
-    const int64_t n = n_out < N ? n_out : N - 1;
-    r0 = n;
-    r1 = N + n;
-  } else {
-    n_out = (int64_t)blockIdx.x * 16 + g;
-    r0 = n_out < N ? n_out : N - 1;
-    r1 = n_out + 8 < N ? n_out + 8 : N - 1;
+  /* each tile's two weight rows of this lane (clamped to the last real one: loaded, never stored) */
+  const uint8_t *w0[R], *w1[R];
+  int64_t n_out[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    int64_t r0, r1;
+    if (GATED) {
+      n_out[r] = ((int64_t)blockIdx.x * R + r) * 8 + g;
+      const int64_t n = n_out[r] < N ? n_out[r] : N - 1;
+      r0 = n;
+      r1 = N + n;
+    } else {
+      n_out[r] = ((int64_t)blockIdx.x * R + r) * 16 + g;
+      r0 = n_out[r] < N ? n_out[r] : N - 1;
+      r1 = n_out[r] + 8 < N ? n_out[r] + 8 : N - 1;
+    }
+    w0[r] = w + r0 * K + q * 16;
+    w1[r] = w + r1 * K + q * 16;
   }
-  const uint8_t *w0 = w + r0 * K + q * 16, *w1 = w + r1 * K + q * 16;
   /* the lane's x rows g and g + 8 (zeros past M) */
   const uint16_t *xr[T];
   bool xv[T];
@@ -255,24 +264,29 @@ __global__ void __launch_bounds__(kp_w8a16_mma_max_warps * 32)
     xv[t] = g + 8 * t < M;
     xr[t] = x + (int64_t)(xv[t] ? g + 8 * t : 0) * K + q * 16;
   }
-  float acc[T][4];
+  float acc[R][T][4];
 #pragma unroll
-  for (int t = 0; t < T; ++t)
+  for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
+    for (int t = 0; t < T; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[r][t][i] = 0.0f;
   const int64_t nblocks = (K + 63) / 64, step = (int64_t)nwarps * U;
   /* a batch: the U blocks b, b + W, ... of this warp; its loads are issued a
    * batch ahead (two register sets), so a warp always has one in flight */
-  auto load = [&](int64_t b, kp_v16(&wa)[U], kp_v16(&wb)[U], bool(&in)[U]) {
+  auto load = [&](int64_t b, kp_v16(&wa)[R][U], kp_v16(&wb)[R][U], bool(&in)[U]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t kb = b + (int64_t)u * nwarps;
       in[u] = kb < nblocks && kb * 64 + q * 16 < K; /* K % 16 == 0: a quarter is all in or all out */
-      wa[u] = in[u] ? kp_ld_stream(w0 + kb * 64) : kp_v16{0u, 0u, 0u, 0u};
-      wb[u] = in[u] ? kp_ld_stream(w1 + kb * 64) : kp_v16{0u, 0u, 0u, 0u};
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        wa[r][u] = in[u] ? kp_ld_stream(w0[r] + kb * 64) : kp_v16{0u, 0u, 0u, 0u};
+        wb[r][u] = in[u] ? kp_ld_stream(w1[r] + kb * 64) : kp_v16{0u, 0u, 0u, 0u};
+      }
     }
   };
-  auto compute = [&](int64_t b, const kp_v16(&wa)[U], const kp_v16(&wb)[U], const bool(&in)[U]) {
+  auto compute = [&](int64_t b, const kp_v16(&wa)[R][U], const kp_v16(&wb)[R][U], const bool(&in)[U]) {
     kp_v16 xa[U][T], xb[U][T];
 #pragma unroll
     for (int u = 0; u < U; ++u)
@@ -284,22 +298,25 @@ __global__ void __launch_bounds__(kp_w8a16_mma_max_warps * 32)
         xb[u][t] = ok ? kp_ld_act(xr[t] + kb * 64 + 8) : kp_v16{0u, 0u, 0u, 0u};
       }
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const uint32_t ra[4] = {wa[u].x, wa[u].y, wa[u].z, wa[u].w}, rb[4] = {wb[u].x, wb[u].y, wb[u].z, wb[u].w};
+    for (int u = 0; u < U; ++u)
 #pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        const uint32_t a[4] = {kp_e4m3_bf16x2<0>(ra[s]), kp_e4m3_bf16x2<0>(rb[s]), kp_e4m3_bf16x2<1>(ra[s]),
-                               kp_e4m3_bf16x2<1>(rb[s])};
+      for (int r = 0; r < R; ++r) {
+        const uint32_t ra[4] = {wa[r][u].x, wa[r][u].y, wa[r][u].z, wa[r][u].w};
+        const uint32_t rb[4] = {wb[r][u].x, wb[r][u].y, wb[r][u].z, wb[r][u].w};
 #pragma unroll
-        for (int t = 0; t < T; ++t) {
-          const uint32_t xs[8] = {xa[u][t].x, xa[u][t].y, xa[u][t].z, xa[u][t].w,
-                                  xb[u][t].x, xb[u][t].y, xb[u][t].z, xb[u][t].w};
-          kp_mma_bf16_16816(acc[t], a, xs[2 * s], xs[2 * s + 1]);
+        for (int s = 0; s < 4; ++s) {
+          const uint32_t a[4] = {kp_e4m3_bf16x2<0>(ra[s]), kp_e4m3_bf16x2<0>(rb[s]), kp_e4m3_bf16x2<1>(ra[s]),
+                                 kp_e4m3_bf16x2<1>(rb[s])};
+#pragma unroll
+          for (int t = 0; t < T; ++t) {
+            const uint32_t xs[8] = {xa[u][t].x, xa[u][t].y, xa[u][t].z, xa[u][t].w,
+                                    xb[u][t].x, xb[u][t].y, xb[u][t].z, xb[u][t].w};
+            kp_mma_bf16_16816(acc[r][t], a, xs[2 * s], xs[2 * s + 1]);
+          }
         }
       }
-    }
   };
-  kp_v16 wa0[U], wb0[U], wa1[U], wb1[U];
+  kp_v16 wa0[R][U], wb0[R][U], wa1[R][U], wb1[R][U];
   bool in0[U], in1[U];
   int64_t b = warp;
   if (b < nblocks) load(b, wa0, wb0, in0);
@@ -316,35 +333,42 @@ __global__ void __launch_bounds__(kp_w8a16_mma_max_warps * 32)
     b += step;
   }
 #pragma unroll
-  for (int t = 0; t < T; ++t)
+  for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) red[warp][lane][4 * t + i] = acc[t][i];
+    for (int t = 0; t < T; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) red[warp][lane][4 * (r * T + t) + i] = acc[r][t][i];
   __syncthreads();
   if (warp != 0) return;
 #pragma unroll
-  for (int t = 0; t < T; ++t)
+  for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float v = red[0][lane][4 * t + i];
-      for (int j = 1; j < nwarps; ++j) v += red[j][lane][4 * t + i];
-      acc[t][i] = v;
-    }
+    for (int t = 0; t < T; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float v = red[0][lane][4 * (r * T + t) + i];
+        for (int j = 1; j < nwarps; ++j) v += red[j][lane][4 * (r * T + t) + i];
+        acc[r][t][i] = v;
+      }
   const float *scales = reinterpret_cast<const float *>(w + KPICK_FP8_SCALES_AT(w_rows, K));
 #pragma unroll
-  for (int t = 0; t < T; ++t)
+  for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const int m = 8 * t + 2 * q + c;
-      if (m >= M) continue;
-      if (GATED) {
-        if (n_out < N)
-          y[(int64_t)m * N + n_out] = kp_round<KP_DT_BF16>(
-              kp_silu_mul(kp_bf16_round(acc[t][c] * scales[n_out]), kp_bf16_round(acc[t][2 + c] * scales[N + n_out])));
-      } else {
-        if (n_out < N) y[(int64_t)m * N + n_out] = kp_round<KP_DT_BF16>(acc[t][c] * scales[n_out]);
-        if (n_out + 8 < N) y[(int64_t)m * N + n_out + 8] = kp_round<KP_DT_BF16>(acc[t][2 + c] * scales[n_out + 8]);
+    for (int t = 0; t < T; ++t)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int m = 8 * t + 2 * q + c;
+        const int64_t n = n_out[r];
+        if (m >= M) continue;
+        if (GATED) {
+          if (n < N)
+            y[(int64_t)m * N + n] = kp_round<KP_DT_BF16>(
+                kp_silu_mul(kp_bf16_round(acc[r][t][c] * scales[n]), kp_bf16_round(acc[r][t][2 + c] * scales[N + n])));
+        } else {
+          if (n < N) y[(int64_t)m * N + n] = kp_round<KP_DT_BF16>(acc[r][t][c] * scales[n]);
+          if (n + 8 < N) y[(int64_t)m * N + n + 8] = kp_round<KP_DT_BF16>(acc[r][t][2 + c] * scales[n + 8]);
+        }
       }
-    }
 #else
   __builtin_trap();
 #endif
@@ -352,9 +376,10 @@ __global__ void __launch_bounds__(kp_w8a16_mma_max_warps * 32)
 
 typedef void (*kp_w8a16_mma_fn)(const uint16_t *, const uint8_t *, uint16_t *, int32_t, int64_t, int64_t, int64_t);
 
-/* The kernels of one w8a16mma row (rows.h): k[0] for rows 1..8, k[1] for 9..16 */
+/* The kernels of one w8a16mma row (rows.h): k[0] for rows 1..8, k[1] for 9..16; r its weight tiles a warp */
 struct kp_w8a16_mma_set {
   kp_w8a16_mma_fn k[2];
+  int r;
 };
 
 template <int ID>
@@ -362,12 +387,15 @@ static kp_w8a16_mma_set kp_w8a16_mma_row() {
   constexpr kp_def r = kp_defs[ID];
   kp_w8a16_mma_set s = {};
   if constexpr (r.family == KP_FAM_w8a16mma && (!r.pdl() || kp_pdl_built)) {
+    constexpr int R = r.p2;
     static_assert(r.rows_max >= 1 && r.rows_max <= 16, "w8a16.mma: rows stop at 16 (two tiles of 8)");
     static_assert(r.p0 >= 1 && r.p0 <= kp_w8a16_mma_max_warps, "w8a16.mma: W is 1..8 warps");
     static_assert(r.p1 == 1 || r.p1 == 2 || r.p1 == 4, "w8a16.mma: U is 1, 2 or 4 blocks in flight");
+    static_assert(R == 1 || (R == 2 && r.p1 <= 2), "w8a16.mma: R is 1, or 2 with U <= 2 (registers)");
     constexpr bool gated = r.op == KPICK_OP_GATED;
-    s.k[0] = kp_w8a16_mma_kernel<1, r.p1, gated, r.pdl()>;
-    if constexpr (r.rows_max > 8) s.k[1] = kp_w8a16_mma_kernel<2, r.p1, gated, r.pdl()>;
+    s.k[0] = kp_w8a16_mma_kernel<1, r.p1, R, gated, r.pdl()>;
+    if constexpr (r.rows_max > 8) s.k[1] = kp_w8a16_mma_kernel<2, r.p1, R, gated, r.pdl()>;
+    s.r = R;
   }
   return s;
 }
@@ -387,16 +415,15 @@ int kp_w8a16_mma_built(int32_t cand) {
 }
 
 int kp_w8a16_mma_launch(const struct kp_call *c, int warps) {
-  const kp_w8a16_mma_fn k = c->m >= 1 && c->m <= 8 ? kp_w8a16_mma_sets[c->cand].k[0]
-                            : c->m <= 16           ? kp_w8a16_mma_sets[c->cand].k[1]
-                                                   : nullptr;
+  const kp_w8a16_mma_set &set = kp_w8a16_mma_sets[c->cand];
+  const kp_w8a16_mma_fn k = c->m >= 1 && c->m <= 8 ? set.k[0] : c->m <= 16 ? set.k[1] : nullptr;
   if (!k || warps < 1 || warps > kp_w8a16_mma_max_warps || c->warp != 32)
     return kp_fail(KPICK_E_UNSUPPORTED, "w8a16.mma", "no kernel for m=%d, W=%d, pdl=%d", (int)c->m, warps, c->pdl);
   if (c->dtype != KPICK_FP8 || c->k % 16 != 0)
     return kp_fail(KPICK_E_UNSUPPORTED, "w8a16.mma", "takes fp8 weights with K %% 16 == 0 (dtype %d, K %lld)", (int)c->dtype,
                    (long long)c->k);
   const bool gated = c->op == KPICK_OP_GATED;
-  const int64_t per_block = gated ? 8 : 16, w_rows = gated ? 2 * c->n : c->n;
+  const int64_t per_block = (gated ? 8 : 16) * (int64_t)set.r, w_rows = gated ? 2 * c->n : c->n;
   const dim3 grid((unsigned)((c->n + per_block - 1) / per_block)), block(warps * 32);
   KP_GPU(kp_launch(k, grid, block, c->stream, c->pdl != 0, (const uint16_t *)c->x, (const uint8_t *)c->w, (uint16_t *)c->y,
                    c->m, c->n, c->k, w_rows));
