@@ -85,7 +85,8 @@ static kp_mma_set kp_gated_mma_row() {
   constexpr kp_def r = kp_defs[ID];
   if constexpr (r.family == KP_FAM_mma && r.op == KPICK_OP_GATED && (!r.pdl() || kp_pdl_built)) {
     static_assert(r.p0 >= 1 && r.p0 <= kp_mma_max_warps, "gated mma: W is 1..8 warps");
-    return kp_mma_make<r.p1, KP_MMA_GATED, r.pdl(), kp_mma_tiles(r.rows_max)>();
+    static_assert(r.p2 == 1 || r.p2 == 2, "gated mma: R is 1 or 2 tiles a block");
+    return kp_mma_make<r.p1, KP_MMA_GATED, r.pdl(), kp_mma_tiles(r.rows_max), r.p2>();
   } else {
     return kp_mma_set{};
   }
@@ -105,7 +106,8 @@ int kp_gated_mma_launch(const struct kp_call *c, int warps) {
     return kp_fail(KPICK_E_UNSUPPORTED, "gated.mma", "no kernel for m=%d, W=%d, pdl=%d", (int)c->m, warps, c->pdl);
   kp_mma_args a = {(const uint16_t *)c->x, (const uint16_t *)c->w, (uint16_t *)c->y, nullptr, nullptr,
                    c->m, c->n, c->k};
-  const dim3 grid((unsigned)((c->n + 7) / 8)), block(warps * c->warp);
+  const int64_t per_block = 8 * (int64_t)kp_gated_mma_sets[c->cand].r;
+  const dim3 grid((unsigned)((c->n + per_block - 1) / per_block)), block(warps * c->warp);
   KP_GPU(kp_launch(k, grid, block, c->stream, c->pdl != 0, a));
   return KPICK_OK;
 }

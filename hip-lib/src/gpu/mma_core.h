@@ -147,48 +147,83 @@ struct kp_wpiece<uint8_t> {
   }
 };
 
-/* B steps from k0, B in {1, 2, 4, 8, 16}; all weight loads issued first.
+/* B steps from k0, B in {1, 2, 4, 8, 16}, of R weight tiles (each lane: its
+ * rows of every tile) against the same x pieces: all weight loads issued
+ * first, then each x piece loaded once for the R tiles.
  * WT: uint16_t (DT's weights) or uint8_t (e4m3 codes; DT is then bf16). */
-template <int DT, int NT, int B, class WT>
-__device__ __forceinline__ void kp_mma_steps(const WT *const (&wr)[kp_mma_wrows], const uint16_t *const (&xr)[NT],
-                                             int64_t k0, kp_frag (&acc)[NT], bool first) {
-  typename kp_wpiece<WT>::raw a[B][kp_mma_wrows];
+template <int DT, int NT, int B, int R, class WT>
+__device__ __forceinline__ void kp_mma_steps_tiles(const WT *const (&wr)[R][kp_mma_wrows], const uint16_t *const (&xr)[NT],
+                                                   int64_t k0, kp_frag (&acc)[R][NT], bool first) {
+  typename kp_wpiece<WT>::raw a[B][R][kp_mma_wrows];
 #pragma unroll
   for (int b = 0; b < B; ++b)
 #pragma unroll
-    for (int j = 0; j < kp_mma_wrows; ++j) a[b][j] = kp_wpiece<WT>::load(wr[j] + k0 + b * kp_mma_step);
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int j = 0; j < kp_mma_wrows; ++j) a[b][r][j] = kp_wpiece<WT>::load(wr[r][j] + k0 + b * kp_mma_step);
   kp_batch_fence(first);
 #pragma unroll
   for (int b = 0; b < B; ++b) {
-    kp_v16 v[kp_mma_wrows];
+    kp_v16 v[R][kp_mma_wrows];
 #pragma unroll
-    for (int j = 0; j < kp_mma_wrows; ++j) v[j] = kp_wpiece<WT>::values(a[b][j]);
+    for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int t = 0; t < NT; ++t) kp_mma_apply<DT>(acc[t], v, kp_ld_act(xr[t] + k0 + b * kp_mma_step));
+      for (int j = 0; j < kp_mma_wrows; ++j) v[r][j] = kp_wpiece<WT>::values(a[b][r][j]);
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const kp_v16 xv = kp_ld_act(xr[t] + k0 + b * kp_mma_step);
+#pragma unroll
+      for (int r = 0; r < R; ++r) kp_mma_apply<DT>(acc[r][t], v[r], xv);
+    }
   }
 }
 
-/* the last step when K % 32 != 0: pieces past K count as zeros */
+/* the last step when K % 32 != 0, of R tiles: pieces past K count as zeros */
+template <int DT, int NT, int R, class WT>
+__device__ __forceinline__ void kp_mma_step_masked_tiles(const WT *const (&wr)[R][kp_mma_wrows],
+                                                         const uint16_t *const (&xr)[NT], int64_t k0, bool inside,
+                                                         kp_frag (&acc)[R][NT], bool first) {
+  const kp_v16 zero = {0u, 0u, 0u, 0u};
+  kp_v16 a[R][kp_mma_wrows];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int j = 0; j < kp_mma_wrows; ++j)
+      a[r][j] = inside ? kp_wpiece<WT>::values(kp_wpiece<WT>::load(wr[r][j] + k0)) : zero;
+  kp_batch_fence(first);
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    const kp_v16 xv = inside ? kp_ld_act(xr[t] + k0) : zero;
+#pragma unroll
+    for (int r = 0; r < R; ++r) kp_mma_apply<DT>(acc[r][t], a[r], xv);
+  }
+}
+
+/* one tile's steps (the moe kernels' tile): kp_mma_steps_tiles with R = 1 */
+template <int DT, int NT, int B, class WT>
+__device__ __forceinline__ void kp_mma_steps(const WT *const (&wr)[kp_mma_wrows], const uint16_t *const (&xr)[NT],
+                                             int64_t k0, kp_frag (&acc)[NT], bool first) {
+  kp_mma_steps_tiles<DT, NT, B, 1, WT>(reinterpret_cast<const WT *const (&)[1][kp_mma_wrows]>(wr), xr, k0,
+                                       reinterpret_cast<kp_frag (&)[1][NT]>(acc), first);
+}
 template <int DT, int NT, class WT>
 __device__ __forceinline__ void kp_mma_step_masked(const WT *const (&wr)[kp_mma_wrows], const uint16_t *const (&xr)[NT],
                                                    int64_t k0, bool inside, kp_frag (&acc)[NT], bool first) {
-  const kp_v16 zero = {0u, 0u, 0u, 0u};
-  kp_v16 a[kp_mma_wrows];
-#pragma unroll
-  for (int j = 0; j < kp_mma_wrows; ++j) a[j] = inside ? kp_wpiece<WT>::values(kp_wpiece<WT>::load(wr[j] + k0)) : zero;
-  kp_batch_fence(first);
-#pragma unroll
-  for (int t = 0; t < NT; ++t) kp_mma_apply<DT>(acc[t], a, inside ? kp_ld_act(xr[t] + k0) : zero);
+  kp_mma_step_masked_tiles<DT, NT, 1, WT>(reinterpret_cast<const WT *const (&)[1][kp_mma_wrows]>(wr), xr, k0, inside,
+                                          reinterpret_cast<kp_frag (&)[1][NT]>(acc), first);
 }
 
-template <int DT, int NT, int U, int MODE, bool PDL>
+/* R tiles a block: MODE's tile rows (16; gated 8 gate over 8 up) R times over */
+template <int DT, int NT, int U, int MODE, bool PDL, int R>
 __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_mma_kernel(kp_mma_args p) {
-  static_assert(U == 8 || U == 16, "U is 8 or 16");
+  static_assert(U == 4 || U == 8 || U == 16, "U is 4, 8 or 16");
+  static_assert(R == 1 || (R == 2 && MODE != KP_MMA_SPLITK), "R is 1, or 2 outside split-K");
   if (PDL) kp_pdl_trigger();
   const int lane = threadIdx.x % kp_warp, warp = threadIdx.x / kp_warp, nwarps = blockDim.x / kp_warp;
   const int64_t N = p.n, K = p.k;
   const int M = p.m;
-  const int64_t n0 = (int64_t)blockIdx.x * (MODE == KP_MMA_GATED ? 8 : 16);
+  constexpr int tile_cols = MODE == KP_MMA_GATED ? 8 : 16; /* outputs a tile yields */
+  const int64_t n0 = (int64_t)blockIdx.x * tile_cols * R;
 
   /* this warp's K steps: split sp of S * nwarps, contiguous */
   const int64_t nsteps = (K + kp_mma_step - 1) / kp_mma_step, full = K / kp_mma_step;
@@ -196,60 +231,69 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_mma_kernel(kp_m
   const int64_t s0 = sp * nsteps / nsp, s1 = (sp + 1) * nsteps / nsp;
 
   const int koff = kp_lane_koff(lane);
-  const uint16_t *wr[kp_mma_wrows];
+  const uint16_t *wr[R][kp_mma_wrows];
 #pragma unroll
-  for (int j = 0; j < kp_mma_wrows; ++j) wr[j] = p.w + kp_tile_wrow<MODE>(n0, kp_lane_tile_row(lane, j), N) * K + koff;
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int j = 0; j < kp_mma_wrows; ++j)
+      wr[r][j] = p.w + kp_tile_wrow<MODE>(n0 + r * tile_cols, kp_lane_tile_row(lane, j), N) * K + koff;
   const uint16_t *xr[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
     const int m = t * kp_mma_cols + kp_lane_col(lane);
     xr[t] = p.x + (int64_t)(m < M ? m : M - 1) * K + koff;
   }
-  kp_frag acc[NT];
+  kp_frag acc[R][NT];
 #pragma unroll
-  for (int t = 0; t < NT; ++t)
+  for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[r][t][i] = 0.0f;
 
   const int64_t e1 = s1 < full ? s1 : full; /* steps with no piece past K */
   int64_t s = s0;
   bool first = true;
 #pragma unroll 1
-  for (; s + U <= e1; s += U, first = false) kp_mma_steps<DT, NT, U>(wr, xr, s * kp_mma_step, acc, first);
-  if constexpr (U > 8) if (s + 8 <= e1) { kp_mma_steps<DT, NT, 8>(wr, xr, s * kp_mma_step, acc, first); s += 8; first = false; }
-  if constexpr (U > 4) if (s + 4 <= e1) { kp_mma_steps<DT, NT, 4>(wr, xr, s * kp_mma_step, acc, first); s += 4; first = false; }
-  if (s + 2 <= e1) { kp_mma_steps<DT, NT, 2>(wr, xr, s * kp_mma_step, acc, first); s += 2; first = false; }
-  if (s + 1 <= e1) { kp_mma_steps<DT, NT, 1>(wr, xr, s * kp_mma_step, acc, first); s += 1; first = false; }
+  for (; s + U <= e1; s += U, first = false) kp_mma_steps_tiles<DT, NT, U, R>(wr, xr, s * kp_mma_step, acc, first);
+  if constexpr (U > 8) if (s + 8 <= e1) { kp_mma_steps_tiles<DT, NT, 8, R>(wr, xr, s * kp_mma_step, acc, first); s += 8; first = false; }
+  if constexpr (U > 4) if (s + 4 <= e1) { kp_mma_steps_tiles<DT, NT, 4, R>(wr, xr, s * kp_mma_step, acc, first); s += 4; first = false; }
+  if (s + 2 <= e1) { kp_mma_steps_tiles<DT, NT, 2, R>(wr, xr, s * kp_mma_step, acc, first); s += 2; first = false; }
+  if (s + 1 <= e1) { kp_mma_steps_tiles<DT, NT, 1, R>(wr, xr, s * kp_mma_step, acc, first); s += 1; first = false; }
   if (s < s1) /* the partial last step of K */
-    kp_mma_step_masked<DT, NT>(wr, xr, s * kp_mma_step, s * kp_mma_step + koff < K, acc, first);
+    kp_mma_step_masked_tiles<DT, NT, R>(wr, xr, s * kp_mma_step, s * kp_mma_step + koff < K, acc, first);
   kp_batch_fence(true); /* warps with no steps still wait before any store */
 
-  /* partial tiles meet in shared memory, summed in warp order */
+  /* partial tiles meet in shared memory, summed in warp order, tile after tile */
   __shared__ float red[kp_mma_max_warps][kp_mma_cols][kp_mma_pad];
 #pragma unroll
-  for (int t = 0; t < NT; ++t) {
+  for (int r = 0; r < R; ++r) {
+    const int64_t nr = n0 + r * tile_cols;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) red[warp][kp_frag_col(lane, i)][kp_frag_row(lane, i)] = acc[t][i];
-    __syncthreads();
-    const int live = MODE == KP_MMA_GATED ? 8 * kp_mma_cols : 16 * kp_mma_cols;
-    for (int e = threadIdx.x; e < live; e += blockDim.x) {
-      const int row = MODE == KP_MMA_GATED ? e % 8 : e % 16, col = MODE == KP_MMA_GATED ? e / 8 : e / 16;
-      const int m = t * kp_mma_cols + col;
-      const int64_t n = n0 + row;
-      if (m >= M || n >= N) continue;
-      float v = red[0][col][row];
-      for (int q = 1; q < nwarps; ++q) v += red[q][col][row];
-      if constexpr (MODE == KP_MMA_LINEAR) {
-        p.y[m * N + n] = kp_round<DT>(v);
-      } else if constexpr (MODE == KP_MMA_GATED) {
-        float u = red[0][col][row + 8];
-        for (int q = 1; q < nwarps; ++q) u += red[q][col][row + 8];
-        p.y[m * N + n] = kp_round<DT>(kp_silu_mul(v, u));
-      } else {
-        p.part[((int64_t)blockIdx.y * M + m) * N + n] = v;
+    for (int t = 0; t < NT; ++t) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) red[warp][kp_frag_col(lane, i)][kp_frag_row(lane, i)] = acc[r][t][i];
+      __syncthreads();
+      const int live = MODE == KP_MMA_GATED ? 8 * kp_mma_cols : 16 * kp_mma_cols;
+      for (int e = threadIdx.x; e < live; e += blockDim.x) {
+        const int row = MODE == KP_MMA_GATED ? e % 8 : e % 16, col = MODE == KP_MMA_GATED ? e / 8 : e / 16;
+        const int m = t * kp_mma_cols + col;
+        const int64_t n = nr + row;
+        if (m >= M || n >= N) continue;
+        float v = red[0][col][row];
+        for (int q = 1; q < nwarps; ++q) v += red[q][col][row];
+        if constexpr (MODE == KP_MMA_LINEAR) {
+          p.y[m * N + n] = kp_round<DT>(v);
+        } else if constexpr (MODE == KP_MMA_GATED) {
+          float u = red[0][col][row + 8];
+          for (int q = 1; q < nwarps; ++q) u += red[q][col][row + 8];
+          p.y[m * N + n] = kp_round<DT>(kp_silu_mul(v, u));
+        } else {
+          p.part[((int64_t)blockIdx.y * M + m) * N + n] = v;
+        }
       }
+      __syncthreads();
     }
-    __syncthreads();
   }
 
   if constexpr (MODE == KP_MMA_SPLITK) {
@@ -274,7 +318,7 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_mma_kernel(kp_m
 }
 #else
 /* no matrix instruction on this target: the host never launches these */
-template <int DT, int NT, int U, int MODE, bool PDL>
+template <int DT, int NT, int U, int MODE, bool PDL, int R>
 __global__ void kp_mma_kernel(kp_mma_args p) {
   __builtin_trap();
 }
@@ -290,27 +334,31 @@ static constexpr int kp_mma_tiles(int m) {
 
 /* The kernels of one space.def row of a family built on this tile (mma,
  * gated mma, splitk): k[dtype][log2 NT] for NT = 1 .. the NT of its rows_max
- * (rows.h); null elsewhere and for rows of other families. */
+ * (rows.h), and its tiles a block r; null elsewhere and for rows of other
+ * families. */
 typedef void (*kp_mma_fn)(kp_mma_args);
 static constexpr int kp_mma_nt_slots = kp_log2(kp_mma_tiles(kp_rows_limit)) + 1;
 struct kp_mma_set {
   kp_mma_fn k[2][kp_mma_nt_slots];
+  int r;
 };
 
-template <int DT, int U, int MODE, bool PDL, int NT>
+template <int DT, int U, int MODE, bool PDL, int R, int NT>
 static void kp_mma_fill(kp_mma_fn (&k)[kp_mma_nt_slots]) {
-  k[kp_log2(NT)] = kp_mma_kernel<DT, NT, U, MODE, PDL>;
-  if constexpr (NT > 1) kp_mma_fill<DT, U, MODE, PDL, NT / 2>(k);
+  k[kp_log2(NT)] = kp_mma_kernel<DT, NT, U, MODE, PDL, R>;
+  if constexpr (NT > 1) kp_mma_fill<DT, U, MODE, PDL, R, NT / 2>(k);
 }
 
-/* a row's set: every NT its rows reach, both dtypes */
-template <int U, int MODE, bool PDL, int NT>
+/* a row's set: every NT its rows reach, both dtypes; R tiles a block */
+template <int U, int MODE, bool PDL, int NT, int R = 1>
 static kp_mma_set kp_mma_make() {
   static_assert(NT >= 1 && kp_log2(NT) < kp_mma_nt_slots, "rows_max past kp_rows_limit");
   static_assert(U <= 8 || NT <= 8, "U = 16 would spill past 8 tiles: such a row's rows_max stops at 64 (CUDA)");
+  static_assert(R == 1 || (U <= 4 && NT <= 4), "R = 2 holds twice the weight loads and tiles: U <= 4, rows <= 32 (registers)");
   kp_mma_set s = {};
-  kp_mma_fill<KP_DT_BF16, U, MODE, PDL, NT>(s.k[0]);
-  kp_mma_fill<KP_DT_FP16, U, MODE, PDL, NT>(s.k[1]);
+  kp_mma_fill<KP_DT_BF16, U, MODE, PDL, R, NT>(s.k[0]);
+  kp_mma_fill<KP_DT_FP16, U, MODE, PDL, R, NT>(s.k[1]);
+  s.r = R;
   return s;
 }
 
