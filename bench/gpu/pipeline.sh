@@ -5,8 +5,10 @@
 # parity of every candidate on every decode linear of the five presets at
 # every rows bucket. Run from the repo root with .devcarry carried
 # (../shared/device/prep.sh; node_modules packed as .devcarry/nm.tar.xz).
-#   bash bench/gpu/pipeline.sh [step ...]   steps: build sweep promote verify bench parity timing serve checks pdl-rows peer profile shard x2 repeat abi fp8
-#   (default: sweep promote bench parity; build: only the build every call does; verify: step-verify of every preset's
+#   bash bench/gpu/pipeline.sh [step ...]   steps: build newrows sweep promote verify bench parity timing serve checks pdl-rows peer profile shard x2 repeat abi fp8
+#   (default: sweep promote bench parity; build: only the build every call does; newrows: parity of new rows
+#   ($NEW_PARITY, "model:dtype:globs") and the whole-step check with one forced onto every call of its op
+#   ($NEW_FORCE, "model:dtype:c:candidate"), before a re-sweep; verify: step-verify of every preset's
 #   picks into stores/h200/steps/ (and the fp8 models'), then promote again with the step's veto;
 #   timing: a fresh Llama-3.1-8B sweep, for
 #   the 60 s target; serve: serve-bench of the presets through the table; pdl-rows: the same serve-bench through a
@@ -153,9 +155,28 @@ agree_tables() {
     --table "$(find "tables-$name-b" -name decode_gemm.json | head -1)" --json
   log "$name ($a against $b): $(tail -n 1 "logs/$name.log")"
 }
+# new_rows: before a re-sweep spends its time on them, the parity of new rows at every rows bucket for each
+# "model:dtype:glob,glob" of $NEW_PARITY, and the whole-step fp64 check of both routes with every call of an
+# op forced onto one new row (KPICK_FORCE) for each "model:dtype:c:candidate" of $NEW_FORCE
+new_rows() {
+  local spec m d globs c cand name
+  for spec in ${NEW_PARITY:-}; do
+    IFS=: read -r m d globs <<< "$spec"
+    name="parity-new-$m-$d"
+    step "$name" 120 node --import tsx scripts/parity.ts --model "$m" --dtype "$d" --rows $rows --candidates "$globs"
+    tail -n 1 "logs/$name.log" | sed "s/^/$m $d new rows: /" >> "$summary"
+  done
+  for spec in ${NEW_FORCE:-}; do
+    IFS=: read -r m d c cand <<< "$spec"
+    name="check-new-$cand-$m-c$c"
+    step "$name" 90 env KPICK_FORCE="$cand" node --import tsx scripts/serve-bench.ts --model "$m" --dtype "$d" --layers 2 --c "$c" --steps 2 --runs 1 --identity-steps 2 --check-step --json
+    grep -h "step check" "logs/$name.log" | sed "s/^/$cand forced, $m $d c=$c: /" >> "$summary"
+  done
+}
 for want in $steps; do
   case $want in
     build) ;; # every call builds first: this step adds nothing
+    newrows) new_rows ;;
     sweep)
       for m in ${SWEEP_PRESETS:-$presets}; do sweep_into_table "sweep-$m" --model "$m"; done
       [ "${SWEEP_FP8:-1}" = 1 ] && fp8_sweep ;;
