@@ -21,14 +21,17 @@
 // out with a warning.
 //
 // Alternatives (step-verify --alternatives): where the step is slower with the
-// pick, step-verify may time the sweep's runners-up in its place, each against
-// the default (records marked `alternative`). A runner-up is a candidate of the
+// pick, or the kernel rule kept the default, step-verify may time the sweep's
+// runners-up in its place, each against the default (records marked
+// `alternative`). A runner-up is a candidate of the
 // entry the sweep found faster than the default, with parity passed and nothing
 // that bars it whatever its margin (a looser parity bar, more graph nodes:
-// lib/promote.ts). A vetoed entry takes the alternative whose records show the
-// step faster than with the default past the noise (and none slower), the one
-// with the largest gain; without one it keeps the default. So the step may pick
-// a runner-up the sweep's gate did not, but only on the step's own evidence.
+// lib/promote.ts). A vetoed entry, or one the kernel rule kept on the default
+// (a runner-up below the gate or within the sweep's noise), takes the
+// alternative whose records show the step faster than with the default past
+// the noise (and none slower), the one with the largest gain; else it keeps
+// the default. So the step may pick a runner-up the sweep's gate did not, but
+// only on the step's own evidence.
 // (promote's --pdl-rows cut is not applied to runners-up: an entry does not
 // say which of its candidates chain with PDL.)
 import { isEligible, looserBar, moreNodes, NOISE_P, percent } from './promote.ts';
@@ -105,9 +108,10 @@ function stepPick(e: TableEntry, records: readonly StepRecord[]): { name: string
 
 /**
  * The entries with the step's verdicts applied (a vetoed entry keeps its
- * default, or takes the runner-up its alternative records show faster; its
- * reason says why and what the kernel rule had said), and a warning per
- * record that matches no entry's pick.
+ * default, or takes the runner-up its alternative records show faster; an
+ * entry kept on its default may take such a runner-up too; the reason says
+ * why and what the kernel rule had said), and a warning per record that
+ * matches no entry's pick.
  */
 export function applyStepVerdicts(entries: readonly TableEntry[], records: readonly StepRecord[]): { entries: TableEntry[]; vetoed: number; stepPicked: number; warnings: string[] } {
   const byEntry = new Map<string, StepRecord[]>();
@@ -128,6 +132,12 @@ export function applyStepVerdicts(entries: readonly TableEntry[], records: reado
     const applies = mine.filter((r) => r.pick === e.choice && r.default === e.default);
     for (const r of mine.filter((x) => !applies.includes(x))) {
       warnings.push(`step record ${r.model} c=${r.c} ${r.linear} timed ${r.pick} against ${r.default}; ${e.dtype} ${shapeId(e)} bucket ${e.bucket} now has ${e.choice} (default ${e.default}): not applied`);
+    }
+    if (e.choice === e.default) { /* the kernel rule kept the default: a runner-up may still serve the step faster */
+      const alt = stepPick(e, alternatives);
+      if (!alt) return e;
+      stepPicked++;
+      return { ...e, choice: alt.name, reason: `picked in the step: ${stepLine(alt.r, alt.j)}; the kernel alone: ${e.reason}` };
     }
     const judged = applies.map((r) => ({ r, j: judgeStep(r) }));
     const slower = judged.filter((x) => x.j.verdict === 'slower');

@@ -2,10 +2,11 @@
 // the whole decode step, where the sweep cannot see it: the step runs the
 // table's route at c rows as it is and with one linear moved back to its class
 // default, in interleaved rounds, and appends one step record per pick to the
-// store's steps/ folder. Where the step is slower with a pick, it may then time
-// up to --alternatives of the sweep's runners-up in its place, each against the
-// default (records marked `alternative`). promote reads them (lib/step-verdict.ts
-// says the rule).
+// store's steps/ folder. Where the step is slower with a pick, or the table
+// keeps the default while the sweep found a runner-up faster (below its gate or
+// noise), it may then time up to --alternatives of the sweep's runners-up in
+// its place, each against the default (records marked `alternative`). promote
+// reads them (lib/step-verdict.ts says the rule).
 import { join } from 'node:path';
 import { asUsage, colorsFor, EXIT, printJsonLine, Progress, say, UsageError, warn } from './cli.ts';
 import { openKpick } from './ffi.ts';
@@ -98,9 +99,10 @@ export interface StepPlan {
 
 /**
  * One c's picks timed in the step, in interleaved rounds; then, for each pick
- * the step is slower with, its runners-up (name and candidate id, fastest
- * first) each in its place against the default, in rounds of their own. The
- * timings in that order: the picks', then each slower pick's runners-up.
+ * the step is slower with and each linear the table keeps on the default, its
+ * runners-up (name and candidate id, fastest first) each in its place against
+ * the default, in rounds of their own. The timings in that order: the picks',
+ * then each slower pick's runners-up, then the kept linears'.
  */
 export function verifyAt(
   model: Pick<Model, 'time'>,
@@ -111,18 +113,20 @@ export function verifyAt(
   onTiming: (done: number, total: number, what: string) => void = () => {},
 ): StepTiming[] {
   const variants = [plan.table.ids, ...plan.kinds.map((k) => withDefault(plan.table, plan.def, k))];
-  const timed = timeRounds(model as Model, variants, plan.c, steps, rounds, (done, total) => onTiming(done, total, plan.kinds.join(', ')));
+  const timed = plan.kinds.length === 0 ? [] : timeRounds(model as Model, variants, plan.c, steps, rounds, (done, total) => onTiming(done, total, plan.kinds.join(', ')));
   const out: StepTiming[] = plan.kinds.map((kind, i) => ({ kind, pick: plan.table.names[kind]!, pickUs: timed[0]!, defaultUs: timed[i + 1]!, alternative: false }));
-  for (const t of out.filter((x) => judgeStep({ pick_us: x.pickUs, default_us: x.defaultUs }).verdict === 'slower')) {
-    const alts = runnersUp(t.kind);
+  const slower = out.filter((x) => judgeStep({ pick_us: x.pickUs, default_us: x.defaultUs }).verdict === 'slower').map((x) => x.kind);
+  const kept = LINEAR_KINDS.filter((k) => plan.table.names[k] !== undefined && plan.table.names[k] === plan.def.names[k]);
+  for (const kind of [...slower, ...kept]) {
+    const alts = runnersUp(kind);
     if (alts.length === 0) continue;
     const altTimed = timeRounds(
       model as Model,
-      [...alts.map((a) => withCandidate(plan.table, t.kind, a.id)), withDefault(plan.table, plan.def, t.kind)],
+      [...alts.map((a) => withCandidate(plan.table, kind, a.id)), withDefault(plan.table, plan.def, kind)],
       plan.c, steps, rounds,
-      (done, total) => onTiming(done, total, `${t.kind}'s runners-up ${alts.map((a) => a.name).join(', ')}`),
+      (done, total) => onTiming(done, total, `${kind}'s runners-up ${alts.map((a) => a.name).join(', ')}`),
     );
-    alts.forEach((a, i) => out.push({ kind: t.kind, pick: a.name, pickUs: altTimed[i]!, defaultUs: altTimed[alts.length]!, alternative: true }));
+    alts.forEach((a, i) => out.push({ kind, pick: a.name, pickUs: altTimed[i]!, defaultUs: altTimed[alts.length]!, alternative: true }));
   }
   return out;
 }
@@ -217,7 +221,7 @@ export function stepVerifyJob(args: StepVerifyJob): number {
   try {
     model = native.create(dims, args.seed);
     for (const plan of plans) {
-      if (plan.kinds.length === 0) {
+      if (plan.kinds.length === 0 && args.alternatives === 0) {
         progress.end();
         if (human) say(`c=${plan.c}: the table routes every linear as the default does: nothing to verify`);
         continue;

@@ -90,6 +90,29 @@ test('--alternatives: runner-up records only after a pick the step is slower wit
   assert.is(readSteps(store).records.length, lines.length);
 });
 
+test('--alternatives on a table kept on its defaults: each linear\'s runners-up of the sweep timed in its place, nothing else', async () => {
+  const t = tableOffDefaults();
+  for (const e of t.entries) {
+    // the sweep's runner-up: the row-blocked candidate, made a near miss faster than the default
+    const runnerUp = e.op === 'gated' ? 'gated.rowblk.r4' : 'rowblk.r4';
+    const def = e.candidates[e.default]!;
+    e.candidates[runnerUp] = { ...def, median_us: (def.median_us as number) * 0.99, p25_us: def.p25_us, p75_us: def.p75_us, params: e.candidates[runnerUp]!.params };
+    e.choice = e.default;
+  }
+  const store = join(scratch, 'store-kept-alt');
+  const r = await run('step-verify', [...FAST, '--tables-dir', tablesDirWith(t), '--store', store, '--json', '--alternatives', '1']);
+  assert.is(r.code, 0, r.stderr);
+  const lines = jsonLines(r.stdout);
+  assert.ok(t.entries.every((e) => stepAlternatives(e, 1).length === 1), 'every entry has its runner-up');
+  assert.equal(lines.map((l) => `${l.c} ${l.linear}`), ['1 qkv', '1 o', '1 gate_up', '1 down', '1 lm_head', '4 qkv', '4 o', '4 gate_up', '4 down', '4 lm_head']);
+  for (const l of lines) {
+    assert.is(l.alternative, true);
+    const e = t.entries.find((x) => x.op === l.op && x.n === l.n && x.k === l.k && x.bucket === l.rows)!;
+    assert.equal([l.pick], stepAlternatives(e, 1), `${l.c} ${l.linear}: the entry's fastest runner-up`);
+    assert.is(l.default, e.default);
+  }
+});
+
 test('a table that routes as the defaults do: nothing to verify, no file left, exit 0', async () => {
   const t = tableOffDefaults();
   for (const e of t.entries) e.choice = e.default;

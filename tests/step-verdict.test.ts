@@ -174,6 +174,22 @@ test('a vetoed pick keeps the default when no runner-up is faster past the noise
   }
 });
 
+test('an entry the kernel rule kept on the default takes a runner-up the step shows faster; without one it stays as it was', () => {
+  const kept = swept({ choice: 'plain', reason: 'kept: best rowblk.r2 +1.2 %, below gate 2.0 %' });
+  const faster = step(FAST, SLOW, { pick: 'rowblk.r2', alternative: true });
+  const { entries, vetoed, stepPicked, warnings } = applyStepVerdicts([kept], [faster]);
+  assert.equal(warnings, []);
+  assert.is(vetoed, 0);
+  assert.is(stepPicked, 1);
+  assert.is(entries[0]!.choice, 'rowblk.r2');
+  assert.is(entries[0]!.reason, 'picked in the step: tiny c=4 o: step 1003.0 us with rowblk.r2, 1013.0 us with plain (-1.0 %, faster, p 0.00029 over 7 rounds); the kernel alone: kept: best rowblk.r2 +1.2 %, below gate 2.0 %');
+  for (const r of [step(SLOW, FAST, { pick: 'rowblk.r2', alternative: true }), step(FAST, SLOW, { pick: 'splitk.s4', alternative: true })]) {
+    const same = applyStepVerdicts([kept], [r]);
+    assert.is(same.stepPicked, 0);
+    assert.equal(same.entries[0], kept, `${r.pick}: slower in the step, or never faster than the default in the sweep`);
+  }
+});
+
 test('alternative records change nothing where the pick is not vetoed', () => {
   const { entries, stepPicked } = applyStepVerdicts([swept()], [step(FAST, SLOW), step(FAST, SLOW.map((x) => x + 50), { pick: 'rowblk.r4', alternative: true })]);
   assert.is(stepPicked, 0);

@@ -34,14 +34,14 @@ function stepModel(cost: Record<number, number>): Model {
 }
 const PLAN = { c: 4, table: TABLE, def: DEFAULTS, kinds: picksToVerify(TABLE, DEFAULTS) };
 
-test('verifyAt: each pick against the default, then the runners-up of the picks the step is slower with, in their place', () => {
+test('verifyAt: each pick against the default, then the runners-up of the picks the step is slower with and of the linears kept on the default', () => {
   // gate_up's pick (12) makes the step 20 us slower than the default (10); its runners-up 13 and 14 make it 10 us faster and 5 slower
   const asked: string[] = [];
   const timings = verifyAt(stepModel({ 10: 0, 12: 20, 13: -10, 14: 5 }), PLAN, 3, 7, (kind) => {
     asked.push(kind);
     return kind === 'gate_up' ? [{ name: 'gated.mma.w4.u8', id: 13 }, { name: 'gated.wgmma.m64.t4.s1', id: 14 }] : [];
   });
-  assert.equal(asked, ['gate_up'], 'runners-up only of the pick the step is slower with');
+  assert.equal(asked, ['gate_up', 'o', 'lm_head'], 'runners-up of the pick the step is slower with, then of the linears on the default');
   assert.equal(timings.map((t) => [t.kind, t.pick, t.alternative]), [
     ['qkv', 'mma.w4.u16.pdl', false], ['gate_up', 'gated.mma.w2.u8.pdl', false], ['down', 'mma.w8.u16.pdl', false],
     ['gate_up', 'gated.mma.w4.u8', true], ['gate_up', 'gated.wgmma.m64.t4.s1', true],
@@ -49,10 +49,16 @@ test('verifyAt: each pick against the default, then the runners-up of the picks 
   const gu = timings.filter((t) => t.kind === 'gate_up');
   assert.equal(gu.map((t) => t.pickUs[0]), [1021, 991, 1006]); // the route has gate_up on 12; a runner-up in its place
   assert.equal(gu.map((t) => t.defaultUs[0]), [1001, 1001, 1001]);
-  // no pick slower: no runner-up asked for
-  const none: string[] = [];
-  verifyAt(stepModel({ 10: 0, 12: -5 }), PLAN, 3, 7, (kind) => (none.push(kind), []));
-  assert.equal(none, []);
+  // no pick slower: runners-up asked for the kept linears only
+  const kept: string[] = [];
+  verifyAt(stepModel({ 10: 0, 12: -5 }), PLAN, 3, 7, (kind) => (kept.push(kind), []));
+  assert.equal(kept, ['o', 'lm_head']);
+  // a route all on the defaults: no pick timed, the kept linears' runners-up still are
+  const calls: number[] = [];
+  const model = { time: (ids: Int32Array) => (calls.push(ids[1]!), Float64Array.of(1000 + (ids[1] === 9 ? -10 : 0))) } as unknown as Model;
+  const all = verifyAt(model, { c: 4, table: DEFAULTS, def: DEFAULTS, kinds: [] }, 1, 5, (kind) => (kind === 'o' ? [{ name: 'mma.w4.u8', id: 9 }] : []));
+  assert.equal(all.map((t) => [t.kind, t.pick, t.alternative, t.pickUs[0], t.defaultUs[0]]), [['o', 'mma.w4.u8', true, 990, 1000]]);
+  assert.is(calls.length, 10, 'five rounds of the runner-up and the route');
 });
 
 test('timeRounds: every variant once a round, the first one rotating, each sample the median of its steps', () => {

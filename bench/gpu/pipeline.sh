@@ -186,17 +186,18 @@ for want in $steps; do
       cat logs/refuse-check.log >> "$summary" ;;
     verify)
       # each preset's picks timed in the step against their defaults (scripts/step-verify.ts), with two of the
-      # sweep's runners-up of each pick the step is slower with, then promote again: the step's veto keeps the
-      # default there, or the runner-up the step is faster with (lib/step-verdict.ts).
+      # sweep's runners-up of each pick the step is slower with and of each entry kept on the default, then
+      # promote again: an entry takes the runner-up the step is faster with, else the step's veto keeps the
+      # default where the pick made it slower (lib/step-verdict.ts).
       # Promote first: a call's copy of the tree brings the committed table, which after a re-sweep in an
       # earlier call is of another space, and step-verify refuses it (session 16, call 3)
       step promote-before-verify 60 node --import tsx scripts/promote.ts --store stores/h200 --tables-dir tables --json
       for m in ${VERIFY_MODELS:-$presets}; do
-        step "step-verify-$m" 150 node --import tsx scripts/step-verify.ts --model "$m" --store stores/h200 --alternatives 2 --json
+        step "step-verify-$m" 240 node --import tsx scripts/step-verify.ts --model "$m" --store stores/h200 --alternatives 2 --json
         tail -n 1 "logs/step-verify-$m.log" >> "$summary"
       done
       for m in ${VERIFY_FP8_MODELS:-$fp8_models}; do
-        step "step-verify-fp8-$m" 150 node --import tsx scripts/step-verify.ts --model "$m" --dtype fp8 --store stores/h200 --alternatives 2 --json
+        step "step-verify-fp8-$m" 240 node --import tsx scripts/step-verify.ts --model "$m" --dtype fp8 --store stores/h200 --alternatives 2 --json
         tail -n 1 "logs/step-verify-fp8-$m.log" >> "$summary"
       done
       step promote-verified 60 node --import tsx scripts/promote.ts --store stores/h200 --tables-dir tables --json
