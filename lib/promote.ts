@@ -80,7 +80,7 @@ export const MIN_SAMPLES = 5;
 export const NOISE_P = 0.01;
 
 // Code-unit order, not the locale's: the same table text on every machine.
-const byText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+export const byText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 const IDENTITY_FIELDS = Object.keys(Identity.entries) as (keyof Identity)[];
 

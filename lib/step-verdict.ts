@@ -34,7 +34,7 @@
 // only on the step's own evidence.
 // (promote's --pdl-rows cut is not applied to runners-up: an entry does not
 // say which of its candidates chain with PDL.)
-import { isEligible, looserBar, moreNodes, NOISE_P, percent } from './promote.ts';
+import { byText, isEligible, looserBar, moreNodes, NOISE_P, percent } from './promote.ts';
 import type { StepRecord, TableEntry } from './schema.ts';
 import { entryKey, shapeId } from './shape-key.ts';
 import { median, rankTest } from './stats.ts';
@@ -83,7 +83,7 @@ export function stepAlternatives(e: TableEntry, limit: number): string[] {
     .filter(([name, c]) => name !== e.choice && name !== e.default && isEligible(c))
     .filter(([, c]) => (c.median_us as number) < (def.median_us as number))
     .filter(([, c]) => looserBar(e.op, e.dtype, c, def) === null && moreNodes(e.op, c, def) === null)
-    .sort(([a, x], [b, y]) => (x.median_us as number) - (y.median_us as number) || (a < b ? -1 : a > b ? 1 : 0))
+    .sort(([a, x], [b, y]) => (x.median_us as number) - (y.median_us as number) || byText(a, b))
     .slice(0, limit)
     .map(([name]) => name);
 }
