@@ -934,18 +934,12 @@ static kp_moe_mma_set kp_moe_mma_row() {
     static_assert(r.p1 == 8 || r.p1 == 16, "moe mma: U is 8 or 16");
     static_assert(r.p2 == 1 || r.p2 == 2 || r.p2 == 4 || r.p2 == 8, "moe mma: T is 1, 2, 4 or 8 column tiles");
     static_assert(!fused || r.rows_max <= kp_moe_fused_rows, "moe fused: rows 1..8");
-    if constexpr (fp8) /* one kernel for both slots: fp8 experts take bf16 x */
-      return kp_moe_mma_set{{kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused, wide, true>,
-                             kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused, wide, true>},
-                            {kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide, true>,
-                             kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide, true>},
-                            r.p2, fused, wide, true};
-    else
-      return kp_moe_mma_set{{kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused, wide, false>,
-                             kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused, wide, false>},
-                            {kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide, false>,
-                             kp_moe_mma_kernel<KP_DT_FP16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide, false>},
-                            r.p2, fused, wide, false};
+    constexpr int second = fp8 ? KP_DT_BF16 : KP_DT_FP16; /* the fp16 slot; fp8 experts take bf16 x in both */
+    return kp_moe_mma_set{{kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused, wide, fp8>,
+                           kp_moe_mma_kernel<second, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused, wide, fp8>},
+                          {kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide, fp8>,
+                           kp_moe_mma_kernel<second, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide, fp8>},
+                          r.p2, fused, wide, fp8};
   } else {
     return kp_moe_mma_set{};
   }
