@@ -59,8 +59,9 @@ export function promoteJob(args: PromoteJob): number {
   if ('error' in built) throw new UsageError(built.error);
   for (const w of built.warnings) warn(w);
   if (steps.length > 0 && !args.quiet) {
-    const runnersUp = built.stepPicked > 0 ? `, ${built.stepPicked} moved to a runner-up the step is faster with` : '';
-    say(`promote: ${steps.length} step record(s): ${built.vetoed - built.stepPicked} pick(s) kept on the default, the step faster with it${runnersUp}`);
+    // a runner-up may replace a vetoed pick or an entry the kernel rule kept on the default: count them apart
+    const runnersUp = built.stepPicked > 0 ? `; ${built.stepPicked} entr${built.stepPicked === 1 ? 'y' : 'ies'} moved to a runner-up the step is faster with (${built.vetoedMoved} of them vetoed picks)` : '';
+    say(`promote: ${steps.length} step record(s): ${built.vetoed} pick(s) make the step slower, ${built.vetoed - built.vetoedMoved} of them kept on the default${runnersUp}`);
   }
   const out = args.out ?? defaultTablePath(args.tablesDir, built.table.identity);
 

@@ -113,7 +113,7 @@ function stepPick(e: TableEntry, records: readonly StepRecord[]): { name: string
  * why and what the kernel rule had said), and a warning per record that
  * matches no entry's pick.
  */
-export function applyStepVerdicts(entries: readonly TableEntry[], records: readonly StepRecord[]): { entries: TableEntry[]; vetoed: number; stepPicked: number; warnings: string[] } {
+export function applyStepVerdicts(entries: readonly TableEntry[], records: readonly StepRecord[]): { entries: TableEntry[]; vetoed: number; stepPicked: number; vetoedMoved: number; warnings: string[] } {
   const byEntry = new Map<string, StepRecord[]>();
   for (const r of records) {
     const key = entryKey(r, r.rows);
@@ -121,7 +121,8 @@ export function applyStepVerdicts(entries: readonly TableEntry[], records: reado
   }
   const warnings: string[] = [];
   let vetoed = 0;
-  let stepPicked = 0;
+  let stepPicked = 0; // entries moved to a runner-up, whether their pick was vetoed or the rule had kept the default
+  let vetoedMoved = 0; // of those, the vetoed picks
   const out = entries.map((e) => {
     const key = entryKey(e, e.bucket);
     const all = byEntry.get(key);
@@ -147,6 +148,7 @@ export function applyStepVerdicts(entries: readonly TableEntry[], records: reado
     const alt = stepPick(e, alternatives);
     if (alt) {
       stepPicked++;
+      vetoedMoved++;
       return { ...e, choice: alt.name, reason: `picked in the step: ${stepLine(alt.r, alt.j)}; the sweep's pick made it slower: ${stepLine(worst.r, worst.j)}; the kernel alone: ${e.reason}` };
     }
     return { ...e, choice: e.default, reason: `kept: the step is faster with the default: ${stepLine(worst.r, worst.j)}; the kernel alone: ${e.reason}` };
@@ -154,5 +156,5 @@ export function applyStepVerdicts(entries: readonly TableEntry[], records: reado
   for (const rs of byEntry.values()) {
     for (const r of rs) warnings.push(`step record ${r.model} c=${r.c} ${r.linear} (${r.dtype} ${shapeId(r)} bucket ${r.rows}) matches no table entry: not applied`);
   }
-  return { entries: out, vetoed, stepPicked, warnings };
+  return { entries: out, vetoed, stepPicked, vetoedMoved, warnings };
 }

@@ -40,7 +40,7 @@ export function defaultTablePath(tablesDir: string, identity: Identity): string 
 export function buildTable(
   records: readonly StoreRecord[],
   opts: { gate: number; pdlRows?: number; created: Date; steps?: readonly StepRecord[] },
-): { table: Table; warnings: string[]; vetoed: number; stepPicked: number } | { error: string } {
+): { table: Table; warnings: string[]; vetoed: number; stepPicked: number; vetoedMoved: number } | { error: string } {
   const pdlRows = opts.pdlRows ?? DEFAULT_PDL_ROWS;
   const promoted = promote(records, opts.gate, pdlRows);
   if ('error' in promoted) return promoted;
@@ -60,7 +60,7 @@ export function buildTable(
   if (!checked.success) return { error: `built table is invalid: ${issuesLine(checked.issues)}` };
   const warnings = [...promoted.warnings, ...stepped.warnings];
   if (otherBuilds > 0) warnings.push(`${otherBuilds} step record(s) of another build left out`);
-  return { table, warnings, vetoed: stepped.vetoed, stepPicked: stepped.stepPicked };
+  return { table, warnings, vetoed: stepped.vetoed, stepPicked: stepped.stepPicked, vetoedMoved: stepped.vetoedMoved };
 }
 
 

@@ -190,6 +190,19 @@ test('an entry the kernel rule kept on the default takes a runner-up the step sh
   }
 });
 
+
+test('the counts keep apart vetoed picks kept on the default, vetoed picks moved, and kept entries moved to a runner-up', () => {
+  const alt = (pick: string, n: number) => step(FAST, SLOW, { pick, alternative: true, n });
+  const vetoedKept = swept({ n: 32 }), vetoedMoved = swept({ n: 64 });
+  const kept = swept({ n: 128, choice: 'plain', reason: 'kept: best rowblk.r2 +1.2 %, below gate 2.0 %' });
+  const { vetoed, stepPicked, vetoedMoved: moved } = applyStepVerdicts(
+    [vetoedKept, vetoedMoved, kept],
+    [step(SLOW, FAST, { n: 32 }), step(SLOW, FAST, { n: 64 }), alt('threads.t2', 64), alt('rowblk.r2', 128)],
+  );
+  assert.is(vetoed, 2, 'two picks make the step slower');
+  assert.is(moved, 1, 'one of them moved to a runner-up');
+  assert.is(stepPicked, 2, 'the vetoed one and the kept one moved');
+});
 test('alternative records change nothing where the pick is not vetoed', () => {
   const { entries, stepPicked } = applyStepVerdicts([swept()], [step(FAST, SLOW), step(FAST, SLOW.map((x) => x + 50), { pick: 'rowblk.r4', alternative: true })]);
   assert.is(stepPicked, 0);
