@@ -4,8 +4,9 @@
 // sweep times (kpick_time: on a GPU each call after a kernel that writes its
 // input, as a decode step runs it; README, "How a candidate is timed").
 //   tsx bench/table-bench.ts [--model Llama-3.1-8B,Qwen3-8B,...] [--rows 1,2,...,128] [--table file]
-// Per shape and rows: the pick, its time, the default's time, the floor, and the
-// ratios; then the geomeans of both ratios per rows bucket and per rows group,
+// Per shape and rows: the pick, its time, the default's time, the floor (a
+// linear's or gated's: the median of its rows buckets' floors, as the floor
+// reads the same bytes at every rows), and the ratios; then the geomeans of both ratios per rows bucket and per rows group,
 // and a verdict per target (lib/targets.ts). A moe shape is timed under both
 // routings its problem draws (uniform, and skewed: rows share a hot set of
 // experts), its floor streaming only the experts the active rows read; its
@@ -49,7 +50,10 @@ interface Row {
   /** op moe only: the shape's experts and top-k, the routing, and the distinct experts its active rows read (what the floor streams) */
   experts?: number; topk?: number; routing?: Routing; experts_read?: number;
   rows: number; names: string;
-  pick: string; default: string; pick_us: number; default_us: number; floor_us: number;
+  /** floor_us: a linear's or gated's the median of its buckets' floors (the floor streams the same weight bytes at every rows
+   * bucket, so one bucket's noise, up to 45 % at session 16, should not move one ratio); a moe's its bucket's own (the experts
+   * read grow with the rows). floor_bucket_us: what this bucket's rounds measured. */
+  pick: string; default: string; pick_us: number; default_us: number; floor_us: number; floor_bucket_us: number;
   speedup: number; pick_over_floor: number;
 }
 
@@ -103,6 +107,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     for (const routing of linear.op === 'moe' ? MOE_ROUTINGS : [null]) {
       const moe = routing === null ? {} : { experts: linear.experts, topk: linear.topk, routing };
       const problem = kpick.createProblem({ op: linear.op, dtype, n: linear.n, k: linear.k, mMax: Math.max(...rows), copies, seed: 1 + out.length, ...moe });
+      const measured: Row[] = [];
       try {
         for (const m of rows) {
           problem.setRows(m);
@@ -116,20 +121,25 @@ export async function main(argv: readonly string[]): Promise<number> {
             op: linear.op, dtype, n: linear.n, k: linear.k,
             ...(routing === null ? {} : { ...moeFields(linear), routing, experts_read: new Set(problem.downloadExpertIds()).size }),
             rows: m, names: names.join(' '),
-            pick, default: def, pick_us: us(pick), default_us: us(def), floor_us: median(t.floor),
+            pick, default: def, pick_us: us(pick), default_us: us(def), floor_us: median(t.floor), floor_bucket_us: median(t.floor),
             speedup: us(def) / us(pick), pick_over_floor: us(pick) / median(t.floor),
           };
-          out.push(row);
-          printJsonLine({ kind: 'shape', ...row });
-          if (!o.quiet) {
-            const read = row.experts_read === undefined ? '' : `  (${row.experts_read} experts read)`;
-            say(`${label(linear, routing).padEnd(width)} M=${String(m).padEnd(3)} ${pick.padEnd(22)} ${row.pick_us.toFixed(2).padStart(9)} us  ` +
-              `${def} ${row.default_us.toFixed(2).padStart(9)} us  floor ${row.floor_us.toFixed(2).padStart(9)} us  ` +
-              `x${row.speedup.toFixed(3)} vs default  ${row.pick_over_floor.toFixed(3)} of floor${read}`);
-          }
+          measured.push(row);
         }
       } finally {
         problem.free();
+      }
+      const shapeFloor = linear.op === 'moe' ? null : median(measured.map((r) => r.floor_bucket_us));
+      for (const row of measured) {
+        if (shapeFloor !== null) Object.assign(row, { floor_us: shapeFloor, pick_over_floor: row.pick_us / shapeFloor });
+        out.push(row);
+        printJsonLine({ kind: 'shape', ...row });
+        if (!o.quiet) {
+          const read = row.experts_read === undefined ? '' : `  (${row.experts_read} experts read)`;
+          say(`${label(linear, routing).padEnd(width)} M=${String(row.rows).padEnd(3)} ${row.pick.padEnd(22)} ${row.pick_us.toFixed(2).padStart(9)} us  ` +
+            `${row.default} ${row.default_us.toFixed(2).padStart(9)} us  floor ${row.floor_us.toFixed(2).padStart(9)} us  ` +
+            `x${row.speedup.toFixed(3)} vs default  ${row.pick_over_floor.toFixed(3)} of floor${read}`);
+        }
       }
     }
   }

@@ -61,6 +61,12 @@ test('table-bench: shape lines through the table, per-rows and per-group geomean
     assert.ok(Math.abs(l.pick_over_floor - l.pick_us / l.floor_us) < 1e-9);
     if (l.pick === l.default) assert.is(l.speedup, 1, 'the default is timed once when it is the pick');
   }
+  // a shape's floor streams the same weight at every rows bucket: its lines share the median of the buckets' floors
+  for (const l of shapes) {
+    const same = shapes.filter((x) => x.op === l.op && x.n === l.n && x.k === l.k).map((x) => x.floor_bucket_us as number).sort((a, b) => a - b);
+    assert.is(same.length, 2);
+    assert.ok(Math.abs(l.floor_us - (same[0]! + same[1]!) / 2) < 1e-9, JSON.stringify(l));
+  }
 
   const summaries = r.lines.filter((l) => l.kind === 'summary');
   assert.equal(summaries.map((s) => [s.group, s.shapes]), [['rows 1', 5], ['rows 2', 5], ['rows 1-16', 10]]);
@@ -111,6 +117,7 @@ test('table-bench on tiny-moe: the moe shape under both routings through the tab
     // the rows read at most rows x top-k distinct experts; one row reads exactly its top-k
     assert.ok(l.experts_read >= 2 && l.experts_read <= Math.min(8, 2 * l.rows), JSON.stringify(l));
     if (l.rows === 1) assert.is(l.experts_read, 2);
+    assert.is(l.floor_us, l.floor_bucket_us, "a moe bucket keeps its own floor: the experts read grow with the rows");
   }
   assert.ok(shapes.filter((l) => l.op !== 'moe').every((l) => l.routing === undefined && l.experts_read === undefined));
 
