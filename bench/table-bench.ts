@@ -5,8 +5,9 @@
 // input, as a decode step runs it; README, "How a candidate is timed").
 //   tsx bench/table-bench.ts [--model Llama-3.1-8B,Qwen3-8B,...] [--rows 1,2,...,128] [--table file]
 // Per shape and rows: the pick, its time, the default's time, the floor (a
-// linear's or gated's: the median of its rows buckets' floors, as the floor
-// reads the same bytes at every rows), and the ratios; then the geomeans of both ratios per rows bucket and per rows group,
+// linear's or gated's: the median of its own and its neighbouring rows
+// buckets' floors, as the floor reads the same weight at every rows), and the
+// ratios; then the geomeans of both ratios per rows bucket and per rows group,
 // and a verdict per target (lib/targets.ts). A moe shape is timed under both
 // routings its problem draws (uniform, and skewed: rows share a hot set of
 // experts), its floor streaming only the experts the active rows read; its
@@ -19,7 +20,7 @@ import * as opt from '../lib/options.ts';
 import { openKpick, type Routing } from '../lib/ffi.ts';
 import { decodeLinears, findModel, linearsForDtype, parseDtypes, parseRows, uniqueShapes, type Linear } from '../lib/models.ts';
 import { buildOf, loadRoute } from '../lib/route.ts';
-import { median } from '../lib/stats.ts';
+import { median, neighbourMedians } from '../lib/stats.ts';
 import { timeRounds } from '../lib/time-rounds.ts';
 import { type Op } from '../lib/schema.ts';
 import { moeFields, shapeId, shapeText } from '../lib/shape-key.ts';
@@ -50,9 +51,10 @@ interface Row {
   /** op moe only: the shape's experts and top-k, the routing, and the distinct experts its active rows read (what the floor streams) */
   experts?: number; topk?: number; routing?: Routing; experts_read?: number;
   rows: number; names: string;
-  /** floor_us: a linear's or gated's the median of its buckets' floors (the floor streams the same weight bytes at every rows
-   * bucket, so one bucket's noise, up to 45 % at session 16, should not move one ratio); a moe's its bucket's own (the experts
-   * read grow with the rows). floor_bucket_us: what this bucket's rounds measured. */
+  /** floor_us: a linear's or gated's the median of its own and its neighbouring rows buckets' floors (the floor streams the
+   * same weight at every rows, so a lone bucket's spike, 45 % in one run, is noise; the rise past rows 32 that the producer's
+   * larger x brings is kept); a moe's its bucket's own (the experts read grow with the rows). floor_bucket_us: what this
+   * bucket's rounds measured. */
   pick: string; default: string; pick_us: number; default_us: number; floor_us: number; floor_bucket_us: number;
   speedup: number; pick_over_floor: number;
 }
@@ -129,9 +131,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       } finally {
         problem.free();
       }
-      const shapeFloor = linear.op === 'moe' ? null : median(measured.map((r) => r.floor_bucket_us));
-      for (const row of measured) {
-        if (shapeFloor !== null) Object.assign(row, { floor_us: shapeFloor, pick_over_floor: row.pick_us / shapeFloor });
+      const floors = neighbourMedians(measured.map((r) => r.floor_bucket_us));
+      for (const [i, row] of measured.entries()) {
+        if (linear.op !== 'moe') Object.assign(row, { floor_us: floors[i]!, pick_over_floor: row.pick_us / floors[i]! });
         out.push(row);
         printJsonLine({ kind: 'shape', ...row });
         if (!o.quiet) {

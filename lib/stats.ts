@@ -28,6 +28,11 @@ export function median(values: ArrayLike<number>): number {
   return quantile(values, 0.5);
 }
 
+/** Each value replaced by the median of itself and its neighbours (a running median of three; an end's window is two): a lone spike goes, a trend stays. */
+export function neighbourMedians(values: readonly number[]): number[] {
+  return values.map((_, i) => median(values.slice(Math.max(0, i - 1), i + 2)));
+}
+
 /** Median absolute deviation from the median, unscaled. */
 export function mad(values: ArrayLike<number>): number {
   const m = median(values);

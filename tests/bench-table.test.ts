@@ -61,7 +61,7 @@ test('table-bench: shape lines through the table, per-rows and per-group geomean
     assert.ok(Math.abs(l.pick_over_floor - l.pick_us / l.floor_us) < 1e-9);
     if (l.pick === l.default) assert.is(l.speedup, 1, 'the default is timed once when it is the pick');
   }
-  // a shape's floor streams the same weight at every rows bucket: its lines share the median of the buckets' floors
+  // a shape's floor streams the same weight at every rows bucket: with two buckets, each one's floor is the median of both
   for (const l of shapes) {
     const same = shapes.filter((x) => x.op === l.op && x.n === l.n && x.k === l.k).map((x) => x.floor_bucket_us as number).sort((a, b) => a - b);
     assert.is(same.length, 2);

@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { geomean, mad, median, quantile, rankTest } from '../lib/stats.ts';
+import { geomean, mad, median, neighbourMedians, quantile, rankTest } from '../lib/stats.ts';
 
 test('median of an odd count is the middle value, of an even count the mean of the two middle ones', () => {
   assert.is(median([5, 1, 3]), 3);
@@ -28,6 +28,13 @@ test('quantile refuses an empty input, NaN values and q outside [0, 1]', () => {
   assert.throws(() => median([1, NaN]), /NaN/);
   assert.throws(() => quantile([1, 2], 1.5), /\[0, 1\]/);
   assert.throws(() => quantile([1, 2], -0.1), /\[0, 1\]/);
+});
+
+test('neighbourMedians: a lone spike goes (a floor of 7.31 us between 5.1 us ones), a rise stays, an end takes the mean of its pair', () => {
+  assert.equal(neighbourMedians([5.07, 5.11, 7.31, 5.10, 5.11]), [5.09, 5.11, 5.11, 5.11, 5.105]);
+  assert.equal(neighbourMedians([6, 6, 6, 9, 9, 9]), [6, 6, 6, 9, 9, 9]);
+  assert.equal(neighbourMedians([4]), [4]);
+  assert.equal(neighbourMedians([]), []);
 });
 
 test('mad is the median absolute deviation from the median, unscaled', () => {

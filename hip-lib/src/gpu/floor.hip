@@ -16,8 +16,14 @@ extern "C" {
 }
 
 /* ---- linear and gated: the weight ---- */
-static constexpr int kp_read_threads = 512;
-static constexpr int kp_read_u = 8; /* 16-byte loads in flight per thread */
+/* The shape of a launch: T threads a block, U 16-byte loads in flight a thread.
+ * The widest that still gives every unit two blocks: a small weight (the 0.5 MB
+ * router of Qwen3-30B-A3B) in 64 KiB blocks filled 8 of 132 units, and a
+ * gemv ran at 0.84 of that "floor" (table-bench at 110c516). */
+struct kp_read_shape {
+  int threads, u;
+};
+static constexpr kp_read_shape kp_read_shapes[] = {{512, 8}, {512, 4}, {512, 2}, {512, 1}, {128, 1}};
 
 /* Sums the pieces so the loads cannot be dropped; the sink is written only
  * when the sum hits one exact value, so the kernel moves no other bytes.
@@ -27,38 +33,74 @@ static constexpr int kp_read_u = 8; /* 16-byte loads in flight per thread */
  * candidate does, so no candidate beats the yardstick by launching
  * differently. The wait before it ends keeps "the previous kernel is done"
  * meaning every earlier kernel is done (decode.hip, chaining). */
-template <bool PDL>
-__global__ void __launch_bounds__(kp_read_threads)
-    kp_read_kernel(const kp_v16 *__restrict__ p, size_t n16, float *__restrict__ sink) {
+template <bool PDL, int T, int U>
+__global__ void __launch_bounds__(T) kp_read_kernel(const kp_v16 *__restrict__ p, size_t n16, float *__restrict__ sink) {
   if (PDL) kp_pdl_trigger();
-  const size_t base = (size_t)blockIdx.x * kp_read_threads * kp_read_u + threadIdx.x;
-  kp_v16 v[kp_read_u];
+  const size_t base = (size_t)blockIdx.x * T * U + threadIdx.x;
+  kp_v16 v[U];
 #pragma unroll
-  for (int u = 0; u < kp_read_u; ++u) {
-    const size_t i = base + (size_t)u * kp_read_threads;
+  for (int u = 0; u < U; ++u) {
+    const size_t i = base + (size_t)u * T;
     if (i < n16) v[u] = kp_ld_stream(p + i);
     else v[u] = kp_v16{0u, 0u, 0u, 0u};
   }
   kp_batch_fence(true);
   float a = 0.0f;
 #pragma unroll
-  for (int u = 0; u < kp_read_u; ++u) a += __uint_as_float(v[u].x ^ v[u].y ^ v[u].z ^ v[u].w);
+  for (int u = 0; u < U; ++u) a += __uint_as_float(v[u].x ^ v[u].y ^ v[u].z ^ v[u].w);
   if (a == 1.5e-30f) *sink = a;
 }
 
-int kp_floor_launch(const void *w, size_t bytes, float *sink, hipStream_t stream, int pdl) {
-  const size_t n16 = bytes / 16, per_block = (size_t)kp_read_threads * kp_read_u;
-  const dim3 grid((unsigned)((n16 + per_block - 1) / per_block)), block(kp_read_threads);
+template <int T, int U>
+static int kp_read_launch(const kp_v16 *w, size_t n16, float *sink, hipStream_t stream, int pdl) {
+  const dim3 grid((unsigned)((n16 + (size_t)T * U - 1) / ((size_t)T * U))), block(T);
 #if defined(KPICK_GPU_CUDA)
   if (pdl) {
-    KP_GPU(kp_launch(kp_read_kernel<true>, grid, block, stream, true, (const kp_v16 *)w, n16, sink));
+    KP_GPU(kp_launch(kp_read_kernel<true, T, U>, grid, block, stream, true, w, n16, sink));
     return KPICK_OK;
   }
 #else
   if (pdl) return kp_fail(KPICK_E_UNSUPPORTED, "floor", "no PDL on this target");
 #endif
-  KP_GPU(kp_launch(kp_read_kernel<false>, grid, block, stream, false, (const kp_v16 *)w, n16, sink));
+  KP_GPU(kp_launch(kp_read_kernel<false, T, U>, grid, block, stream, false, w, n16, sink));
   return KPICK_OK;
+}
+
+/* the device's units, asked here (compat.h, launch.h and hooks.cpp are in the
+ * space token, and mending a floor should not void a table) */
+static int kp_floor_units(int *units) {
+  int dev = 0;
+#if defined(KPICK_GPU_CUDA)
+  KP_GPU(cudaGetDevice(&dev));
+  KP_GPU(cudaDeviceGetAttribute(units, cudaDevAttrMultiProcessorCount, dev));
+#else
+  KP_GPU(hipGetDevice(&dev));
+  KP_GPU(hipDeviceGetAttribute(units, hipDeviceAttributeMultiprocessorCount, dev));
+#endif
+  return KPICK_OK;
+}
+
+int kp_floor_launch(const void *w, size_t bytes, float *sink, hipStream_t stream, int pdl) {
+  int units = 0;
+  KP_TRY(kp_floor_units(&units));
+  const size_t n16 = bytes / 16;
+  constexpr int last = (int)(sizeof kp_read_shapes / sizeof kp_read_shapes[0]) - 1;
+  int pick = last;
+  for (int i = 0; i < last; ++i) {
+    const size_t per_block = (size_t)kp_read_shapes[i].threads * kp_read_shapes[i].u;
+    if ((n16 + per_block - 1) / per_block >= 2 * (size_t)units) {
+      pick = i;
+      break;
+    }
+  }
+  const kp_v16 *p = (const kp_v16 *)w;
+  switch (pick) { /* kp_read_shapes, in order */
+    case 0: return kp_read_launch<512, 8>(p, n16, sink, stream, pdl);
+    case 1: return kp_read_launch<512, 4>(p, n16, sink, stream, pdl);
+    case 2: return kp_read_launch<512, 2>(p, n16, sink, stream, pdl);
+    case 3: return kp_read_launch<512, 1>(p, n16, sink, stream, pdl);
+    default: return kp_read_launch<128, 1>(p, n16, sink, stream, pdl);
+  }
 }
 
 
