@@ -4,7 +4,8 @@
 # alone with cold caches (ncu flushes them before each pass; clocks left
 # alone: --clock-control none). On the GPU machine, from the repo root, after
 # the CUDA build (bench/gpu/run.sh or pipeline.sh builds it):
-#   bash bench/gpu/profile-wgmma.sh [PLAN]      PLAN: a file of lines "label op n k rows names" (default: below)
+#   bash bench/gpu/profile-wgmma.sh [PLAN]      PLAN: a file of lines "label op n k rows names [dtype]" (default: below)
+#   (bench/gpu/profile-plan-fp8-moe.txt: the fp8 linears at rows 4-16, bf16 at rows 16-32, the experts bf16 and fp8)
 # Writes, per plan line, $OUT/prof/<label>.ncu-rep, <label>.details.csv (the
 # sections' tables), <label>.raw.csv (every metric, one row per kernel) and
 # <label>.order.txt (which launch is which candidate); $OUT/prof.tar.xz packs them.
@@ -34,11 +35,11 @@ fi
 
 sections="--section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats"
 metrics="dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,lts__t_sector_hit_rate.pct,lts__throughput.avg.pct_of_peak_sustained_elapsed,sm__cycles_active.avg,gpc__cycles_elapsed.max,sm__warps_active.avg.pct_of_peak_sustained_active"
-while read -r label op n k rows names; do
+while read -r label op n k rows names dtype; do
   [ -z "$label" ] && continue
   s=$(date +%s)
   timeout ${PROFILE_LIMIT_S:-120} "$ncu_bin" --clock-control none --cache-control all $sections --metrics "$metrics" \
-    -f -o "$out/prof/$label" build/profile "$op" "$n" "$k" "$rows" "$names" > "$out/prof/$label.order.txt" 2> "$out/prof/$label.ncu.log"
+    -f -o "$out/prof/$label" build/profile "$op" "$n" "$k" "$rows" "$names" ${dtype:-bf16} > "$out/prof/$label.order.txt" 2> "$out/prof/$label.ncu.log"
   echo "profile $label: exit $? in $(( $(date +%s) - s )) s"
   "$ncu_bin" --import "$out/prof/$label.ncu-rep" --csv --page details > "$out/prof/$label.details.csv" 2>/dev/null
   "$ncu_bin" --import "$out/prof/$label.ncu-rep" --csv --page raw > "$out/prof/$label.raw.csv" 2>/dev/null

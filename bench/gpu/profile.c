@@ -1,9 +1,10 @@
 /* profile.c: run each named candidate once per rows bucket on one problem,
  * and the read floor once, for Nsight Compute to profile (ncu flushes the
  * caches before each of its passes, so every launch reads cold weights).
- *   profile OP N K ROWS NAMES      OP: 0 linear, 1 gated, 2 moe (Qwen3-30B-A3B's E 128,
+ *   profile OP N K ROWS NAMES [DTYPE]   OP: 0 linear, 1 gated, 2 moe (Qwen3-30B-A3B's E 128,
  *                                  top-8, uniform routing), 3 the same moe under skewed
- *                                  routing; bf16; ROWS and NAMES comma lists
+ *                                  routing; ROWS and NAMES comma lists; DTYPE bf16 (the
+ *                                  default) or fp8 (e4m3 weights and their row scales)
  * Prints one "PROFILE seq=... what=... m=..." line per launch, in launch
  * order, so the ncu report (one row per kernel, in the same order) can be
  * read back per candidate; blaslt may launch more than one kernel per call.
@@ -25,10 +26,16 @@ static int check(int st, const char *what) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 6) {
-    fprintf(stderr, "usage: profile OP N K ROWS NAMES   (ROWS, NAMES: comma lists)\n");
+  if (argc != 6 && argc != 7) {
+    fprintf(stderr, "usage: profile OP N K ROWS NAMES [bf16|fp8]   (ROWS, NAMES: comma lists)\n");
     return 2;
   }
+  const int fp8 = argc == 7 && strcmp(argv[6], "fp8") == 0;
+  if (argc == 7 && !fp8 && strcmp(argv[6], "bf16") != 0) {
+    fprintf(stderr, "profile: DTYPE is bf16 or fp8, got %s\n", argv[6]);
+    return 2;
+  }
+  const int dtype = fp8 ? KPICK_FP8 : KPICK_BF16;
   const int skewed = atoi(argv[1]) == 3, op = skewed ? KPICK_OP_MOE : atoi(argv[1]);
   const long long n = atoll(argv[2]), k = atoll(argv[3]);
   int rows[16], nrows = 0, mmax = 1;
@@ -39,12 +46,13 @@ int main(int argc, char **argv) {
   }
   kpick_problem *p = NULL;
   if (check(kpick_init(), "init")) return 1;
-  if (op == KPICK_OP_MOE ? check(kpick_problem_create_moe(KPICK_BF16, 128, 8, n, k, mmax, skewed ? KPICK_ROUTING_SKEWED : KPICK_ROUTING_UNIFORM, 1, 7, &p), "problem_create_moe")
-                         : check(kpick_problem_create(op, KPICK_BF16, n, k, mmax, 1, 7, &p), "problem_create"))
+  if (op == KPICK_OP_MOE ? check(kpick_problem_create_moe(dtype, 128, 8, n, k, mmax, skewed ? KPICK_ROUTING_SKEWED : KPICK_ROUTING_UNIFORM, 1, 7, &p), "problem_create_moe")
+                         : check(kpick_problem_create(op, dtype, n, k, mmax, 1, 7, &p), "problem_create"))
     return 1;
 
-  /* the floor: the same weight bytes, its own buffers */
-  const size_t wbytes = (size_t)n * (size_t)k * 2 * (op == KPICK_OP_GATED ? 2 : 1);
+  /* the floor: the same weight bytes, its own buffers (fp8: the codes, then a scale a row) */
+  const long long wrows = n * (op == KPICK_OP_GATED ? 2 : 1);
+  const size_t wbytes = fp8 ? (size_t)KPICK_FP8_SCALES_AT(wrows, k) + (size_t)wrows * 4 : (size_t)wrows * (size_t)k * 2;
   void *w = NULL, *sink = NULL;
   if (check(kpick_buffer_alloc((int64_t)wbytes, &w), "alloc w") || check(kpick_buffer_alloc(64, &sink), "alloc sink"))
     return 1;
