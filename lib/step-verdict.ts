@@ -32,8 +32,8 @@
 // the noise (and none slower), the one with the largest gain; else it keeps
 // the default. So the step may pick a runner-up the sweep's gate did not, but
 // only on the step's own evidence.
-// (promote's --pdl-rows cut is not applied to runners-up: an entry does not
-// say which of its candidates chain with PDL.)
+// promote's --pdl-rows cut holds for runners-up too: a candidate that chains
+// with PDL (the store's records say which) is no runner-up past those rows.
 import { byText, isEligible, looserBar, moreNodes, NOISE_P, percent } from './promote.ts';
 import type { StepRecord, TableEntry } from './schema.ts';
 import { entryKey, shapeId } from './shape-key.ts';
@@ -88,9 +88,15 @@ export function stepAlternatives(e: TableEntry, limit: number): string[] {
     .map(([name]) => name);
 }
 
+/** Which candidates chain with PDL, and the most rows they are picked at (promote's --pdl-rows). */
+export interface PdlCut {
+  pdlRows: number;
+  pdl: ReadonlySet<string>;
+}
+
 /** Of a vetoed entry's alternative records, the runner-up the step is faster with past the noise (none slower), the largest gain first. */
-function stepPick(e: TableEntry, records: readonly StepRecord[]): { name: string; r: StepRecord; j: StepJudgement } | null {
-  const allowed = new Set(stepAlternatives(e, Infinity));
+function stepPick(e: TableEntry, records: readonly StepRecord[], cut: PdlCut | null): { name: string; r: StepRecord; j: StepJudgement } | null {
+  const allowed = new Set(stepAlternatives(e, Infinity).filter((name) => cut === null || e.bucket <= cut.pdlRows || !cut.pdl.has(name)));
   const byName = new Map<string, { r: StepRecord; j: StepJudgement }[]>();
   for (const r of records) {
     if (r.default !== e.default || !allowed.has(r.pick)) continue;
@@ -113,7 +119,7 @@ function stepPick(e: TableEntry, records: readonly StepRecord[]): { name: string
  * why and what the kernel rule had said), and a warning per record that
  * matches no entry's pick.
  */
-export function applyStepVerdicts(entries: readonly TableEntry[], records: readonly StepRecord[]): { entries: TableEntry[]; vetoed: number; stepPicked: number; vetoedMoved: number; warnings: string[] } {
+export function applyStepVerdicts(entries: readonly TableEntry[], records: readonly StepRecord[], cut: PdlCut | null = null): { entries: TableEntry[]; vetoed: number; stepPicked: number; vetoedMoved: number; warnings: string[] } {
   const byEntry = new Map<string, StepRecord[]>();
   for (const r of records) {
     const key = entryKey(r, r.rows);
@@ -135,7 +141,7 @@ export function applyStepVerdicts(entries: readonly TableEntry[], records: reado
       warnings.push(`step record ${r.model} c=${r.c} ${r.linear} timed ${r.pick} against ${r.default}; ${e.dtype} ${shapeId(e)} bucket ${e.bucket} now has ${e.choice} (default ${e.default}): not applied`);
     }
     if (e.choice === e.default) { /* the kernel rule kept the default: a runner-up may still serve the step faster */
-      const alt = stepPick(e, alternatives);
+      const alt = stepPick(e, alternatives, cut);
       if (!alt) return e;
       stepPicked++;
       return { ...e, choice: alt.name, reason: `picked in the step: ${stepLine(alt.r, alt.j)}; the kernel alone: ${e.reason}` };
@@ -145,7 +151,7 @@ export function applyStepVerdicts(entries: readonly TableEntry[], records: reado
     if (slower.length === 0 || judged.some((x) => x.j.verdict === 'faster')) return e;
     vetoed++;
     const worst = slower.reduce((a, b) => (b.j.change > a.j.change ? b : a));
-    const alt = stepPick(e, alternatives);
+    const alt = stepPick(e, alternatives, cut);
     if (alt) {
       stepPicked++;
       vetoedMoved++;

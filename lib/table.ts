@@ -46,7 +46,8 @@ export function buildTable(
   if ('error' in promoted) return promoted;
   const id = identityKey(promoted.identity);
   const steps = (opts.steps ?? []).filter((r) => identityKey(r.identity) === id);
-  const stepped = applyStepVerdicts(promoted.entries, steps);
+  const pdl = new Set(records.filter((rec) => rec.kind === 'candidate' && rec.pdl === true).map((rec) => rec.candidate));
+  const stepped = applyStepVerdicts(promoted.entries, steps, { pdlRows, pdl });
   const otherBuilds = (opts.steps ?? []).length - steps.length;
   const table: Table = {
     format: TABLE_FORMAT,

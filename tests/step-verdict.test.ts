@@ -157,6 +157,15 @@ test('a vetoed pick moves to the runner-up its alternative records show faster t
   assert.match(entries[0]!.reason, /the sweep's pick made it slower: tiny c=4 o: step 1013\.0 us with rowblk\.r2/);
 });
 
+
+test('a runner-up that chains with PDL is taken only at rows up to the --pdl-rows cut', () => {
+  const alt = (name: string, pick_us: number[]) => step(pick_us, FAST.map((x) => x + 20), { pick: name, alternative: true });
+  const records = [step(SLOW, FAST), alt('rowblk.r4', FAST.map((x) => x + 10)), alt('threads.t2', FAST)];
+  const pdl = new Set(['threads.t2']);
+  assert.is(applyStepVerdicts([swept()], records, { pdlRows: 4, pdl }).entries[0]!.choice, 'threads.t2', 'bucket 4 is within the cut');
+  assert.is(applyStepVerdicts([swept()], records, { pdlRows: 2, pdl }).entries[0]!.choice, 'rowblk.r4', 'past the cut: the next runner-up the step is faster with');
+  assert.is(applyStepVerdicts([swept()], records.slice(0, 1).concat(records[2]!), { pdlRows: 2, pdl }).entries[0]!.choice, 'plain', 'past the cut with no other runner-up: the default');
+});
 test('a vetoed pick keeps the default when no runner-up is faster past the noise, or one record of it is slower', () => {
   const alt = (name: string, pick_us: number[], default_us: number[], over: Partial<StepRecord> = {}) => step(pick_us, default_us, { pick: name, alternative: true, ...over });
   const noisy = [1000, 1003, 1004, 1007, 1008, 1011, 1012], noisy2 = [1001, 1002, 1005, 1006, 1009, 1010, 1013];
@@ -247,6 +256,20 @@ test('buildTable applies the step records of its own build only', () => {
   assert.ok(!('error' in vetoed));
   assert.is(vetoed.table.entries[0]!.choice, 'plain');
   assert.is(vetoed.vetoed, 1);
+});
+
+test('buildTable: a runner-up the store marks as chaining with PDL stays out past --pdl-rows, as the kernel rule keeps it out', () => {
+  const records = problem({ samples_us: evenSamples(100, 0.02) }, [{ candidate: 'rowblk.r4', pdl: true, samples_us: evenSamples(90, 0.02) }], { rows: 4 });
+  const at = records[0]!;
+  const alt = step(FAST, SLOW, { op: at.op, dtype: at.dtype, n: at.n, k: at.k, rows: 4, pick: 'rowblk.r4', alternative: true });
+  const cut = buildTable(records, { gate: 0.02, pdlRows: 2, created: new Date(0), steps: [alt] });
+  assert.ok(!('error' in cut));
+  assert.is(cut.table.entries[0]!.choice, 'plain');
+  assert.match(cut.table.entries[0]!.reason, /PDL is picked only at rows <= 2/);
+  assert.is(cut.stepPicked, 0);
+  const within = buildTable(records, { gate: 0.02, pdlRows: 4, created: new Date(0), steps: [alt] });
+  assert.ok(!('error' in within));
+  assert.is(within.table.entries[0]!.choice, 'rowblk.r4');
 });
 
 test.run();
