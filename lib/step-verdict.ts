@@ -70,33 +70,34 @@ export function stepLine(r: StepRecord, j: StepJudgement = judgeStep(r)): string
   );
 }
 
-/**
- * The runners-up of an entry a step may time in place of its choice: eligible
- * candidates other than the choice and the default, faster than the default
- * in the sweep, that no rule bars whatever their margin; fastest first, at
- * most `limit`.
- */
-export function stepAlternatives(e: TableEntry, limit: number): string[] {
-  const def = e.candidates[e.default];
-  if (!def || !isEligible(def)) return [];
-  return Object.entries(e.candidates)
-    .filter(([name, c]) => name !== e.choice && name !== e.default && isEligible(c))
-    .filter(([, c]) => (c.median_us as number) < (def.median_us as number))
-    .filter(([, c]) => looserBar(e.op, e.dtype, c, def) === null && moreNodes(e.op, c, def) === null)
-    .sort(([a, x], [b, y]) => (x.median_us as number) - (y.median_us as number) || byText(a, b))
-    .slice(0, limit)
-    .map(([name]) => name);
-}
-
 /** Which candidates chain with PDL, and the most rows they are picked at (promote's --pdl-rows). */
 export interface PdlCut {
   pdlRows: number;
   pdl: ReadonlySet<string>;
 }
 
+/**
+ * The runners-up of an entry a step may time in place of its choice: eligible
+ * candidates other than the choice and the default, faster than the default
+ * in the sweep, that no rule bars whatever their margin (nor the --pdl-rows
+ * cut, given one); fastest first, at most `limit`.
+ */
+export function stepAlternatives(e: TableEntry, limit: number, cut: PdlCut | null = null): string[] {
+  const def = e.candidates[e.default];
+  if (!def || !isEligible(def)) return [];
+  return Object.entries(e.candidates)
+    .filter(([name, c]) => name !== e.choice && name !== e.default && isEligible(c))
+    .filter(([, c]) => (c.median_us as number) < (def.median_us as number))
+    .filter(([, c]) => looserBar(e.op, e.dtype, c, def) === null && moreNodes(e.op, c, def) === null)
+    .filter(([name]) => cut === null || e.bucket <= cut.pdlRows || !cut.pdl.has(name))
+    .sort(([a, x], [b, y]) => (x.median_us as number) - (y.median_us as number) || byText(a, b))
+    .slice(0, limit)
+    .map(([name]) => name);
+}
+
 /** Of a vetoed entry's alternative records, the runner-up the step is faster with past the noise (none slower), the largest gain first. */
 function stepPick(e: TableEntry, records: readonly StepRecord[], cut: PdlCut | null): { name: string; r: StepRecord; j: StepJudgement } | null {
-  const allowed = new Set(stepAlternatives(e, Infinity).filter((name) => cut === null || e.bucket <= cut.pdlRows || !cut.pdl.has(name)));
+  const allowed = new Set(stepAlternatives(e, Infinity, cut));
   const byName = new Map<string, { r: StepRecord; j: StepJudgement }[]>();
   for (const r of records) {
     if (r.default !== e.default || !allowed.has(r.pick)) continue;

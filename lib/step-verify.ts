@@ -17,7 +17,7 @@ import { STORE_VERSION, type Dtype, type StepRecord, type TableEntry } from './s
 import { checkFit, dimsOf, gib, routeArm, type ArmRoute } from './serve.ts';
 import { entryKey } from './shape-key.ts';
 import { median } from './stats.ts';
-import { judgeStep, stepAlternatives, stepLine } from './step-verdict.ts';
+import { judgeStep, stepAlternatives, stepLine, type PdlCut } from './step-verdict.ts';
 import { STEPS_DIR, StoreLock, StoreWriter } from './store.ts';
 import { defaultTablePath, readTable } from './table.ts';
 
@@ -148,10 +148,13 @@ export function stepVerifyJob(args: StepVerifyJob): number {
   const defaults = loadRoute(null, build, process.env);
   // the entries behind the route, for the sweep's runners-up (--alternatives)
   const entries = new Map<string, TableEntry>();
+  let cut: PdlCut | null = null; // the table's --pdl-rows: promote would not take a PDL runner-up past it, so none is timed
   if (args.alternatives > 0) {
     const read = readTable(tablePath);
     if ('error' in read) throw new UsageError(`--alternatives needs the table's entries: ${read.error}`);
     for (const e of read.table.entries) entries.set(entryKey(e, e.bucket), e);
+    const pdlRows = read.table.gate.pdl_rows;
+    if (pdlRows !== undefined) cut = { pdlRows, pdl: new Set(kpick.candidates().filter((c) => c.pdl).map((c) => c.name)) };
   }
   const plans = args.concurrency.map((c) => {
     const table = routeArm(tableRoute, kpick, args.model, args.dtype, c);
@@ -229,7 +232,7 @@ export function stepVerifyJob(args: StepVerifyJob): number {
       const runnersUp = (kind: LinearKind) => {
         const linear = linears.find((l) => l.name === kind)!;
         const entry = entries.get(entryKey({ op: linear.op, dtype: kindDtype(args.dtype, kind), n: linear.n, k: linear.k, experts: linear.experts, topk: linear.topk }, bucketOf(plan.c)));
-        return entry ? stepAlternatives(entry, args.alternatives).map((name) => ({ name, id: kpick.candidate(name).id })) : [];
+        return entry ? stepAlternatives(entry, args.alternatives, cut).map((name) => ({ name, id: kpick.candidate(name).id })) : [];
       };
       const timings = verifyAt(model, plan, args.steps, args.rounds, runnersUp, (done, total, what) => progress.update(done, total, `c=${plan.c}: ${what}`));
       progress.end();

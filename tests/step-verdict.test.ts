@@ -127,6 +127,12 @@ test("stepAlternatives: the sweep's runners-up faster than the default, fastest 
   assert.equal(stepAlternatives(swept(), 0), []);
 });
 
+test('stepAlternatives with a --pdl-rows cut: a PDL runner-up only at rows up to it (the entry is bucket 4)', () => {
+  const pdl = new Set(['rowblk.r4']);
+  assert.equal(stepAlternatives(swept(), 5, { pdlRows: 2, pdl }), ['threads.t2']);
+  assert.equal(stepAlternatives(swept(), 5, { pdlRows: 4, pdl }), ['rowblk.r4', 'threads.t2']);
+});
+
 test('stepAlternatives leaves out what the kernel rule bars whatever the margin: failed parity, more nodes, a looser parity bar', () => {
   const barred = swept({
     candidates: {
