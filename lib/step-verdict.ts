@@ -130,6 +130,7 @@ export function applyStepVerdicts(entries: readonly TableEntry[], records: reado
   let vetoed = 0;
   let stepPicked = 0; // entries moved to a runner-up, whether their pick was vetoed or the rule had kept the default
   let vetoedMoved = 0; // of those, the vetoed picks
+  const vetoes: StepRecord[] = []; // the worst record of each veto, for vetoSharing
   const out = entries.map((e) => {
     const key = entryKey(e, e.bucket);
     const all = byEntry.get(key);
@@ -152,6 +153,7 @@ export function applyStepVerdicts(entries: readonly TableEntry[], records: reado
     if (slower.length === 0 || judged.some((x) => x.j.verdict === 'faster')) return e;
     vetoed++;
     const worst = slower.reduce((a, b) => (b.j.change > a.j.change ? b : a));
+    vetoes.push(worst.r);
     const alt = stepPick(e, alternatives, cut);
     if (alt) {
       stepPicked++;
@@ -160,8 +162,27 @@ export function applyStepVerdicts(entries: readonly TableEntry[], records: reado
     }
     return { ...e, choice: e.default, reason: `kept: the step is faster with the default: ${stepLine(worst.r, worst.j)}; the kernel alone: ${e.reason}` };
   });
+  warnings.push(...vetoSharing(vetoes));
   for (const rs of byEntry.values()) {
     for (const r of rs) warnings.push(`step record ${r.model} c=${r.c} ${r.linear} (${r.dtype} ${shapeId(r)} bucket ${r.rows}) matches no table entry: not applied`);
   }
   return { entries: out, vetoed, stepPicked, vetoedMoved, warnings };
+}
+
+/**
+ * A warning per step (model, dtype, c) where picks of two or more linears were
+ * vetoed: each was timed against the table's whole step with the others in
+ * place, so one pair's interaction vetoes both (on the H200, Qwen3-4B c=16's
+ * .pdl gate_up and .pdl down: either one reverted sped the step up 9-12 %),
+ * and reverting both may give up a pick the step could keep.
+ */
+export function vetoSharing(vetoes: readonly StepRecord[]): string[] {
+  const bySt = new Map<string, StepRecord[]>();
+  for (const r of vetoes) {
+    const key = `${r.model} ${r.weights} c=${r.c}`;
+    bySt.set(key, [...(bySt.get(key) ?? []), r]);
+  }
+  return [...bySt.entries()]
+    .filter(([, rs]) => rs.length > 1)
+    .map(([key, rs]) => `step ${key}: ${rs.length} picks vetoed on one table step (${rs.map((r) => `${r.linear} ${r.pick}`).join(', ')}): each was timed with the others in place, so their slowdowns may share one cause`);
 }

@@ -218,6 +218,17 @@ test('the counts keep apart vetoed picks kept on the default, vetoed picks moved
   assert.is(moved, 1, 'one of them moved to a runner-up');
   assert.is(stepPicked, 2, 'the vetoed one and the kept one moved');
 });
+
+test('picks of two linears vetoed on one table step are named together in a warning; one veto a step, or vetoes of two steps, are not', () => {
+  const a = swept({ n: 32 }), b = swept({ n: 64 });
+  const both = applyStepVerdicts([a, b], [step(SLOW, FAST, { n: 32, linear: 'o' }), step(SLOW, FAST, { n: 64, linear: 'down' })]);
+  assert.is(both.vetoed, 2);
+  assert.equal(both.warnings, ['step tiny bf16 c=4: 2 picks vetoed on one table step (o rowblk.r2, down rowblk.r2): each was timed with the others in place, so their slowdowns may share one cause']);
+  const apart = applyStepVerdicts([a, b], [step(SLOW, FAST, { n: 32 }), step(SLOW, FAST, { n: 64, c: 8 })]);
+  assert.is(apart.vetoed, 2);
+  assert.equal(apart.warnings, []);
+  assert.equal(applyStepVerdicts([a, b], [step(SLOW, FAST, { n: 32 }), step(FAST, SLOW, { n: 64 })]).warnings, []);
+});
 test('alternative records change nothing where the pick is not vetoed', () => {
   const { entries, stepPicked } = applyStepVerdicts([swept()], [step(FAST, SLOW), step(FAST, SLOW.map((x) => x + 50), { pick: 'rowblk.r4', alternative: true })]);
   assert.is(stepPicked, 0);
