@@ -119,12 +119,13 @@ export async function main(argv: readonly string[]): Promise<number> {
           const timed = [...new Set([pick, def])].map((name) => ids.get(name)!);
           const t = timeRounds(problem, timed, samples, rounds);
           const us = (name: string) => median(t.cands[timed.indexOf(ids.get(name)!)]!);
+          const floor = median(t.floor);
           const row: Row = {
             op: linear.op, dtype, n: linear.n, k: linear.k,
             ...(routing === null ? {} : { ...moeFields(linear), routing, experts_read: new Set(problem.downloadExpertIds()).size }),
             rows: m, names: names.join(' '),
-            pick, default: def, pick_us: us(pick), default_us: us(def), floor_us: median(t.floor), floor_bucket_us: median(t.floor),
-            speedup: us(def) / us(pick), pick_over_floor: us(pick) / median(t.floor),
+            pick, default: def, pick_us: us(pick), default_us: us(def), floor_us: floor, floor_bucket_us: floor,
+            speedup: us(def) / us(pick), pick_over_floor: us(pick) / floor,
           };
           measured.push(row);
         }

@@ -149,7 +149,7 @@ export const StepRecord = v.pipe(v.strictObject({
   rows: Bucket,
   pick: v.pipe(Name, v.description("the table's choice for this linear at c; of an alternative record, the runner-up timed in its place")),
   default: v.pipe(Name, v.description('its class default')),
-  alternative: v.optional(v.pipe(v.boolean(), v.description("true: the table's choice made the step slower, and this times a runner-up of the sweep in its place (step-verify --alternatives)"))),
+  alternative: v.optional(v.pipe(v.boolean(), v.description("true: a runner-up of the sweep timed in the linear's place, where the table's choice made the step slower or the table kept the default (step-verify --alternatives)"))),
   route: v.pipe(v.record(v.string(), Name), v.description("the table route's candidate of every linear of the step at c")),
   steps: v.pipe(v.number(), v.integer(), v.minValue(1), v.description('decode steps a timing; a sample is their median')),
   pick_us: v.pipe(v.array(Micros), v.minLength(1), v.description('median step us a round, the route as it is (an alternative record: with this linear on the runner-up)')),

@@ -16,15 +16,6 @@ extern "C" {
 }
 
 /* ---- linear and gated: the weight ---- */
-/* The shape of a launch: T threads a block, U 16-byte loads in flight a thread.
- * The widest that still gives every unit two blocks: a small weight (the 0.5 MB
- * router of Qwen3-30B-A3B) in 64 KiB blocks filled 8 of 132 units, and a
- * gemv ran at 0.84 of that "floor" (table-bench at 110c516). */
-struct kp_read_shape {
-  int threads, u;
-};
-static constexpr kp_read_shape kp_read_shapes[] = {{512, 8}, {512, 4}, {512, 2}, {512, 1}, {128, 1}};
-
 /* Sums the pieces so the loads cannot be dropped; the sink is written only
  * when the sum hits one exact value, so the kernel moves no other bytes.
  * Timed in a step (after the producer), the floor takes the best launch any
@@ -66,6 +57,24 @@ static int kp_read_launch(const kp_v16 *w, size_t n16, float *sink, hipStream_t 
   return KPICK_OK;
 }
 
+/* The shape of a launch: T threads a block, U 16-byte loads in flight a thread.
+ * The widest that still gives every unit two blocks: a small weight (the 0.5 MB
+ * router of Qwen3-30B-A3B) in 64 KiB blocks filled 8 of 132 units, and a
+ * gemv ran at 0.84 of that "floor" (table-bench at 110c516). */
+typedef int (*kp_read_fn)(const kp_v16 *, size_t, float *, hipStream_t, int);
+struct kp_read_shape {
+  int threads, u;
+  kp_read_fn launch;
+};
+template <int T, int U>
+static constexpr kp_read_shape kp_read_shape_of() {
+  return {T, U, kp_read_launch<T, U>};
+}
+/* widest first; the last takes what no other gives two blocks a unit */
+static constexpr kp_read_shape kp_read_shapes[] = {kp_read_shape_of<512, 8>(), kp_read_shape_of<512, 4>(),
+                                                   kp_read_shape_of<512, 2>(), kp_read_shape_of<512, 1>(),
+                                                   kp_read_shape_of<128, 1>()};
+
 /* the device's units, asked here (compat.h, launch.h and hooks.cpp are in the
  * space token, and mending a floor should not void a table) */
 static int kp_floor_units(int *units) {
@@ -93,14 +102,7 @@ int kp_floor_launch(const void *w, size_t bytes, float *sink, hipStream_t stream
       break;
     }
   }
-  const kp_v16 *p = (const kp_v16 *)w;
-  switch (pick) { /* kp_read_shapes, in order */
-    case 0: return kp_read_launch<512, 8>(p, n16, sink, stream, pdl);
-    case 1: return kp_read_launch<512, 4>(p, n16, sink, stream, pdl);
-    case 2: return kp_read_launch<512, 2>(p, n16, sink, stream, pdl);
-    case 3: return kp_read_launch<512, 1>(p, n16, sink, stream, pdl);
-    default: return kp_read_launch<128, 1>(p, n16, sink, stream, pdl);
-  }
+  return kp_read_shapes[pick].launch((const kp_v16 *)w, n16, sink, stream, pdl);
 }
 
 
