@@ -175,27 +175,29 @@ function wurName(stem: string, r: (typeof gpu)[number]): string {
   return `${r.op === 'GATED' ? 'gated.' : ''}${stem}.w${w}.u${u}${tiles! > 1 ? `.r${tiles}` : ''}${r.flags.includes('KF_PDL') ? '.pdl' : ''}`;
 }
 
-test('the mma family: params W,U,R; names [gated.]mma.wW.uU[.rR][.pdl] (R 1 unnamed); R = 2 only with U <= 4 and rows <= 32; bitwise with the R = 1 row of its W', () => {
+test('the mma family: params W,U,R; names [gated.]mma.wW.uU[.rR][.pdl] (R 1 unnamed); R = 2 or 4 only with R * U <= 8 and rows <= 32; bitwise with the R = 1 row of its W', () => {
   assert.is(families.get('mma'), 'W,U,R');
   const rows = gpu.filter((r) => r.family === 'mma');
   assert.ok(rows.some((r) => r.p[2] === 2), 'rows with two tiles a block');
+  assert.ok(rows.some((r) => r.p[2] === 4), 'rows with four tiles a block');
   for (const r of rows) {
     const [w, u, tiles] = r.p;
     assert.is(r.name, wurName('mma', r), `${r.id}: name from its params`);
-    assert.ok(tiles === 1 || (tiles === 2 && u <= 4 && r.rowsMax <= 32), `${r.name}: R is 1, or 2 with U <= 4 and rows <= 32 (registers)`);
+    assert.ok(tiles === 1 || ((tiles === 2 || tiles === 4) && tiles * u! <= 8 && r.rowsMax <= 32), `${r.name}: R is 1, or 2 or 4 with R * U <= 8 and rows <= 32 (registers)`);
     const head = byId.get(r.bitwiseWith)!;
     assert.ok(head.family === 'mma' && head.op === r.op && head.p[0] === w && head.p[2] === 1, `${r.name}: its head is the R = 1 row of W ${w} (bits depend on W only)`);
   }
 });
 
-test('the w8a16.mma family: params W,U,R; names [gated.]w8a16.mma.wW.uU[.rR][.pdl] (R 1 unnamed); bitwise with the R = 1 row of its W', () => {
+test('the w8a16.mma family: params W,U,R; names [gated.]w8a16.mma.wW.uU[.rR][.pdl] (R 1 unnamed); R = 2 with U <= 2, R = 4 with U = 1; bitwise with the R = 1 row of its W', () => {
   assert.is(families.get('w8a16mma'), 'W,U,R');
   const rows = gpu.filter((r) => r.family === 'w8a16mma');
   assert.ok(rows.some((r) => r.p[2] === 2), 'rows with two tiles a warp');
+  assert.ok(rows.some((r) => r.p[2] === 4), 'rows with four tiles a warp');
   for (const r of rows) {
     const [w, u, tiles] = r.p;
     assert.is(r.name, wurName('w8a16.mma', r), `${r.id}: name from its params`);
-    assert.ok(tiles === 1 || (tiles === 2 && u <= 2), `${r.name}: R is 1, or 2 with U <= 2`);
+    assert.ok(tiles === 1 || (tiles === 2 && u! <= 2) || (tiles === 4 && u === 1), `${r.name}: R is 1, 2 with U <= 2, or 4 with U = 1`);
     const head = byId.get(r.bitwiseWith)!;
     assert.ok(head.family === 'w8a16mma' && head.op === r.op && head.p[0] === w && head.p[2] === 1, `${r.name}: its head is the R = 1 row of W ${w} (bits depend on W only)`);
   }

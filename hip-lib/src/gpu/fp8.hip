@@ -391,7 +391,7 @@ static kp_w8a16_mma_set kp_w8a16_mma_row() {
     static_assert(r.rows_max >= 1 && r.rows_max <= 16, "w8a16.mma: rows stop at 16 (two tiles of 8)");
     static_assert(r.p0 >= 1 && r.p0 <= kp_w8a16_mma_max_warps, "w8a16.mma: W is 1..8 warps");
     static_assert(r.p1 == 1 || r.p1 == 2 || r.p1 == 4, "w8a16.mma: U is 1, 2 or 4 blocks in flight");
-    static_assert(R == 1 || (R == 2 && r.p1 <= 2), "w8a16.mma: R is 1, or 2 with U <= 2 (registers)");
+    static_assert(R == 1 || (R == 2 && r.p1 <= 2) || (R == 4 && r.p1 == 1), "w8a16.mma: R is 1, 2 with U <= 2, or 4 with U = 1 (registers)");
     constexpr bool gated = r.op == KPICK_OP_GATED;
     s.k[0] = kp_w8a16_mma_kernel<1, r.p1, R, gated, r.pdl()>;
     if constexpr (r.rows_max > 8) s.k[1] = kp_w8a16_mma_kernel<2, r.p1, R, gated, r.pdl()>;

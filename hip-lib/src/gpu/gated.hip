@@ -85,7 +85,7 @@ static kp_mma_set kp_gated_mma_row() {
   constexpr kp_def r = kp_defs[ID];
   if constexpr (r.family == KP_FAM_mma && r.op == KPICK_OP_GATED && (!r.pdl() || kp_pdl_built)) {
     static_assert(r.p0 >= 1 && r.p0 <= kp_mma_max_warps, "gated mma: W is 1..8 warps");
-    static_assert(r.p2 == 1 || r.p2 == 2, "gated mma: R is 1 or 2 tiles a block");
+    static_assert(r.p2 == 1 || r.p2 == 2 || r.p2 == 4, "gated mma: R is 1, 2 or 4 tiles a block");
     return kp_mma_make<r.p1, KP_MMA_GATED, r.pdl(), kp_mma_tiles(r.rows_max), r.p2>();
   } else {
     return kp_mma_set{};

@@ -216,8 +216,8 @@ __device__ __forceinline__ void kp_mma_step_masked(const WT *const (&wr)[kp_mma_
 /* R tiles a block: MODE's tile rows (16; gated 8 gate over 8 up) R times over */
 template <int DT, int NT, int U, int MODE, bool PDL, int R>
 __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_mma_kernel(kp_mma_args p) {
-  static_assert(U == 4 || U == 8 || U == 16, "U is 4, 8 or 16");
-  static_assert(R == 1 || (R == 2 && MODE != KP_MMA_SPLITK), "R is 1, or 2 outside split-K");
+  static_assert(U == 2 || U == 4 || U == 8 || U == 16, "U is 2, 4, 8 or 16");
+  static_assert(R == 1 || ((R == 2 || R == 4) && MODE != KP_MMA_SPLITK), "R is 1, or 2 or 4 outside split-K");
   if (PDL) kp_pdl_trigger();
   const int lane = threadIdx.x % kp_warp, warp = threadIdx.x / kp_warp, nwarps = blockDim.x / kp_warp;
   const int64_t N = p.n, K = p.k;
@@ -354,7 +354,8 @@ template <int U, int MODE, bool PDL, int NT, int R = 1>
 static kp_mma_set kp_mma_make() {
   static_assert(NT >= 1 && kp_log2(NT) < kp_mma_nt_slots, "rows_max past kp_rows_limit");
   static_assert(U <= 8 || NT <= 8, "U = 16 would spill past 8 tiles: such a row's rows_max stops at 64 (CUDA)");
-  static_assert(R == 1 || (U <= 4 && NT <= 4), "R = 2 holds twice the weight loads and tiles: U <= 4, rows <= 32 (registers)");
+  static_assert(R == 1 || (R * U <= 8 && NT <= 4),
+                "R tiles hold R times the weight loads and tiles: R * U <= 8, rows <= 32 (registers)");
   kp_mma_set s = {};
   kp_mma_fill<KP_DT_BF16, U, MODE, PDL, R, NT>(s.k[0]);
   kp_mma_fill<KP_DT_FP16, U, MODE, PDL, R, NT>(s.k[1]);
