@@ -24,6 +24,8 @@
 #   sweep, bench, parity and serve (a 2-layer --check-step) alone, and a promote; checks: the whole-step fp64 check of
 #   both routes at serving rows, where the tile families are picked (serve checks at c=1), for each
 #   "model:dtype:c" of $CHECK_SPECS; serve takes $SERVE_MODELS, and SERVE_FP8=0 leaves out its fp8 runs)
+# A machine given back between calls takes stores/ with it: carry the earlier
+# calls' stores (bench/gpu/carry-stores.sh) when a sweep is split over calls.
 # Everything comes back as $OUT/pipeline.tar.xz (stores, tables, logs) and
 # $OUT/summary.txt; each step has its own time limit so the pack always runs.
 set -uo pipefail
