@@ -8,7 +8,7 @@
 // like any row: drop it only with its class, or name another head.
 //   tsx bench/prune-report.ts --store stores/h200 --store old-stores/h200 [--table decode_gemm.json ...] [--gate 0.02] [--json]
 // A table on stderr (the rows to drop, then the count line); one JSON line per row with --json.
-import { EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../lib/cli.ts';
+import { EXIT, isMainModule, optionAll, optionFraction, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../lib/cli.ts';
 import * as opt from '../lib/options.ts';
 import { rowUse } from '../lib/prune.ts';
 import { readStoreFolders } from '../lib/store.ts';
@@ -30,12 +30,10 @@ export function main(argv: readonly string[]): number {
   }, OPTIONS);
   const o = parseWithCac(cli, argv);
   if (o === null) return EXIT.ok;
-  const stores = (Array.isArray(o.store) ? o.store : o.store === undefined ? [] : [o.store]).map(String);
+  const stores = optionAll(o, 'store');
   if (stores.length === 0) throw new UsageError('give at least one --store <dir>');
-  const gateText = optionText(o, 'gate', OPTIONS.gate.default) ?? '';
-  const gate = /^\d*\.?\d+$/.test(gateText) ? Number(gateText) : Number.NaN;
-  if (!(gate >= 0 && gate <= 1)) throw new UsageError(`--gate must be a fraction in 0..1, got '${gateText}'`);
-  const tables = (Array.isArray(o.table) ? o.table : o.table === undefined ? [] : [o.table]).map(String);
+  const gate = optionFraction(o, 'gate', OPTIONS.gate.default);
+  const tables = optionAll(o, 'table');
   const picked = new Set<string>();
   for (const file of tables) {
     const read = readTable(file);

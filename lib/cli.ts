@@ -235,6 +235,20 @@ export function optionText(options: Record<string, unknown>, name: string, fallb
   return String(value);
 }
 
+/** Every value of an option that may repeat (--store a --store b), as text, in order; none when absent. */
+export function optionAll(options: Record<string, unknown>, name: string): string[] {
+  const value = options[name];
+  return (Array.isArray(value) ? value : value === undefined ? [] : [value]).map(String);
+}
+
+/** Reads an option as a fraction in 0..1, plain decimal ("0.02", ".5", "1"). */
+export function optionFraction(options: Record<string, unknown>, name: string, fallback: number): number {
+  const text = optionText(options, name, fallback) ?? '';
+  const value = /^\d*\.?\d+$/.test(text) ? Number(text) : Number.NaN;
+  if (!(value >= 0 && value <= 1)) throw new UsageError(`${flagOf(name)} must be a fraction in 0..1, got '${text}'`);
+  return value;
+}
+
 /** cac's camelCase key back to the flag: "pdlRows" -> "--pdl-rows". */
 export function flagOf(name: string): string {
   return `--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;

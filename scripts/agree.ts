@@ -3,7 +3,7 @@
 // own), differ, or in one table only. lib/agree.ts holds the rule.
 //   tsx scripts/agree.ts --table tables-shard/.../decode_gemm.json --table tables-one/.../decode_gemm.json
 // Exit 0 when every entry agrees, 1 when any differs or is in one table only, 2 on bad usage.
-import { EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../lib/cli.ts';
+import { EXIT, isMainModule, optionAll, optionFraction, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../lib/cli.ts';
 import * as opt from '../lib/options.ts';
 import { compareChoices, conflicting, tablesAgree } from '../lib/agree.ts';
 import { DEFAULT_GATE } from '../lib/promote.ts';
@@ -26,11 +26,9 @@ export function main(argv: readonly string[]): number {
   }, OPTIONS);
   const o = parseWithCac(cli, argv);
   if (o === null) return EXIT.ok;
-  const files = (Array.isArray(o.table) ? o.table : o.table === undefined ? [] : [o.table]).map(String);
+  const files = optionAll(o, 'table');
   if (files.length !== 2) throw new UsageError(`give exactly two --table files, got ${files.length}`);
-  const gateText = optionText(o, 'gate', OPTIONS.gate.default) ?? '';
-  const gate = /^\d*\.?\d+$/.test(gateText) ? Number(gateText) : Number.NaN;
-  if (!(gate >= 0 && gate <= 1)) throw new UsageError(`--gate must be a fraction in 0..1, got '${gateText}'`);
+  const gate = optionFraction(o, 'gate', OPTIONS.gate.default);
   const [a, b] = files.map((f): Table => {
     const read = readTable(f);
     if ('error' in read) throw new UsageError(read.error);

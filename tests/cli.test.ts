@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { optionInt, parseWithCac, scriptCli, UsageError } from '../lib/cli.ts';
+import { optionAll, optionFraction, optionInt, parseWithCac, scriptCli, UsageError } from '../lib/cli.ts';
 import { ROOT, run } from './helpers/run-script.ts';
 
 const SCRIPTS = readdirSync(join(ROOT, 'scripts')).filter((f) => f.endsWith('.ts'));
@@ -90,6 +90,17 @@ test('parseWithCac hands over every value as typed', () => {
   assert.throws(() => parseWithCac(cli, ['--json', '']), (e: unknown) => e instanceof UsageError && /an empty argument/.test(e.message));
   assert.throws(() => optionInt({ n: '2e0' }, 'n', 1, 1, 8), (e: unknown) => e instanceof UsageError && e.message === "--n must be an integer in 1..8, got '2e0'");
   assert.is(optionInt({ n: '08' }, 'n', 1, 1, 8), 8);
+});
+
+test('a repeatable option reads as its values in order (none when absent); a fraction is plain decimal in 0..1', () => {
+  const cli = scriptCli('t', 'x', { store: { flag: '--store <dir>', help: '' } });
+  assert.equal(optionAll(parseWithCac(cli, ['--store', 'a', '--store', '7'])!, 'store'), ['a', '7']);
+  assert.equal(optionAll(parseWithCac(cli, ['--store', 'a'])!, 'store'), ['a']);
+  assert.equal(optionAll(parseWithCac(cli, [])!, 'store'), []);
+  assert.is(optionFraction({}, 'gate', 0.02), 0.02);
+  assert.is(optionFraction({ gate: '.5' }, 'gate', 0.02), 0.5);
+  for (const bad of ['2', '-0.1', '1e-2', 'x'])
+    assert.throws(() => optionFraction({ gate: bad }, 'gate', 0.02), (e: unknown) => e instanceof UsageError && e.message === `--gate must be a fraction in 0..1, got '${bad}'`);
 });
 
 test.run();
