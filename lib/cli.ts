@@ -238,7 +238,10 @@ export function optionText(options: Record<string, unknown>, name: string, fallb
 /** Every value of an option that may repeat (--store a --store b), as text, in order; none when absent. */
 export function optionAll(options: Record<string, unknown>, name: string): string[] {
   const value = options[name];
-  return (Array.isArray(value) ? value : value === undefined ? [] : [value]).map(String);
+  return (Array.isArray(value) ? value : value === undefined ? [] : [value]).map((s) => {
+    if (typeof s !== 'string' && typeof s !== 'number') throw new UsageError(`--${name} needs a value`);
+    return String(s);
+  });
 }
 
 /** Reads an option as a fraction in 0..1, plain decimal ("0.02", ".5", "1"). */

@@ -4,10 +4,9 @@
 // pooled sweep timed within the gate of its best, and that is no class's
 // default, is a row to drop at the next re-sweep: it costs sweep time and never
 // wins. Pooling sweeps of several builds guards against one noisy run.
-import { identityKey } from './identity.ts';
 import type { StoreRecord } from './schema.ts';
-import { shapeId } from './shape-key.ts';
 import { median } from './stats.ts';
+import { recordKey } from './store.ts';
 
 export interface RowUse {
   candidate: string;
@@ -28,9 +27,7 @@ export interface RowUse {
 }
 
 /** The key of a problem: build identity, dtype, shape, rows and routing (recordKey without the candidate). */
-function problemKey(r: StoreRecord): string {
-  return JSON.stringify([identityKey(r.identity), r.dtype, shapeId(r), r.rows, r.routing ?? 'uniform']);
-}
+const problemKey = (r: StoreRecord) => recordKey({ ...r, candidate: '' });
 
 /**
  * One row per candidate name of the records, sorted by name. Timed, parity-passing
@@ -48,7 +45,9 @@ export function rowUse(records: readonly StoreRecord[], gate: number, picked: Re
     const key = problemKey(r);
     const byName = samples.get(key) ?? new Map<string, number[]>();
     samples.set(key, byName);
-    byName.set(r.candidate, [...(byName.get(r.candidate) ?? []), ...r.samples_us]);
+    const pooled = byName.get(r.candidate) ?? [];
+    byName.set(r.candidate, pooled);
+    pooled.push(...r.samples_us);
   }
   const use = new Map<string, RowUse>();
   for (const name of names)

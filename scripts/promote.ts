@@ -7,7 +7,7 @@
 // Exit 0 when written; 2 on bad usage, a missing or empty store, an unknown
 // --identity, a refused table in the way or an unwritable output (nothing is
 // written then); 3 when --route-only is given a table the JSON reader refuses.
-import { EXIT, isMainModule, optionInt, optionText, parseWithCac, runMain, UsageError, scriptCli, type OptionSpec } from '../lib/cli.ts';
+import { EXIT, isMainModule, optionAll, optionFraction, optionInt, optionText, parseWithCac, runMain, UsageError, scriptCli, type OptionSpec } from '../lib/cli.ts';
 import * as opt from '../lib/options.ts';
 import { DEFAULT_GATE, DEFAULT_PDL_ROWS } from '../lib/promote.ts';
 import { promoteJob, type PromoteJob } from '../lib/promote-job.ts';
@@ -47,8 +47,7 @@ export function parseArgs(argv: readonly string[]): PromoteArgs | null {
   if (options === null) return null;
   const json = options.json === true;
   const quiet = options.quiet === true;
-  const rawStores = options.store;
-  const stores = (Array.isArray(rawStores) ? rawStores : rawStores === undefined ? [] : [rawStores]).map((s) => String(s));
+  const stores = optionAll(options, 'store');
   if (options.routeOnly === true) {
     const table = optionText(options, 'table');
     if (table === undefined) throw new UsageError('--route-only needs --table <file> (the JSON table to compile)');
@@ -58,9 +57,7 @@ export function parseArgs(argv: readonly string[]): PromoteArgs | null {
   }
   if (options.table !== undefined) throw new UsageError('--table goes with --route-only');
   if (stores.length === 0) throw new UsageError('give at least one --store <dir>');
-  const gateText = optionText(options, 'gate', OPTIONS.gate.default) ?? String(OPTIONS.gate.default);
-  const gate = /^\d*\.?\d+$/.test(gateText) ? Number(gateText) : Number.NaN;
-  if (!(gate >= 0 && gate <= 1)) throw new UsageError(`--gate must be a fraction in 0..1, got '${gateText}'`);
+  const gate = optionFraction(options, 'gate', OPTIONS.gate.default);
   const identity = optionText(options, 'identity') ?? null;
   if (identity !== null && !/^[0-9a-f]{1,12}$/.test(identity)) throw new UsageError(`--identity must be a tag of up to 12 hex digits (promote lists them), got '${identity}'`);
   return {

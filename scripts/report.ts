@@ -6,7 +6,7 @@
 // With --store nothing but the page is written: the table is built in memory.
 // Exit 0 when written; 2 on bad usage, an unreadable or invalid table, a
 // missing or empty store, mixed identities or an unwritable output.
-import { EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, warn, scriptCli, type OptionSpec } from '../lib/cli.ts';
+import { EXIT, isMainModule, optionAll, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, warn, scriptCli, type OptionSpec } from '../lib/cli.ts';
 import * as opt from '../lib/options.ts';
 import { bucketSummaries, MAX_CHARTED, METRICS, parityFailures, readCeiling, reportPathFor, shapeGroups, writeReport, type Metric } from '../lib/html-report.ts';
 import { chooseIdentity, DEFAULT_GATE } from '../lib/promote.ts';
@@ -44,19 +44,11 @@ function makeCli() {
   }, OPTIONS);
 }
 
-function listOption(options: Record<string, unknown>, name: string): string[] {
-  const raw = options[name];
-  return (Array.isArray(raw) ? raw : raw === undefined ? [] : [raw]).map((s) => {
-    if (typeof s !== 'string' && typeof s !== 'number') throw new UsageError(`--${name} needs a value`);
-    return String(s);
-  });
-}
-
 /** Parses argv (without node and the script); null when --help or --version was printed; throws UsageError. */
 export function parseArgs(argv: readonly string[]): ReportArgs | null {
   const options = parseWithCac(makeCli(), argv);
   if (options === null || options.version === true) return null;
-  const stores = listOption(options, 'store');
+  const stores = optionAll(options, 'store');
   const table = optionText(options, 'table');
   if ((table === undefined) === (stores.length === 0)) throw new UsageError('give either --table <file> or --store <dir> (not both)');
   if (table === '') throw new UsageError('--table needs a file');
