@@ -335,7 +335,7 @@ for want in $steps; do
       $nvcc_cmd -O2 -o build/placement bench/gpu/placement.c -Lbuild -lkpick-cuda -Xlinker -rpath,"$PWD/build" > logs/rep-placement-build.log 2>&1 \
         || log "placement: build failed"
       for pr in 1 2 3; do
-        for pb in "1 14336 4096 2 gated.blaslt gated.mma.w4.u8" "1 14336 4096 8 gated.blaslt gated.wgmma.m256.t4.s1" "0 4096 14336 32 blaslt blaslt.algo1" "0 151936 4096 128 blaslt blaslt.algo1"; do
+        for pb in "1 14336 4096 2 gated.blaslt gated.mma.w2.u8.pdl" "1 14336 4096 8 gated.blaslt gated.wgmma.m256.t4.s1" "0 4096 14336 32 blaslt blaslt.algo1" "0 151936 4096 128 blaslt blaslt.algo1"; do
           set -- $pb; timeout 60 build/placement $1 $2 $3 $4 4 $5 $6 2>&1 | sed "s/^/process $pr: /" >> logs/rep-placement.log
         done
       done

@@ -27,7 +27,7 @@ if [ -z "$plan" ]; then
   cat > "$plan" <<'EOF'
 qkv 0 6144 4096 8,16,32,64,128 blaslt,mma.w4.u16,wgmma.m64.t4.s1,wgmma.m64.t8.s1,wgmma.m128.t4.s1
 down 0 4096 14336 16,64,128 blaslt,mma.w8.u16,wgmma.m64.t4.s1,wgmma.m128.t4.s1
-gate_up 1 14336 4096 16,128 gated.blaslt,gated.mma.w4.u8,gated.wgmma.m64.t4.s1,gated.wgmma.m256.t4.s1
+gate_up 1 14336 4096 16,128 gated.blaslt,gated.mma.w2.u8.pdl,gated.wgmma.m64.t4.s1,gated.wgmma.m256.t4.s1
 lmhead06 0 151936 1024 128 blaslt,wgmma.m64.t4.s1,wgmma.m128.t4.s1
 o17 0 2048 2048 16,128 blaslt,mma.w8.u16,wgmma.m64.t4.s1
 EOF

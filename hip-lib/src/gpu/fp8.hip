@@ -194,8 +194,8 @@ int kp_w8a16_launch(const struct kp_call *c, int rows_per_block, int rows_per_wa
  * k applied alike to both operands, so the sums are the plain dot products.
  * The R tiles of a warp share each x load: R = 2 halves x's bytes from L2 a
  * weight byte (at rows 9-16, x's pieces a block are twice W's at R = 1).
- * Codes become bf16 exactly (e4m3 -> f16 pair -> fp32 -> bf16 pair; every
- * e4m3 value is a bf16), x goes in as loaded. The warps' fp32 tiles are
+ * Codes become bf16 exactly (fp8_core.h's kp_e4m3_bf16x2: every finite e4m3
+ * value is a bf16), x goes in as loaded. The warps' fp32 tiles are
  * summed in warp order through shared memory: bits depend on W (one class
  * head per W), never on U or R. NVIDIA sm_89 and later (the e4m3
  * conversion); absent elsewhere. */
@@ -204,18 +204,6 @@ static constexpr int kp_w8a16_mma_max_warps = 8;
 #if defined(KPICK_GPU_CUDA) && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890)
 #define KP_W8A16_MMA 1
 #endif
-
-/* codes 2i, 2i+1 of a word (i = 0: the low pair) as a bf16 pair, low first */
-template <int I>
-__device__ __forceinline__ uint32_t kp_e4m3_bf16x2(uint32_t word) {
-  float lo, hi;
-  kp_e4m3_pair<I>(word, lo, hi);
-  uint32_t r = 0;
-#if defined(KP_W8A16_MMA)
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-#endif
-  return r;
-}
 
 __device__ __forceinline__ void kp_mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
 #if defined(KP_W8A16_MMA)

@@ -37,6 +37,37 @@ __device__ __forceinline__ void kp_e4m3_pair(uint32_t word, float &lo, float &hi
 #endif
 }
 
+/* How the tensor-core rows turn codes into bf16 (kp_e4m3_bf16x2). 1 (NVIDIA
+ * sm_80 and later): bit moves, then one multiply. A byte permute puts each code
+ * in the high byte of its 16-bit half; sign, exponent and mantissa then shift
+ * into bf16's fields, which read the code's value times 2^-120 (e4m3's bias 7
+ * against bf16's 127; subnormal codes land on bf16 subnormals alike), and one
+ * bf16x2 multiply by 2^120, exact, makes it the value: four integer ops and a
+ * multiply a pair, none on the conversion units. The NaN codes (0x7f, 0xff)
+ * read +-480 this way; kp_e4m3_encode never makes one from a finite weight.
+ * 0: through the conversion units (e4m3 -> f16 pair -> two fp32 -> bf16 pair
+ * on sm_89 and later; the fp32 bit moves elsewhere), NaN codes NaN. */
+#ifndef KP_E4M3_BF16_BITS
+#define KP_E4M3_BF16_BITS 1
+#endif
+
+/* codes 2i, 2i+1 of a word (i = 0: the low pair) as a bf16 pair, low first;
+ * exact for every finite code */
+template <int I>
+__device__ __forceinline__ uint32_t kp_e4m3_bf16x2(uint32_t word) {
+#if defined(KPICK_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && KP_E4M3_BF16_BITS
+  const uint32_t t = __byte_perm(word, 0u, I ? 0x3424u : 0x1404u); /* bytes 2i, 2i+1 into bytes 1, 3 */
+  const uint32_t b = (t & 0x80008000u) | ((t >> 4) & 0x07f007f0u);
+  uint32_t r;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(b), "r"(0x7b807b80u), "r"(0x80008000u)); /* x 2^120, + -0 */
+  return r;
+#else
+  float lo, hi;
+  kp_e4m3_pair<I>(word, lo, hi); /* every e4m3 value is a bf16: the fp32's upper half */
+  return (__float_as_uint(hi) & 0xffff0000u) | (__float_as_uint(lo) >> 16);
+#endif
+}
+
 /* the 8 weights of two words (8 codes), in memory order */
 __device__ __forceinline__ void kp_e4m3_unpack8(uint32_t a, uint32_t b, float (&f)[8]) {
   kp_e4m3_pair<0>(a, f[0], f[1]);

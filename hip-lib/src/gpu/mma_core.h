@@ -123,8 +123,8 @@ __device__ __forceinline__ int64_t kp_tile_wrow(int64_t n0, int tr, int64_t N) {
 /* A lane's weight piece of one step, by the weight's element type: 16-bit
  * weights load 16 bytes (8 values) and feed them as they are; fp8 weights
  * (e4m3 codes, bf16 x) load 8 bytes (8 codes) and feed them as the 8 bf16
- * values kp_mma_apply takes. Every e4m3 value is a bf16, so each bf16 is the
- * decoded fp32's upper half: exact. */
+ * values kp_mma_apply takes (fp8_core.h's kp_e4m3_bf16x2: exact, every
+ * finite e4m3 value is a bf16). */
 template <class WT>
 struct kp_wpiece;
 template <>
@@ -138,12 +138,7 @@ struct kp_wpiece<uint8_t> {
   typedef uint2 raw;
   static __device__ __forceinline__ raw load(const uint8_t *p) { return kp_ld_stream8(p); }
   static __device__ __forceinline__ kp_v16 values(const raw &c) {
-    float f[8];
-    kp_e4m3_unpack8(c.x, c.y, f);
-    uint32_t r[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) r[i] = (__float_as_uint(f[2 * i + 1]) & 0xffff0000u) | (__float_as_uint(f[2 * i]) >> 16);
-    return kp_v16{r[0], r[1], r[2], r[3]};
+    return kp_v16{kp_e4m3_bf16x2<0>(c.x), kp_e4m3_bf16x2<1>(c.x), kp_e4m3_bf16x2<0>(c.y), kp_e4m3_bf16x2<1>(c.y)};
   }
 };
 
