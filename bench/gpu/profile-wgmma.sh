@@ -5,7 +5,8 @@
 # alone: --clock-control none). On the GPU machine, from the repo root, after
 # the CUDA build (bench/gpu/run.sh or pipeline.sh builds it):
 #   bash bench/gpu/profile-wgmma.sh [PLAN]      PLAN: a file of lines "label op n k rows names [dtype]" (default: below)
-#   (bench/gpu/profile-plan-fp8-moe.txt: the fp8 linears at rows 4-16, bf16 at rows 16-32, the experts bf16 and fp8)
+#   (bench/gpu/profile-plan-fp8-moe.txt: the fp8 linears at rows 4-16, bf16 at rows 16-32, the experts bf16 and fp8;
+#   bench/gpu/profile-plan-s19.txt: the fp8 qkv at rows 8 and the fp8 experts at rows 1 and 16, session 19)
 # Writes, per plan line, $OUT/prof/<label>.ncu-rep, <label>.details.csv (the
 # sections' tables), <label>.raw.csv (every metric, one row per kernel) and
 # <label>.order.txt (which launch is which candidate); $OUT/prof.tar.xz packs them.
