@@ -1,18 +1,21 @@
 /* w8a16-ring-probe.cu: does a shared-memory ring lift the W8A16 tensor-core tile off its
  * latency bound at rows 4-16? (issue 14's fp8 floor target; session 19's Nsight Compute run
  * put w8a16.mma.w8.u2.pdl at 38 % of DRAM peak on qkv 6144x4096 at rows 8, the read floor at
- * 65 %: bench/results/h200-2026-12-04-prune-8334bb9/NOTES.md.)
+ * 65 %: bench/results/h200-2026-12-04-prune-8334bb9/NOTES.md.) And the same tile over bf16
+ * weights at rows 8-32, where issue 11's picks sit at 1.26-1.37x the floor.
  *
  * The tile is fp8.hip's w8a16.mma, R = 1: a block of W warps owns 16 weight rows, warp w
  * takes the 64-wide K blocks w, w + W, ...; in a block lane l (g = l / 4, q = l % 4) holds
  * 16 codes of rows g and g + 8 at k = 16 q and the x values of x rows g (and g + 8 past 8
  * rows) at the same k; four m16n8k16 bf16 steps a block, codes decoded by fp8_core.h's
  * kp_e4m3_bf16x2; the warps' sums added in warp order through shared memory; y = bf16(sum
- * x the row's scale). What changes is how a warp keeps W in flight:
- *   regs.wW      the library's loop: two register sets of U = 2 blocks, the next batch's
- *                loads issued while this one computes (about one DRAM round trip in flight)
+ * x the row's scale). bf16 weights: 32 bytes (16 weights) a lane a row a block, fed as they
+ * are, no scale. What changes is how a warp keeps W in flight:
+ *   regs.wW      fp8.hip's loop: two register sets of U = 2 blocks, the next batch's loads
+ *                issued while this one computes (about one DRAM round trip in flight); over
+ *                bf16 weights the same loop, not mma_core.h's (the bf16 library tile)
  *   ring.wW.sS   a ring of S stages in shared memory a warp, one 64-wide block (1 KB of
- *                the tile) a stage, filled by cp.async (16 bytes a lane a row, L1 bypassed):
+ *                the tile; 2 KB bf16) a stage, filled by cp.async (16 bytes a copy, L1 bypassed):
  *                S blocks in flight without registers (S - 1 while a block's math runs:
  *                a slot is refilled after its codes are used); each lane reads back only
  *                what it copied, so the ring needs no barrier, only cp.async.wait_group
@@ -24,7 +27,7 @@
  * in-step timing). One line per (shape, rows, variant): median us of a launch (over
  * batches of 20), GB/s, time over the floor's, the error, and the bitwise verdict.
  *   nvcc -O3 -std=c++17 -arch=sm_90 -DKPICK_GPU_CUDA -o build/w8a16-ring \
- *     bench/gpu/w8a16-ring-probe.cu && build/w8a16-ring
+ *     bench/gpu/w8a16-ring-probe.cu && build/w8a16-ring     # exit 1: a check failed
  * Not part of the library or its space token: written in session 19 with no device time
  * left, compiled but not yet run; its records go under bench/results when it is. */
 #include <cuda_bf16.h>
@@ -40,18 +43,25 @@
 #include "../../hip-lib/src/common/numeric.h"
 #include "../../hip-lib/src/gpu/fp8_core.h"
 
-/* the variants: name, warps a block, ring stages (0: the registers' loop) */
+/* the variants: name, warps a block, ring stages (0: the registers' loop); a ring past
+ * kMaxRing bytes a block is left out */
 struct variant {
   const char *name;
   int warps, stages;
 };
 static const variant variants[] = {
-    {"regs.w8", 8, 0}, {"regs.w4", 4, 0},      {"ring.w8.s4", 8, 4}, {"ring.w8.s8", 8, 8},
-    {"ring.w4.s8", 4, 8}, {"ring.w4.s16", 4, 16}, {"ring.w2.s16", 2, 16},
+    {"regs.w8", 8, 0},      {"regs.w4", 4, 0},      {"ring.w8.s4", 8, 4},  {"ring.w8.s8", 8, 8},
+    {"ring.w4.s8", 4, 8},   {"ring.w4.s16", 4, 16}, {"ring.w2.s16", 2, 16},
 };
-/* the shapes: Llama-3.1-8B's fp8 linears (gate_up as one 28672-row linear) */
+/* the shapes: Llama-3.1-8B's linears (gate_up as one 28672-row linear) */
 static const int shapes[][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
-static const int rows_list[] = {4, 8, 16};
+/* the weights: fp8 (e4m3 codes and row scales, 1 byte) at rows 4-16, bf16 (2 bytes) at rows 8-32 */
+struct weights {
+  const char *name;
+  int bytes;
+  int rows[3];
+};
+static const weights weight_kinds[] = {{"fp8", 1, {4, 8, 16}}, {"bf16", 2, {8, 16, 32}}};
 
 #define CK(x)                                                                         \
   do {                                                                                \
@@ -63,7 +73,7 @@ static const int rows_list[] = {4, 8, 16};
   } while (0)
 
 static constexpr int kMaxWarps = 8;
-static constexpr int kMaxRing = 64 * 1024; /* warps x stages x 1 KB, at most */
+static constexpr int kMaxRing = 128 * 1024; /* warps x stages x 1 KB x weight bytes, at most */
 
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
@@ -81,9 +91,10 @@ __device__ __forceinline__ void cp_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-/* one 64-wide K block: this lane's 16 codes of rows g and g + 8 against x rows g (+ 8 t) */
-template <int T>
-__device__ __forceinline__ void block_math(const kp_v16 &wa, const kp_v16 &wb, const uint16_t *const (&xr)[T],
+/* one 64-wide K block: this lane's 16 weights of rows g and g + 8 (WB = 1: codes, one
+ * piece; 2: bf16, two pieces) against x rows g (+ 8 t) */
+template <int T, int WB>
+__device__ __forceinline__ void block_math(const kp_v16 (&wa)[WB], const kp_v16 (&wb)[WB], const uint16_t *const (&xr)[T],
                                            const bool (&xv)[T], int64_t kb, float (&acc)[T][4]) {
   kp_v16 xa[T], xb[T];
 #pragma unroll
@@ -91,11 +102,22 @@ __device__ __forceinline__ void block_math(const kp_v16 &wa, const kp_v16 &wb, c
     xa[t] = xv[t] ? kp_ld_act(xr[t] + kb * 64) : kp_v16{0u, 0u, 0u, 0u};
     xb[t] = xv[t] ? kp_ld_act(xr[t] + kb * 64 + 8) : kp_v16{0u, 0u, 0u, 0u};
   }
-  const uint32_t ra[4] = {wa.x, wa.y, wa.z, wa.w}, rb[4] = {wb.x, wb.y, wb.z, wb.w};
+  uint32_t ra[4 * WB], rb[4 * WB];
+#pragma unroll
+  for (int p = 0; p < WB; ++p) {
+    ra[4 * p] = wa[p].x, ra[4 * p + 1] = wa[p].y, ra[4 * p + 2] = wa[p].z, ra[4 * p + 3] = wa[p].w;
+    rb[4 * p] = wb[p].x, rb[4 * p + 1] = wb[p].y, rb[4 * p + 2] = wb[p].z, rb[4 * p + 3] = wb[p].w;
+  }
 #pragma unroll
   for (int s = 0; s < 4; ++s) {
-    const uint32_t a[4] = {kp_e4m3_bf16x2<0>(ra[s]), kp_e4m3_bf16x2<0>(rb[s]), kp_e4m3_bf16x2<1>(ra[s]),
-                           kp_e4m3_bf16x2<1>(rb[s])};
+    /* step s takes weights 4s..4s+3 of the lane's 16, and x alike (a permutation of k) */
+    uint32_t a[4];
+    if constexpr (WB == 1) {
+      a[0] = kp_e4m3_bf16x2<0>(ra[s]), a[1] = kp_e4m3_bf16x2<0>(rb[s]);
+      a[2] = kp_e4m3_bf16x2<1>(ra[s]), a[3] = kp_e4m3_bf16x2<1>(rb[s]);
+    } else {
+      a[0] = ra[2 * s], a[1] = rb[2 * s], a[2] = ra[2 * s + 1], a[3] = rb[2 * s + 1];
+    }
 #pragma unroll
     for (int t = 0; t < T; ++t) {
       const uint32_t xs[8] = {xa[t].x, xa[t].y, xa[t].z, xa[t].w, xb[t].x, xb[t].y, xb[t].z, xb[t].w};
@@ -104,18 +126,19 @@ __device__ __forceinline__ void block_math(const kp_v16 &wa, const kp_v16 &wb, c
   }
 }
 
-/* T x-row tiles of 8; S ring stages a warp (0: two register sets of two blocks) */
-template <int T, int S>
+/* T x-row tiles of 8; WB weight bytes; S ring stages a warp (0: two register sets of two blocks) */
+template <int T, int WB, int S>
 __global__ void __launch_bounds__(kMaxWarps * 32) tile_kernel(const uint16_t *__restrict__ x, const uint8_t *__restrict__ w,
                                                               const float *__restrict__ scales, uint16_t *__restrict__ y,
                                                               int M, int64_t N, int64_t K) {
   extern __shared__ __align__(16) uint8_t ring_raw[];
   __shared__ float red[kMaxWarps][32][4 * T];
+  constexpr int piece = 16 * WB, stage = 64 * piece; /* a lane's bytes of a row, a warp's of a block */
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
   const int g = lane / 4, q = lane % 4;
-  const int64_t n0 = (int64_t)blockIdx.x * 16 + g;
-  const uint8_t *w0 = w + (n0 < N ? n0 : N - 1) * K + q * 16;
-  const uint8_t *w1 = w + (n0 + 8 < N ? n0 + 8 : N - 1) * K + q * 16;
+  const int64_t n0 = (int64_t)blockIdx.x * 16 + g, rowb = K * WB;
+  const uint8_t *w0 = w + (n0 < N ? n0 : N - 1) * rowb + q * piece;
+  const uint8_t *w1 = w + (n0 + 8 < N ? n0 + 8 : N - 1) * rowb + q * piece;
   const uint16_t *xr[T];
   bool xv[T];
 #pragma unroll
@@ -128,24 +151,27 @@ __global__ void __launch_bounds__(kMaxWarps * 32) tile_kernel(const uint16_t *__
   for (int t = 0; t < T; ++t)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
-  const int64_t nblocks = K / 64; /* the probe's K are multiples of 64 */
+  const int64_t nblocks = K / 64, bstride = 64 * WB; /* the probe's K are multiples of 64 */
   if constexpr (S == 0) {
     /* the library's loop (fp8.hip, U = 2): batch b + step loads while batch b computes */
     const int64_t step = (int64_t)nwarps * 2;
-    kp_v16 a0[2], b0[2], a1[2], b1[2];
-    auto load = [&](int64_t b, kp_v16(&wa)[2], kp_v16(&wb)[2]) {
+    kp_v16 a0[2][WB], b0[2][WB], a1[2][WB], b1[2][WB];
+    auto load = [&](int64_t b, kp_v16(&wa)[2][WB], kp_v16(&wb)[2][WB]) {
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         const int64_t kb = b + (int64_t)u * nwarps;
-        wa[u] = kb < nblocks ? kp_ld_stream(w0 + kb * 64) : kp_v16{0u, 0u, 0u, 0u};
-        wb[u] = kb < nblocks ? kp_ld_stream(w1 + kb * 64) : kp_v16{0u, 0u, 0u, 0u};
+#pragma unroll
+        for (int p = 0; p < WB; ++p) {
+          wa[u][p] = kb < nblocks ? kp_ld_stream(w0 + kb * bstride + 16 * p) : kp_v16{0u, 0u, 0u, 0u};
+          wb[u][p] = kb < nblocks ? kp_ld_stream(w1 + kb * bstride + 16 * p) : kp_v16{0u, 0u, 0u, 0u};
+        }
       }
     };
-    auto math = [&](int64_t b, const kp_v16(&wa)[2], const kp_v16(&wb)[2]) {
+    auto math = [&](int64_t b, const kp_v16(&wa)[2][WB], const kp_v16(&wb)[2][WB]) {
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         const int64_t kb = b + (int64_t)u * nwarps;
-        if (kb < nblocks) block_math<T>(wa[u], wb[u], xr, xv, kb, acc);
+        if (kb < nblocks) block_math<T, WB>(wa[u], wb[u], xr, xv, kb, acc);
       }
     };
     int64_t b = warp;
@@ -161,29 +187,33 @@ __global__ void __launch_bounds__(kMaxWarps * 32) tile_kernel(const uint16_t *__
       b += step;
     }
   } else {
-    /* this warp's ring: S stages of 1 KB; lane l's 32 bytes at l * 32 of a stage */
-    uint8_t *ring = ring_raw + (size_t)warp * S * 1024 + lane * 32;
+    /* this warp's ring: S stages; lane l's 2 * piece bytes at l * 2 * piece of a stage */
+    uint8_t *ring = ring_raw + (size_t)warp * S * stage + lane * 2 * piece;
     const int64_t mine = nblocks > warp ? (nblocks - warp + nwarps - 1) / nwarps : 0; /* blocks warp, warp + W, ... */
+    auto fill = [&](uint8_t *slot, int64_t kb) {
+#pragma unroll
+      for (int p = 0; p < WB; ++p) {
+        cp_async16(slot + 16 * p, w0 + kb * bstride + 16 * p);
+        cp_async16(slot + piece + 16 * p, w1 + kb * bstride + 16 * p);
+      }
+    };
 #pragma unroll
     for (int i = 0; i < S; ++i) { /* one commit group a stage, empty past the slice: the wait counts stay uniform */
-      if (i < mine) {
-        const int64_t kb = warp + (int64_t)i * nwarps;
-        cp_async16(ring + i * 1024, w0 + kb * 64);
-        cp_async16(ring + i * 1024 + 16, w1 + kb * 64);
-      }
+      if (i < mine) fill(ring + i * stage, warp + (int64_t)i * nwarps);
       cp_commit();
     }
 #pragma unroll 1
     for (int64_t i = 0; i < mine; ++i) {
       cp_wait<S - 1>(); /* stage i has landed (this lane's own copies) */
-      uint8_t *st = ring + (i % S) * 1024;
-      const kp_v16 wa = *reinterpret_cast<const kp_v16 *>(st), wb = *reinterpret_cast<const kp_v16 *>(st + 16);
-      block_math<T>(wa, wb, xr, xv, warp + i * nwarps, acc);
-      if (i + S < mine) { /* refill the slot with block i + S once its codes are used (read before the copy) */
-        const int64_t kb = warp + (i + S) * nwarps;
-        cp_async16(st, w0 + kb * 64);
-        cp_async16(st + 16, w1 + kb * 64);
+      uint8_t *st = ring + (i % S) * stage;
+      kp_v16 wa[WB], wb[WB];
+#pragma unroll
+      for (int p = 0; p < WB; ++p) {
+        wa[p] = *reinterpret_cast<const kp_v16 *>(st + 16 * p);
+        wb[p] = *reinterpret_cast<const kp_v16 *>(st + piece + 16 * p);
       }
+      block_math<T, WB>(wa, wb, xr, xv, warp + i * nwarps, acc);
+      if (i + S < mine) fill(st, warp + (i + S) * nwarps); /* refilled once its weights are used */
       cp_commit();
     }
     cp_wait<0>();
@@ -208,8 +238,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) tile_kernel(const uint16_t *__
     for (int c = 0; c < 2; ++c) {
       const int m = 8 * t + 2 * q + c;
       if (m >= M) continue;
-      if (n0 < N) y[(int64_t)m * N + n0] = __bfloat16_as_ushort(__float2bfloat16_rn(acc[t][c] * scales[n0]));
-      if (n0 + 8 < N) y[(int64_t)m * N + n0 + 8] = __bfloat16_as_ushort(__float2bfloat16_rn(acc[t][2 + c] * scales[n0 + 8]));
+      const float s0 = WB == 1 ? scales[n0 < N ? n0 : N - 1] : 1.0f, s1 = WB == 1 ? scales[n0 + 8 < N ? n0 + 8 : N - 1] : 1.0f;
+      if (n0 < N) y[(int64_t)m * N + n0] = __bfloat16_as_ushort(__float2bfloat16_rn(acc[t][c] * s0));
+      if (n0 + 8 < N) y[(int64_t)m * N + n0 + 8] = __bfloat16_as_ushort(__float2bfloat16_rn(acc[t][2 + c] * s1));
     }
 }
 
@@ -225,9 +256,9 @@ __global__ void __launch_bounds__(512) floor_kernel(const kp_v16 *__restrict__ p
 
 typedef void (*tile_fn)(const uint16_t *, const uint8_t *, const float *, uint16_t *, int, int64_t, int64_t);
 
-static tile_fn pick(int T, int S) {
-#define KP_PICK(t, s) \
-  if (T == t && S == s) return tile_kernel<t, s>;
+static tile_fn pick(int T, int WB, int S) {
+#define KP_PICK(wb, s) \
+  if (WB == wb && S == s) return T == 1 ? tile_kernel<1, wb, s> : T == 2 ? tile_kernel<2, wb, s> : tile_kernel<4, wb, s>;
   KP_PICK(1, 0) KP_PICK(1, 4) KP_PICK(1, 8) KP_PICK(1, 16) KP_PICK(2, 0) KP_PICK(2, 4) KP_PICK(2, 8) KP_PICK(2, 16)
 #undef KP_PICK
   return nullptr;
@@ -250,122 +281,135 @@ int main(void) {
   CK(cudaGetDeviceProperties(&prop, dev));
   printf("# w8a16-ring-probe on %s (%d units); median us a launch over batches of 20, W rotating over copies past the L2\n",
          prop.name, units);
-  printf("%-12s %5s %-12s %9s %8s %9s %10s %s\n", "shape", "rows", "variant", "us", "GB/s", "x floor", "rel_err", "bitwise");
+  printf("%-5s %-12s %5s %-12s %9s %8s %9s %10s %s\n", "w", "shape", "rows", "variant", "us", "GB/s", "x floor", "rel_err",
+         "bitwise");
   /* one opt-in size for every ring kernel: variants of one S share a kernel */
-  for (const variant &v : variants)
-    for (int t = 1; t <= 2; ++t)
-      if (v.stages > 0) CK(cudaFuncSetAttribute(pick(t, v.stages), cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxRing));
+  for (int wb = 1; wb <= 2; ++wb)
+    for (int t : {1, 2, 4})
+      for (int st : {4, 8, 16}) CK(cudaFuncSetAttribute(pick(t, wb, st), cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxRing));
   unsigned *sink;
   CK(cudaMalloc(&sink, sizeof(unsigned)));
   int failed = 0;
-  for (const auto &sh : shapes) {
-    const int64_t N = sh[0], K = sh[1], wbytes = N * K;
-    /* codes of uniform weights over each row's amax, as the library quantizes them, and the row scales */
-    std::vector<uint8_t> codes((size_t)wbytes);
-    std::vector<float> sc((size_t)N);
-    std::vector<float> row((size_t)K);
-    for (int64_t n = 0; n < N; ++n) {
-      float amax = 0.0f;
-      for (int64_t k = 0; k < K; ++k) amax = fmaxf(amax, fabsf(row[(size_t)k] = uniform() * 0.05f));
-      sc[(size_t)n] = amax > 0.0f ? amax / 448.0f : 1.0f;
-      for (int64_t k = 0; k < K; ++k) codes[(size_t)(n * K + k)] = kp_f32_to_e4m3(row[(size_t)k] / sc[(size_t)n]);
-    }
-    std::vector<float> wdec((size_t)wbytes);
-    for (size_t i = 0; i < wdec.size(); ++i) wdec[i] = kp_e4m3_to_f32(codes[i]);
-    const int copies = (int)std::max<int64_t>(2, (int64_t)(4 * prop.l2CacheSize) / wbytes + 1);
-    uint8_t *dw;
-    CK(cudaMalloc(&dw, (size_t)wbytes * copies));
-    for (int c = 0; c < copies; ++c) CK(cudaMemcpy(dw + (size_t)c * wbytes, codes.data(), (size_t)wbytes, cudaMemcpyHostToDevice));
-    float *dsc;
-    CK(cudaMalloc(&dsc, sizeof(float) * N));
-    CK(cudaMemcpy(dsc, sc.data(), sizeof(float) * N, cudaMemcpyHostToDevice));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    auto time_it = [&](auto launch) {
-      std::vector<float> per;
-      for (int b = 0; b < 15; ++b) {
-        CK(cudaEventRecord(e0));
-        for (int i = 0; i < 20; ++i) launch((b * 20 + i) % copies);
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        float ms = 0.0f;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        per.push_back(ms * 1000.0f / 20.0f);
-      }
-      std::sort(per.begin(), per.end());
-      return per[per.size() / 2];
-    };
-    const int64_t pieces = wbytes / 16;
-    const float floor_us = time_it([&](int c) {
-      floor_kernel<<<2 * units, 512>>>(reinterpret_cast<const kp_v16 *>(dw + (size_t)c * wbytes), pieces, sink);
-    });
-    CK(cudaGetLastError());
-    printf("%5lldx%-6lld %5s %-12s %9.2f %8.0f %9s %10s %s\n", (long long)N, (long long)K, "-", "floor", floor_us,
-           wbytes / (floor_us * 1e3), "1.000", "-", "-");
-    for (int M : rows_list) {
-      std::vector<uint16_t> xh((size_t)(M * K));
-      for (auto &e : xh) e = kp_f32_to_bf16(uniform());
-      uint16_t *dx, *dy;
-      CK(cudaMalloc(&dx, xh.size() * 2));
-      CK(cudaMalloc(&dy, (size_t)M * N * 2));
-      CK(cudaMemcpy(dx, xh.data(), xh.size() * 2, cudaMemcpyHostToDevice));
-      /* the fp64 reference of the decoded codes, every 4th output row (the bitwise check covers all) */
-      std::vector<double> ref((size_t)(M * N), 0.0);
-      double rmax = 0.0;
-      for (int m = 0; m < M; ++m)
-        for (int64_t n = 0; n < N; n += 4) {
-          double s = 0.0;
-          const float *wr = wdec.data() + (size_t)(n * K);
-          for (int64_t k = 0; k < K; ++k) s += (double)wr[k] * kp_bf16_to_f32(xh[(size_t)(m * K + k)]);
-          ref[(size_t)(m * N + n)] = s * sc[(size_t)n];
-          rmax = std::max(rmax, fabs(ref[(size_t)(m * N + n)]));
+  for (const weights &wk : weight_kinds)
+    for (const auto &sh : shapes) {
+      const int WB = wk.bytes;
+      const int64_t N = sh[0], K = sh[1], wbytes = N * K * WB;
+      /* fp8: codes of uniform weights over each row's amax, as the library quantizes them, and the
+       * row scales; bf16: the weights themselves. wdec: the values the reference multiplies. */
+      std::vector<uint8_t> wh((size_t)wbytes);
+      std::vector<float> sc((size_t)N, 1.0f), wdec((size_t)(N * K)), row((size_t)K);
+      for (int64_t n = 0; n < N; ++n) {
+        float amax = 0.0f;
+        for (int64_t k = 0; k < K; ++k) amax = fmaxf(amax, fabsf(row[(size_t)k] = uniform() * 0.05f));
+        for (int64_t k = 0; k < K; ++k) {
+          const size_t i = (size_t)(n * K + k);
+          if (WB == 1) {
+            sc[(size_t)n] = amax > 0.0f ? amax / 448.0f : 1.0f;
+            wh[i] = kp_f32_to_e4m3(row[(size_t)k] / sc[(size_t)n]);
+            wdec[i] = kp_e4m3_to_f32(wh[i]);
+          } else {
+            const uint16_t h = kp_f32_to_bf16(row[(size_t)k]);
+            memcpy(&wh[2 * i], &h, 2);
+            wdec[i] = kp_bf16_to_f32(h);
+          }
         }
-      std::vector<uint16_t> base[kMaxWarps + 1]; /* regs.wW's y, by W */
-      const int T = M > 8 ? 2 : 1;
-      for (const variant &v : variants) {
-        const tile_fn k = pick(T, v.stages);
-        const size_t smem = (size_t)v.warps * v.stages * 1024;
-        const dim3 grid((unsigned)((N + 15) / 16)), block(v.warps * 32);
-        CK(cudaMemset(dy, 0xff, (size_t)M * N * 2));
-        k<<<grid, block, smem>>>(dx, dw, dsc, dy, M, N, K);
-        CK(cudaGetLastError());
-        CK(cudaDeviceSynchronize());
-        std::vector<uint16_t> yh((size_t)(M * N));
-        CK(cudaMemcpy(yh.data(), dy, yh.size() * 2, cudaMemcpyDeviceToHost));
-        double err = 0.0;
+      }
+      const int copies = (int)std::max<int64_t>(2, (int64_t)(4 * prop.l2CacheSize) / wbytes + 1);
+      uint8_t *dw;
+      CK(cudaMalloc(&dw, (size_t)wbytes * copies));
+      for (int c = 0; c < copies; ++c) CK(cudaMemcpy(dw + (size_t)c * wbytes, wh.data(), (size_t)wbytes, cudaMemcpyHostToDevice));
+      float *dsc;
+      CK(cudaMalloc(&dsc, sizeof(float) * N));
+      CK(cudaMemcpy(dsc, sc.data(), sizeof(float) * N, cudaMemcpyHostToDevice));
+      cudaEvent_t e0, e1;
+      CK(cudaEventCreate(&e0));
+      CK(cudaEventCreate(&e1));
+      auto time_it = [&](auto launch) {
+        std::vector<float> per;
+        for (int b = 0; b < 15; ++b) {
+          CK(cudaEventRecord(e0));
+          for (int i = 0; i < 20; ++i) launch((b * 20 + i) % copies);
+          CK(cudaEventRecord(e1));
+          CK(cudaEventSynchronize(e1));
+          float ms = 0.0f;
+          CK(cudaEventElapsedTime(&ms, e0, e1));
+          per.push_back(ms * 1000.0f / 20.0f);
+        }
+        std::sort(per.begin(), per.end());
+        return per[per.size() / 2];
+      };
+      char shape[32];
+      snprintf(shape, sizeof shape, "%lldx%lld", (long long)N, (long long)K);
+      const int64_t pieces = wbytes / 16;
+      const float floor_us = time_it([&](int c) {
+        floor_kernel<<<2 * units, 512>>>(reinterpret_cast<const kp_v16 *>(dw + (size_t)c * wbytes), pieces, sink);
+      });
+      CK(cudaGetLastError());
+      printf("%-5s %-12s %5s %-12s %9.2f %8.0f %9s %10s %s\n", wk.name, shape, "-", "floor", floor_us, wbytes / (floor_us * 1e3),
+             "1.000", "-", "-");
+      for (int M : wk.rows) {
+        std::vector<uint16_t> xh((size_t)(M * K));
+        for (auto &e : xh) e = kp_f32_to_bf16(uniform());
+        uint16_t *dx, *dy;
+        CK(cudaMalloc(&dx, xh.size() * 2));
+        CK(cudaMalloc(&dy, (size_t)M * N * 2));
+        CK(cudaMemcpy(dx, xh.data(), xh.size() * 2, cudaMemcpyHostToDevice));
+        /* the fp64 reference, every 4th output row (the bitwise check covers all) */
+        std::vector<double> ref((size_t)(M * N), 0.0);
+        double rmax = 0.0;
         for (int m = 0; m < M; ++m)
           for (int64_t n = 0; n < N; n += 4) {
-            const size_t i = (size_t)(m * N + n);
-            err = std::max(err, fabs(kp_bf16_to_f32(yh[i]) - ref[i]));
+            double sum = 0.0;
+            const float *wr = wdec.data() + (size_t)(n * K);
+            for (int64_t k = 0; k < K; ++k) sum += (double)wr[k] * kp_bf16_to_f32(xh[(size_t)(m * K + k)]);
+            ref[(size_t)(m * N + n)] = sum * sc[(size_t)n];
+            rmax = std::max(rmax, fabs(ref[(size_t)(m * N + n)]));
           }
-        err = rmax > 0.0 ? err / rmax : err;
-        const char *bitwise = "-";
-        if (v.stages == 0) {
-          base[v.warps] = yh;
-        } else if (!base[v.warps].empty()) {
-          bitwise = memcmp(base[v.warps].data(), yh.data(), yh.size() * 2) == 0 ? "same" : "DIFFERS";
+        std::vector<uint16_t> base[kMaxWarps + 1]; /* regs.wW's y, by W */
+        const int T = M > 16 ? 4 : M > 8 ? 2 : 1;
+        for (const variant &v : variants) {
+          const tile_fn k = pick(T, WB, v.stages);
+          const size_t smem = (size_t)v.warps * v.stages * 1024 * WB;
+          if (smem > (size_t)kMaxRing) continue;
+          const dim3 grid((unsigned)((N + 15) / 16)), block(v.warps * 32);
+          CK(cudaMemset(dy, 0xff, (size_t)M * N * 2));
+          k<<<grid, block, smem>>>(dx, dw, dsc, dy, M, N, K);
+          CK(cudaGetLastError());
+          CK(cudaDeviceSynchronize());
+          std::vector<uint16_t> yh((size_t)(M * N));
+          CK(cudaMemcpy(yh.data(), dy, yh.size() * 2, cudaMemcpyDeviceToHost));
+          double err = 0.0;
+          for (int m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; n += 4) {
+              const size_t i = (size_t)(m * N + n);
+              err = std::max(err, fabs(kp_bf16_to_f32(yh[i]) - ref[i]));
+            }
+          err = rmax > 0.0 ? err / rmax : err;
+          const char *bitwise = "-";
+          if (v.stages == 0) {
+            base[v.warps] = yh;
+          } else if (!base[v.warps].empty()) {
+            bitwise = memcmp(base[v.warps].data(), yh.data(), yh.size() * 2) == 0 ? "same" : "DIFFERS";
+          }
+          const bool ok = err <= 1.0e-2 && strcmp(bitwise, "DIFFERS") != 0;
+          if (!ok) {
+            ++failed;
+            printf("%-5s %-12s %5d %-12s %9s %8s %9s %10.2e %s FAIL\n", wk.name, shape, M, v.name, "-", "-", "-", err, bitwise);
+            continue;
+          }
+          const float us = time_it([&](int c) { k<<<grid, block, smem>>>(dx, dw + (size_t)c * wbytes, dsc, dy, M, N, K); });
+          CK(cudaGetLastError());
+          printf("%-5s %-12s %5d %-12s %9.2f %8.0f %9.3f %10.2e %s\n", wk.name, shape, M, v.name, us, wbytes / (us * 1e3),
+                 us / floor_us, err, bitwise);
         }
-        const bool ok = err <= 1.0e-2 && strcmp(bitwise, "DIFFERS") != 0;
-        if (!ok) {
-          ++failed;
-          printf("%5lldx%-6lld %5d %-12s %9s %8s %9s %10.2e %s FAIL\n", (long long)N, (long long)K, M, v.name, "-", "-", "-",
-                 err, bitwise);
-          continue;
-        }
-        const float us = time_it([&](int c) { k<<<grid, block, smem>>>(dx, dw + (size_t)c * wbytes, dsc, dy, M, N, K); });
-        CK(cudaGetLastError());
-        printf("%5lldx%-6lld %5d %-12s %9.2f %8.0f %9.3f %10.2e %s\n", (long long)N, (long long)K, M, v.name, us,
-               wbytes / (us * 1e3), us / floor_us, err, bitwise);
+        CK(cudaFree(dx));
+        CK(cudaFree(dy));
       }
-      CK(cudaFree(dx));
-      CK(cudaFree(dy));
+      CK(cudaFree(dw));
+      CK(cudaFree(dsc));
+      CK(cudaEventDestroy(e0));
+      CK(cudaEventDestroy(e1));
     }
-    CK(cudaFree(dw));
-    CK(cudaFree(dsc));
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
-  }
   printf("# %d variant runs failed their checks\n", failed);
   return failed ? 1 : 0;
 }
