@@ -47,11 +47,13 @@
  * kMaxRing bytes a block is left out */
 struct variant {
   const char *name;
-  int warps, stages;
+  int warps, stages, xs; /* xs: how a ring stage's x arrives (below) */
 };
 static const variant variants[] = {
-    {"regs.w8", 8, 0},      {"regs.w4", 4, 0},      {"ring.w8.s4", 8, 4},  {"ring.w8.s8", 8, 8},
-    {"ring.w4.s8", 4, 8},   {"ring.w4.s16", 4, 16}, {"ring.w2.s16", 2, 16},
+    {"regs.w8", 8, 0, 0},        {"regs.w4", 4, 0, 0},        {"regs.w16", 16, 0, 0},
+    {"ring.w8.s4", 8, 4, 0},     {"ring.w8.s4.xr", 8, 4, 1},  {"ring.w8.s8.xr", 8, 8, 1},
+    {"ring.w4.s8.xr", 4, 8, 1},  {"ring.w4.s16.xr", 4, 16, 1}, {"ring.w16.s4.xr", 16, 4, 1},
+    {"ring.w8.s4.xc", 8, 4, 2},  {"ring.w4.s8.xc", 4, 8, 2},  {"ring.w16.s4.xc", 16, 4, 2},
 };
 /* the shapes: Llama-3.1-8B's linears (gate_up as one 28672-row linear) */
 static const int shapes[][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
@@ -72,8 +74,8 @@ static const weights weight_kinds[] = {{"fp8", 1, {4, 8, 16}}, {"bf16", 2, {8, 1
     }                                                                                 \
   } while (0)
 
-static constexpr int kMaxWarps = 8;
-static constexpr int kMaxRing = 128 * 1024; /* warps x stages x 1 KB x weight bytes, at most */
+static constexpr int kMaxWarps = 16;
+static constexpr int kMaxRing = 192 * 1024; /* warps x stages x a stage's bytes, at most */
 
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
@@ -93,15 +95,24 @@ __device__ __forceinline__ void cp_wait() {
 
 /* one 64-wide K block: this lane's 16 weights of rows g and g + 8 (WB = 1: codes, one
  * piece; 2: bf16, two pieces) against x rows g (+ 8 t) */
-template <int T, int WB>
-__device__ __forceinline__ void block_math(const kp_v16 (&wa)[WB], const kp_v16 (&wb)[WB], const uint16_t *const (&xr)[T],
-                                           const bool (&xv)[T], int64_t kb, float (&acc)[T][4]) {
-  kp_v16 xa[T], xb[T];
+template <int T>
+__device__ __forceinline__ void load_x(const uint16_t *const (&xr)[T], const bool (&xv)[T], int64_t kb, kp_v16 (&xa)[T],
+                                       kp_v16 (&xb)[T]) {
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     xa[t] = xv[t] ? kp_ld_act(xr[t] + kb * 64) : kp_v16{0u, 0u, 0u, 0u};
     xb[t] = xv[t] ? kp_ld_act(xr[t] + kb * 64 + 8) : kp_v16{0u, 0u, 0u, 0u};
   }
+}
+
+template <int T, int WB>
+__device__ __forceinline__ void block_math(const kp_v16 (&wa)[WB], const kp_v16 (&wb)[WB], const uint16_t *const (&xr)[T],
+                                           const bool (&xv)[T], int64_t kb, float (&acc)[T][4]);
+
+/* the math of one block on x already in registers */
+template <int T, int WB>
+__device__ __forceinline__ void block_math_x(const kp_v16 (&wa)[WB], const kp_v16 (&wb)[WB], const kp_v16 (&xa)[T],
+                                             const kp_v16 (&xb)[T], float (&acc)[T][4]) {
   uint32_t ra[4 * WB], rb[4 * WB];
 #pragma unroll
   for (int p = 0; p < WB; ++p) {
@@ -126,8 +137,20 @@ __device__ __forceinline__ void block_math(const kp_v16 (&wa)[WB], const kp_v16 
   }
 }
 
-/* T x-row tiles of 8; WB weight bytes; S ring stages a warp (0: two register sets of two blocks) */
-template <int T, int WB, int S>
+template <int T, int WB>
+__device__ __forceinline__ void block_math(const kp_v16 (&wa)[WB], const kp_v16 (&wb)[WB], const uint16_t *const (&xr)[T],
+                                           const bool (&xv)[T], int64_t kb, float (&acc)[T][4]) {
+  kp_v16 xa[T], xb[T];
+  load_x<T>(xr, xv, kb, xa, xb);
+  block_math_x<T, WB>(wa, wb, xa, xb, acc);
+}
+
+/* T x-row tiles of 8; WB weight bytes; S ring stages a warp (0: two register sets of two blocks);
+ * XS, how a ring stage's x arrives: 0 loaded from global after the stage's wait (its L2 round
+ * trip then sits in every stage's chain: the first run's rings, 2x slower than registers),
+ * 1 loaded a stage ahead into registers, 2 copied into the stage by cp.async with its W (rows
+ * past M copy row 0: their columns of the product are never stored) */
+template <int T, int WB, int S, int XS>
 __global__ void __launch_bounds__(kMaxWarps * 32) tile_kernel(const uint16_t *__restrict__ x, const uint8_t *__restrict__ w,
                                                               const float *__restrict__ scales, uint16_t *__restrict__ y,
                                                               int M, int64_t N, int64_t K) {
@@ -187,33 +210,67 @@ __global__ void __launch_bounds__(kMaxWarps * 32) tile_kernel(const uint16_t *__
       b += step;
     }
   } else {
-    /* this warp's ring: S stages; lane l's 2 * piece bytes at l * 2 * piece of a stage */
-    uint8_t *ring = ring_raw + (size_t)warp * S * stage + lane * 2 * piece;
+    /* this warp's ring: S stages; lane l's 2 * piece bytes of W at l * 2 * piece of a stage,
+     * then (XS 2) its 32 * T bytes of x at 32 * (2 * piece + 32 * T) + l * 32 * T */
+    constexpr int xstage = XS == 2 ? 32 * 32 * T : 0, wstage = stage + xstage;
+    uint8_t *ring = ring_raw + (size_t)warp * S * wstage + lane * 2 * piece;
+    uint8_t *xring = ring_raw + (size_t)warp * S * wstage + stage + lane * 32 * T;
     const int64_t mine = nblocks > warp ? (nblocks - warp + nwarps - 1) / nwarps : 0; /* blocks warp, warp + W, ... */
-    auto fill = [&](uint8_t *slot, int64_t kb) {
+    auto fill = [&](int slot, int64_t kb) {
+      uint8_t *at = ring + slot * wstage;
 #pragma unroll
       for (int p = 0; p < WB; ++p) {
-        cp_async16(slot + 16 * p, w0 + kb * bstride + 16 * p);
-        cp_async16(slot + piece + 16 * p, w1 + kb * bstride + 16 * p);
+        cp_async16(at + 16 * p, w0 + kb * bstride + 16 * p);
+        cp_async16(at + piece + 16 * p, w1 + kb * bstride + 16 * p);
+      }
+      if constexpr (XS == 2) {
+        uint8_t *xat = xring + slot * wstage;
+#pragma unroll
+        for (int t = 0; t < T; ++t) {
+          cp_async16(xat + 32 * t, xr[t] + kb * 64);
+          cp_async16(xat + 32 * t + 16, xr[t] + kb * 64 + 8);
+        }
       }
     };
 #pragma unroll
     for (int i = 0; i < S; ++i) { /* one commit group a stage, empty past the slice: the wait counts stay uniform */
-      if (i < mine) fill(ring + i * stage, warp + (int64_t)i * nwarps);
+      if (i < mine) fill(i, warp + (int64_t)i * nwarps);
       cp_commit();
     }
+    kp_v16 xa[T], xb[T];
+    if constexpr (XS == 1)
+      if (mine > 0) load_x<T>(xr, xv, warp, xa, xb);
 #pragma unroll 1
     for (int64_t i = 0; i < mine; ++i) {
+      kp_v16 xna[T], xnb[T]; /* XS 1: the next stage's x, in flight across this stage's wait */
+      if constexpr (XS == 1)
+        if (i + 1 < mine) load_x<T>(xr, xv, warp + (i + 1) * nwarps, xna, xnb);
       cp_wait<S - 1>(); /* stage i has landed (this lane's own copies) */
-      uint8_t *st = ring + (i % S) * stage;
+      const int slot = (int)(i % S);
+      uint8_t *st = ring + slot * wstage;
       kp_v16 wa[WB], wb[WB];
 #pragma unroll
       for (int p = 0; p < WB; ++p) {
         wa[p] = *reinterpret_cast<const kp_v16 *>(st + 16 * p);
         wb[p] = *reinterpret_cast<const kp_v16 *>(st + piece + 16 * p);
       }
-      block_math<T, WB>(wa, wb, xr, xv, warp + i * nwarps, acc);
-      if (i + S < mine) fill(st, warp + (i + S) * nwarps); /* refilled once its weights are used */
+      if constexpr (XS == 0) {
+        block_math<T, WB>(wa, wb, xr, xv, warp + i * nwarps, acc);
+      } else if constexpr (XS == 1) {
+        block_math_x<T, WB>(wa, wb, xa, xb, acc);
+#pragma unroll
+        for (int t = 0; t < T; ++t) xa[t] = xna[t], xb[t] = xnb[t];
+      } else {
+        const uint8_t *xst = xring + slot * wstage;
+        kp_v16 ca[T], cb[T];
+#pragma unroll
+        for (int t = 0; t < T; ++t) {
+          ca[t] = *reinterpret_cast<const kp_v16 *>(xst + 32 * t);
+          cb[t] = *reinterpret_cast<const kp_v16 *>(xst + 32 * t + 16);
+        }
+        block_math_x<T, WB>(wa, wb, ca, cb, acc);
+      }
+      if (i + S < mine) fill(slot, warp + (i + S) * nwarps); /* refilled once its weights are used */
       cp_commit();
     }
     cp_wait<0>();
@@ -256,10 +313,14 @@ __global__ void __launch_bounds__(512) floor_kernel(const kp_v16 *__restrict__ p
 
 typedef void (*tile_fn)(const uint16_t *, const uint8_t *, const float *, uint16_t *, int, int64_t, int64_t);
 
-static tile_fn pick(int T, int WB, int S) {
-#define KP_PICK(wb, s) \
-  if (WB == wb && S == s) return T == 1 ? tile_kernel<1, wb, s> : T == 2 ? tile_kernel<2, wb, s> : tile_kernel<4, wb, s>;
-  KP_PICK(1, 0) KP_PICK(1, 4) KP_PICK(1, 8) KP_PICK(1, 16) KP_PICK(2, 0) KP_PICK(2, 4) KP_PICK(2, 8) KP_PICK(2, 16)
+static tile_fn pick(int T, int WB, int S, int XS) {
+#define KP_PICK(wb, s, xs) \
+  if (WB == wb && S == s && XS == xs) \
+    return T == 1 ? tile_kernel<1, wb, s, xs> : T == 2 ? tile_kernel<2, wb, s, xs> : tile_kernel<4, wb, s, xs>;
+#define KP_PICK_S(wb, s) KP_PICK(wb, s, 0) KP_PICK(wb, s, 1) KP_PICK(wb, s, 2)
+  KP_PICK(1, 0, 0) KP_PICK_S(1, 4) KP_PICK_S(1, 8) KP_PICK_S(1, 16)
+  KP_PICK(2, 0, 0) KP_PICK_S(2, 4) KP_PICK_S(2, 8) KP_PICK_S(2, 16)
+#undef KP_PICK_S
 #undef KP_PICK
   return nullptr;
 }
@@ -274,6 +335,10 @@ static uint32_t next_u32() {
 static float uniform() { return (float)(next_u32() & 0xffffff) / 16777216.0f * 2.0f - 1.0f; }
 
 int main(void) {
+  /* W8A16_RING_ONLY="fp8:4096x4096:8": that weight kind, shape and rows alone; W8A16_RING_ONCE=1:
+   * each variant launched once after its check, untimed (for Nsight Compute) */
+  const char *only = getenv("W8A16_RING_ONLY");
+  const bool once = getenv("W8A16_RING_ONCE") != nullptr;
   int dev = 0, units = 0;
   CK(cudaGetDevice(&dev));
   CK(cudaDeviceGetAttribute(&units, cudaDevAttrMultiProcessorCount, dev));
@@ -286,7 +351,8 @@ int main(void) {
   /* one opt-in size for every ring kernel: variants of one S share a kernel */
   for (int wb = 1; wb <= 2; ++wb)
     for (int t : {1, 2, 4})
-      for (int st : {4, 8, 16}) CK(cudaFuncSetAttribute(pick(t, wb, st), cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxRing));
+      for (int st : {4, 8, 16})
+        for (int xs : {0, 1, 2}) CK(cudaFuncSetAttribute(pick(t, wb, st, xs), cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxRing));
   unsigned *sink;
   CK(cudaMalloc(&sink, sizeof(unsigned)));
   int failed = 0;
@@ -325,6 +391,11 @@ int main(void) {
       CK(cudaEventCreate(&e0));
       CK(cudaEventCreate(&e1));
       auto time_it = [&](auto launch) {
+        if (once) {
+          launch(0);
+          CK(cudaDeviceSynchronize());
+          return 1.0f;
+        }
         std::vector<float> per;
         for (int b = 0; b < 15; ++b) {
           CK(cudaEventRecord(e0));
@@ -340,6 +411,15 @@ int main(void) {
       };
       char shape[32];
       snprintf(shape, sizeof shape, "%lldx%lld", (long long)N, (long long)K);
+      char tag[64];
+      snprintf(tag, sizeof tag, "%s:%s:", wk.name, shape);
+      if (only && strncmp(only, tag, strlen(tag)) != 0) {
+        CK(cudaFree(dw));
+        CK(cudaFree(dsc));
+        CK(cudaEventDestroy(e0));
+        CK(cudaEventDestroy(e1));
+        continue;
+      }
       const int64_t pieces = wbytes / 16;
       const float floor_us = time_it([&](int c) {
         floor_kernel<<<2 * units, 512>>>(reinterpret_cast<const kp_v16 *>(dw + (size_t)c * wbytes), pieces, sink);
@@ -348,6 +428,7 @@ int main(void) {
       printf("%-5s %-12s %5s %-12s %9.2f %8.0f %9s %10s %s\n", wk.name, shape, "-", "floor", floor_us, wbytes / (floor_us * 1e3),
              "1.000", "-", "-");
       for (int M : wk.rows) {
+        if (only && atoi(only + strlen(tag)) != M) continue;
         std::vector<uint16_t> xh((size_t)(M * K));
         for (auto &e : xh) e = kp_f32_to_bf16(uniform());
         uint16_t *dx, *dy;
@@ -368,8 +449,8 @@ int main(void) {
         std::vector<uint16_t> base[kMaxWarps + 1]; /* regs.wW's y, by W */
         const int T = M > 16 ? 4 : M > 8 ? 2 : 1;
         for (const variant &v : variants) {
-          const tile_fn k = pick(T, WB, v.stages);
-          const size_t smem = (size_t)v.warps * v.stages * 1024 * WB;
+          const tile_fn k = pick(T, WB, v.stages, v.xs);
+          const size_t smem = (size_t)v.warps * v.stages * (1024 * WB + (v.xs == 2 ? 1024 * T : 0));
           if (smem > (size_t)kMaxRing) continue;
           const dim3 grid((unsigned)((N + 15) / 16)), block(v.warps * 32);
           CK(cudaMemset(dy, 0xff, (size_t)M * N * 2));
