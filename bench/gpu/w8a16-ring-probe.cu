@@ -18,7 +18,8 @@
  *                the tile; 2 KB bf16) a stage, filled by cp.async (16 bytes a copy, L1 bypassed):
  *                S blocks in flight without registers (S - 1 while a block's math runs:
  *                a slot is refilled after its codes are used); each lane reads back only
- *                what it copied, so the ring needs no barrier, only cp.async.wait_group
+ *                what it copied, so the ring needs no barrier, only cp.async.wait_group;
+ *                .xr: x loaded a stage ahead into registers, .xc: x copied into the stage
  * Every variant sums in the same order, so its y must equal regs.wW's of the same W byte
  * for byte; each is also checked against an fp64 reference of the decoded codes before it
  * is timed. Beside them the read floor: every thread of a full grid reads 16-byte pieces of
@@ -28,8 +29,9 @@
  * batches of 20), GB/s, time over the floor's, the error, and the bitwise verdict.
  *   nvcc -O3 -std=c++17 -arch=sm_90 -DKPICK_GPU_CUDA -o build/w8a16-ring \
  *     bench/gpu/w8a16-ring-probe.cu && build/w8a16-ring     # exit 1: a check failed
- * Not part of the library or its space token: written in session 19 with no device time
- * left, compiled but not yet run; its records go under bench/results when it is. */
+ * Not part of the library or its space token. Run in session 20: every ring loses to the
+ * register loop, 1.4-2.4x, with x after the wait, a stage ahead or in the stage alike
+ * (bench/results/h200-2026-12-04-ring-peer-facdb24/NOTES.md says why). */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
