@@ -60,6 +60,36 @@ test('a peer row at another context is refused, not joined', () => {
   assert.throws(() => buildSummary(parsed, dims, { commit: 'x', device: 'd' }), /context 512/);
 });
 
+test('several peer runs: each arm counts its fastest, and the summary keeps how many and the slowest', () => {
+  const parsed = parseLines([
+    { name: 'serve', text: serveLine('Qwen3-0.6B', 1, 790, 1390) },
+    { name: 'peer-call3', text: [JSON.stringify({ kind: 'ceiling', read_gb_s: 4594 }), peerLine('Qwen3-0.6B', 1, 'eager', 236), peerLine('Qwen3-0.6B', 1, 'compiled', 893)].join('\n') },
+    { name: 'peer-call4', text: [JSON.stringify({ kind: 'ceiling', read_gb_s: 4496 }), peerLine('Qwen3-0.6B', 1, 'eager', 235), peerLine('Qwen3-0.6B', 1, 'compiled', 630)].join('\n') },
+    { name: 'peer-call6', text: peerLine('Qwen3-0.6B', 1, 'compiled', 587) },
+  ]);
+  // the highest ceiling: the largest limit, so no call's share is overstated
+  assert.is(parsed.ceiling!.read_gb_s, 4594);
+  const [r] = buildSummary(parsed, dims, { commit: 'x', device: 'd' });
+  assert.is(r!.peer_compiled_tok_s, 893);
+  assert.is(r!.peer_eager_tok_s, 236);
+  assert.is(r!.peer_compiled_runs, 3);
+  assert.is(r!.peer_compiled_least_tok_s, 587);
+  assert.is(r!.default_vs_compiled, 790 / 893);
+  assert.match(summaryMarkdown([r!]), /\| 236 \| 893 \(slowest of 3: 587\) \| 0\.88 \| 1\.56 \|/);
+  // one run: the cell is the figure alone
+  const one = buildSummary(parseLines([{ name: 's', text: serveLine('Qwen3-0.6B', 1, 790, 1390) }, { name: 'p', text: peerLine('Qwen3-0.6B', 1, 'compiled', 630) }]), dims, { commit: 'x', device: 'd' });
+  assert.is(one[0]!.peer_compiled_runs, 1);
+  assert.match(summaryMarkdown(one), /\| - \| 630 \| 1\.25 \|/);
+});
+
+test('a slower peer run at another context is refused too, not skipped for the fastest', () => {
+  const parsed = parseLines([
+    { name: 's', text: serveLine('Qwen3-0.6B', 4, 100, 120) },
+    { name: 'p', text: [peerLine('Qwen3-0.6B', 4, 'compiled', 90), peerLine('Qwen3-0.6B', 4, 'compiled', 80, 512)].join('\n') },
+  ]);
+  assert.throws(() => buildSummary(parsed, dims, { commit: 'x', device: 'd' }), /context 512/);
+});
+
 test('a line that is not JSON, or a row of neither kind, names its source and line', () => {
   assert.throws(() => parseLines([{ name: 'peer.jsonl', text: '{"kind":"ceiling","read_gb_s":4000}\nnot json' }]), /peer\.jsonl:2: not JSON/);
   assert.throws(() => parseLines([{ name: 'x', text: '{"kind":"row","model":"m"}' }]), /x:1: a row of neither/);

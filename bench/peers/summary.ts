@@ -1,8 +1,9 @@
 // peer-summary: serve-bench's rows and the PyTorch peer's (bench/peers/decode_step.py)
 // joined into one line per (model, c), with the bandwidth limit of each step
 // (lib/peer-summary.ts), written atomically as JSON lines; a Markdown table on stderr.
-//   tsx bench/peers/summary.ts --serve logs/serve-Llama-3.1-8B.jsonl,... --peer logs/peer.jsonl \
+//   tsx bench/peers/summary.ts --serve logs/serve-Llama-3.1-8B.jsonl,... --peer logs/peer.jsonl[,...] \
 //     --commit abc1234 --device "NVIDIA H200" --out peer-summary.jsonl
+// Several peer files (runs of other calls) are joined: each arm counts its fastest run.
 import { existsSync, lstatSync, readFileSync } from 'node:fs';
 import { asUsage, EXIT, isMainModule, optionText, parseWithCac, runMain, say, scriptCli, UsageError, type OptionSpec } from '../../lib/cli.ts';
 import { findModel } from '../../lib/models.ts';
@@ -12,7 +13,7 @@ import { writeFileAtomic } from '../../lib/table.ts';
 
 const OPTIONS = {
   serve: { flag: '--serve <files>', help: "serve-bench --json outputs, comma separated (required)" },
-  peer: { flag: '--peer <file>', help: "decode_step.py's output (required)" },
+  peer: { flag: '--peer <files>', help: "decode_step.py's outputs, comma separated (required): each arm counts its fastest run" },
   commit: { flag: '--commit <hash>', help: 'the commit measured', default: 'unknown' },
   device: { flag: '--device <name>', help: "the device (default: the peer's)" },
   out: { flag: '--out <file>', help: 'where the summary goes (JSON lines)', default: 'peer-summary.jsonl' },
@@ -36,9 +37,10 @@ export function main(argv: readonly string[]): number {
     if (!serve || !peer) throw new Error('--serve and --peer are required');
     const out = optionText(o, 'out', OPTIONS.out.default) as string;
     if (existsSync(out) && !lstatSync(out).isFile()) throw new Error(`--out ${out} exists and is not a regular file`);
-    return { serve: serve.split(',').filter((s) => s !== ''), peer, out, commit: optionText(o, 'commit', OPTIONS.commit.default) as string, device: optionText(o, 'device') };
+    const list = (text: string) => text.split(',').filter((s) => s !== '');
+    return { serve: list(serve), peer: list(peer), out, commit: optionText(o, 'commit', OPTIONS.commit.default) as string, device: optionText(o, 'device') };
   });
-  const parsed = asUsage(() => parseLines([...args.serve.map(read), read(args.peer)]));
+  const parsed = asUsage(() => parseLines([...args.serve.map(read), ...args.peer.map(read)]));
   if (parsed.serve.length === 0) throw new UsageError('no serve-bench rows in --serve');
   const device = args.device ?? parsed.peer[0]?.device ?? parsed.ceiling?.device ?? 'unknown';
   const rows = asUsage(() =>
