@@ -1,0 +1,223 @@
+/* tile-read-probe.cu: is the 16-row tensor-core tile's way of reading W, without its math, as fast
+ * as the read floor? Session 20 found a shared-memory ring 1.4-2.4x slower than the tile's register
+ * loop and 16 warps a block slower than 8 (bench/results/h200-2026-12-04-ring-peer-facdb24/NOTES.md):
+ * neither more bytes in flight nor shorter chains a warp helped, so the next question is whether the
+ * read pattern itself caps the tile (rows 4-16 sit at 1.3-1.8x the floor). Each variant reads every
+ * byte of W once and nothing else (no x, no math, no stores but one word a block):
+ *   floor       grid-stride over the bytes as one array, 16 bytes a thread, two 512-thread blocks
+ *               an SM: the probe's floor, as w8a16-ring-probe.cu's
+ *   rows.wW     the tile's pattern (fp8.hip's w8a16.mma, mma_core.h): a block owns 16 rows; warp w
+ *               takes the K blocks w, w + W, ...; lane l (g = l / 4, q = l % 4) reads P bytes of rows
+ *               g and g + 8 at q P of a block (P = 16: 64 fp8 codes a block; P = 32: 64 bf16
+ *               weights, two 16-byte loads); two sets of two blocks, the next set's loads issued
+ *               before this set is used, as the library's loop
+ *   rows.wW.rot the same, but block b's warps start their slices at the (b mod slice)-th block and
+ *               wrap: at any moment the grid's blocks ask for different K offsets of their rows,
+ *               where rows.wW has them all at the same ones (a pattern that may load a few DRAM
+ *               channels and leave others idle)
+ *   lin.wW      a block's 16 rows, a warp a row at a time: lane l reads 16 bytes at 16 l of each
+ *               512-byte run of the row (one instruction covers 512 contiguous bytes), four runs in
+ *               flight; the tile would need its fragments exchanged to use it (ldmatrix or shuffles)
+ * Each run checks that the XOR of every 32-bit word it read equals the host's XOR of W (a piece
+ * missed or read twice would change it) before it is timed. W rotates over copies that outsize the
+ * L2; median us of a launch over batches of 20; launches back to back.
+ *   nvcc -O3 -std=c++17 -arch=sm_90 -DKPICK_GPU_CUDA -o build/tile-read bench/gpu/tile-read-probe.cu \
+ *     && build/tile-read        # exit 1: a check failed
+ * Not part of the library or its space token. Written in session 20 after its device time was
+ * spent: compiled, not yet run. */
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "../../hip-lib/src/common/numeric.h"
+#include "../../hip-lib/src/gpu/fp8_core.h"
+
+#define CK(x)                                                                                    \
+  do {                                                                                           \
+    cudaError_t e_ = (x);                                                                        \
+    if (e_ != cudaSuccess) {                                                                     \
+      fprintf(stderr, "tile-read: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__);   \
+      exit(2);                                                                                   \
+    }                                                                                            \
+  } while (0)
+
+__device__ __forceinline__ unsigned fold(const kp_v16 &v) { return v.x ^ v.y ^ v.z ^ v.w; }
+
+/* one word a block: the XOR of what its threads read */
+__device__ __forceinline__ void block_xor(unsigned acc, unsigned *sum) {
+  for (int o = 16; o > 0; o /= 2) acc ^= __shfl_xor_sync(0xffffffffu, acc, o);
+  if (threadIdx.x % 32 == 0) atomicXor(sum, acc);
+}
+
+__global__ void __launch_bounds__(512) floor_kernel(const kp_v16 *__restrict__ p, int64_t n, unsigned *sum) {
+  unsigned acc = 0;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    acc ^= fold(kp_ld_stream(p + i));
+  block_xor(acc, sum);
+}
+
+/* the tile's pattern; P bytes a lane a row a block (16 or 32), ROT: slices rotated by block */
+template <int P, bool ROT>
+__global__ void __launch_bounds__(512) rows_kernel(const uint8_t *__restrict__ w, int64_t N, int64_t row_bytes,
+                                                   unsigned *sum) {
+  constexpr int L = P / 16, B = 4 * P; /* loads a lane a row a block; bytes of a row a block */
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  const int g = lane / 4, q = lane % 4;
+  const int64_t n0 = (int64_t)blockIdx.x * 16 + g;
+  const uint8_t *r0 = w + n0 * row_bytes + q * P, *r1 = w + (n0 + 8) * row_bytes + q * P; /* N % 16 == 0 */
+  const int64_t nblocks = row_bytes / B, mine = nblocks > warp ? (nblocks - warp + nwarps - 1) / nwarps : 0;
+  const int64_t j0 = ROT && mine > 0 ? blockIdx.x % mine : 0;
+  auto at = [&](int64_t j) { return (int64_t)warp + (int64_t)nwarps * ((j + j0) % mine); }; /* the j-th block */
+  unsigned acc = 0;
+  kp_v16 a[2][2][L], b[2][2][L]; /* two sets of two blocks: [block][row][piece] */
+  auto load = [&](int64_t j, kp_v16(&s)[2][2][L]) {
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const bool in = j + u < mine;
+      const int64_t off = in ? at(j + u) * B : 0;
+#pragma unroll
+      for (int p = 0; p < L; ++p) {
+        s[u][0][p] = in ? kp_ld_stream(r0 + off + 16 * p) : kp_v16{0u, 0u, 0u, 0u};
+        s[u][1][p] = in ? kp_ld_stream(r1 + off + 16 * p) : kp_v16{0u, 0u, 0u, 0u};
+      }
+    }
+  };
+  auto use = [&](const kp_v16(&s)[2][2][L]) {
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int p = 0; p < L; ++p) acc ^= fold(s[u][r][p]);
+  };
+  int64_t j = 0;
+  if (j < mine) load(j, a);
+#pragma unroll 1
+  while (j < mine) {
+    if (j + 2 < mine) load(j + 2, b);
+    use(a);
+    j += 2;
+    if (j >= mine) break;
+    if (j + 2 < mine) load(j + 2, a);
+    use(b);
+    j += 2;
+  }
+  block_xor(acc, sum);
+}
+
+/* a block's 16 rows, a warp a row at a time, each instruction 512 contiguous bytes of a row */
+__global__ void __launch_bounds__(512) lin_kernel(const uint8_t *__restrict__ w, int64_t row_bytes, unsigned *sum) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  const int64_t runs = row_bytes / 512;
+  unsigned acc = 0;
+  for (int r = warp; r < 16; r += nwarps) {
+    const uint8_t *row = w + ((int64_t)blockIdx.x * 16 + r) * row_bytes + lane * 16;
+    int64_t i = 0;
+#pragma unroll 1
+    for (; i + 4 <= runs; i += 4) {
+      kp_v16 v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) v[u] = kp_ld_stream(row + (i + u) * 512);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) acc ^= fold(v[u]);
+    }
+    for (; i < runs; ++i) acc ^= fold(kp_ld_stream(row + i * 512));
+  }
+  block_xor(acc, sum);
+}
+
+struct variant {
+  const char *name;
+  int kind, warps; /* kind: 0 floor, 1 rows, 2 rows.rot, 3 lin */
+};
+static const variant variants[] = {
+    {"floor", 0, 16},       {"rows.w8", 1, 8},       {"rows.w4", 1, 4},     {"rows.w16", 1, 16},
+    {"rows.w8.rot", 2, 8},  {"rows.w4.rot", 2, 4},   {"lin.w8", 3, 8},      {"lin.w16", 3, 16},
+};
+/* Llama-3.1-8B's linears (gate_up as one 28672-row linear); K in weights */
+static const int shapes[][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static uint32_t next_u32() {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (uint32_t)(rng >> 16);
+}
+
+int main(void) {
+  int dev = 0, units = 0;
+  CK(cudaGetDevice(&dev));
+  CK(cudaDeviceGetAttribute(&units, cudaDevAttrMultiProcessorCount, dev));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, dev));
+  printf("# tile-read-probe on %s (%d units); median us a launch over batches of 20, W rotating over copies past the L2\n",
+         prop.name, units);
+  printf("%-5s %-12s %-12s %9s %8s %9s %s\n", "w", "shape", "variant", "us", "GB/s", "x floor", "check");
+  unsigned *sum;
+  CK(cudaMalloc(&sum, sizeof(unsigned)));
+  int failed = 0;
+  for (int wb : {1, 2})
+    for (const auto &sh : shapes) {
+      const int64_t N = sh[0], row_bytes = (int64_t)sh[1] * wb, bytes = N * row_bytes;
+      std::vector<uint32_t> host((size_t)(bytes / 4));
+      uint32_t want = 0;
+      for (auto &x : host) want ^= (x = next_u32());
+      const int copies = (int)std::max<int64_t>(2, (int64_t)(4 * prop.l2CacheSize) / bytes + 1);
+      uint8_t *dw;
+      CK(cudaMalloc(&dw, (size_t)bytes * copies));
+      for (int c = 0; c < copies; ++c) CK(cudaMemcpy(dw + (size_t)c * bytes, host.data(), (size_t)bytes, cudaMemcpyHostToDevice));
+      cudaEvent_t e0, e1;
+      CK(cudaEventCreate(&e0));
+      CK(cudaEventCreate(&e1));
+      char shape[32];
+      snprintf(shape, sizeof shape, "%lldx%d", (long long)N, sh[1]);
+      float floor_us = 0.0f;
+      for (const variant &v : variants) {
+        auto launch = [&](int c) {
+          const uint8_t *p = dw + (size_t)c * bytes;
+          const dim3 tiles((unsigned)(N / 16)), block(v.warps * 32);
+          if (v.kind == 0) floor_kernel<<<2 * units, 512>>>(reinterpret_cast<const kp_v16 *>(p), bytes / 16, sum);
+          else if (v.kind == 3) lin_kernel<<<tiles, block>>>(p, row_bytes, sum);
+          else if (wb == 1) (v.kind == 2 ? rows_kernel<16, true> : rows_kernel<16, false>)<<<tiles, block>>>(p, N, row_bytes, sum);
+          else (v.kind == 2 ? rows_kernel<32, true> : rows_kernel<32, false>)<<<tiles, block>>>(p, N, row_bytes, sum);
+        };
+        CK(cudaMemset(sum, 0, sizeof(unsigned)));
+        launch(0);
+        CK(cudaGetLastError());
+        unsigned got = 0;
+        CK(cudaMemcpy(&got, sum, sizeof(unsigned), cudaMemcpyDeviceToHost));
+        if (got != want) {
+          ++failed;
+          printf("%-5s %-12s %-12s %9s %8s %9s FAIL (xor %08x, want %08x)\n", wb == 1 ? "fp8" : "bf16", shape, v.name, "-", "-", "-",
+                 got, want);
+          continue;
+        }
+        std::vector<float> per;
+        for (int b = 0; b < 15; ++b) {
+          CK(cudaEventRecord(e0));
+          for (int i = 0; i < 20; ++i) launch((b * 20 + i) % copies);
+          CK(cudaEventRecord(e1));
+          CK(cudaEventSynchronize(e1));
+          float ms = 0.0f;
+          CK(cudaEventElapsedTime(&ms, e0, e1));
+          per.push_back(ms * 1000.0f / 20.0f);
+        }
+        CK(cudaGetLastError());
+        std::sort(per.begin(), per.end());
+        const float us = per[per.size() / 2];
+        if (v.kind == 0) floor_us = us;
+        printf("%-5s %-12s %-12s %9.2f %8.0f %9.3f ok\n", wb == 1 ? "fp8" : "bf16", shape, v.name, us, bytes / (us * 1e3),
+               us / floor_us);
+      }
+      CK(cudaFree(dw));
+      CK(cudaEventDestroy(e0));
+      CK(cudaEventDestroy(e1));
+    }
+  printf("# %d variant runs failed their checks\n", failed);
+  return failed ? 1 : 0;
+}
