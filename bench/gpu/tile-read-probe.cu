@@ -20,7 +20,7 @@
  *               flight; the tile would need its fragments exchanged to use it (ldmatrix or shuffles)
  * Each run checks that the XOR of every 32-bit word it read equals the host's XOR of W (a piece
  * missed or read twice would change it) before it is timed. W rotates over copies that outsize the
- * L2; median us of a launch over batches of 20; launches back to back.
+ * L2; median us of a launch over batches of 20; launches back to back (probe.h).
  *   nvcc -O3 -std=c++17 -arch=sm_90 -DKPICK_GPU_CUDA -o build/tile-read bench/gpu/tile-read-probe.cu \
  *     && build/tile-read        # exit 1: a check failed
  * Not part of the library or its space token. Written in session 20 after its device time was
@@ -30,20 +30,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <algorithm>
 #include <vector>
 
 #include "../../hip-lib/src/common/numeric.h"
 #include "../../hip-lib/src/gpu/fp8_core.h"
+#include "probe.h"
 
-#define CK(x)                                                                                    \
-  do {                                                                                           \
-    cudaError_t e_ = (x);                                                                        \
-    if (e_ != cudaSuccess) {                                                                     \
-      fprintf(stderr, "tile-read: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__);   \
-      exit(2);                                                                                   \
-    }                                                                                            \
-  } while (0)
+#define CK(x) KP_PROBE_CK("tile-read", x)
 
 __device__ __forceinline__ unsigned fold(const kp_v16 &v) { return v.x ^ v.y ^ v.z ^ v.w; }
 
@@ -141,22 +134,12 @@ static const variant variants[] = {
 /* Llama-3.1-8B's linears (gate_up as one 28672-row linear); K in weights */
 static const int shapes[][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
 
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-static uint32_t next_u32() {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (uint32_t)(rng >> 16);
-}
+static kp_probe_rng rng{0x2545f4914f6cdd1dull};
 
 int main(void) {
-  int dev = 0, units = 0;
-  CK(cudaGetDevice(&dev));
-  CK(cudaDeviceGetAttribute(&units, cudaDevAttrMultiProcessorCount, dev));
-  cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, dev));
-  printf("# tile-read-probe on %s (%d units); median us a launch over batches of 20, W rotating over copies past the L2\n",
-         prop.name, units);
+  const cudaDeviceProp prop =
+      kp_probe_device("tile-read-probe", "median us a launch over batches of 20, W rotating over copies past the L2");
+  const int units = prop.multiProcessorCount;
   printf("%-5s %-12s %-12s %9s %8s %9s %s\n", "w", "shape", "variant", "us", "GB/s", "x floor", "check");
   unsigned *sum;
   CK(cudaMalloc(&sum, sizeof(unsigned)));
@@ -166,14 +149,11 @@ int main(void) {
       const int64_t N = sh[0], row_bytes = (int64_t)sh[1] * wb, bytes = N * row_bytes;
       std::vector<uint32_t> host((size_t)(bytes / 4));
       uint32_t want = 0;
-      for (auto &x : host) want ^= (x = next_u32());
+      for (auto &x : host) want ^= (x = rng.next_u32());
       const int copies = (int)std::max<int64_t>(2, (int64_t)(4 * prop.l2CacheSize) / bytes + 1);
       uint8_t *dw;
       CK(cudaMalloc(&dw, (size_t)bytes * copies));
       for (int c = 0; c < copies; ++c) CK(cudaMemcpy(dw + (size_t)c * bytes, host.data(), (size_t)bytes, cudaMemcpyHostToDevice));
-      cudaEvent_t e0, e1;
-      CK(cudaEventCreate(&e0));
-      CK(cudaEventCreate(&e1));
       char shape[32];
       snprintf(shape, sizeof shape, "%lldx%d", (long long)N, sh[1]);
       float floor_us = 0.0f;
@@ -197,26 +177,12 @@ int main(void) {
                  got, want);
           continue;
         }
-        std::vector<float> per;
-        for (int b = 0; b < 15; ++b) {
-          CK(cudaEventRecord(e0));
-          for (int i = 0; i < 20; ++i) launch((b * 20 + i) % copies);
-          CK(cudaEventRecord(e1));
-          CK(cudaEventSynchronize(e1));
-          float ms = 0.0f;
-          CK(cudaEventElapsedTime(&ms, e0, e1));
-          per.push_back(ms * 1000.0f / 20.0f);
-        }
-        CK(cudaGetLastError());
-        std::sort(per.begin(), per.end());
-        const float us = per[per.size() / 2];
+        const float us = kp_probe_median_us(launch, copies);
         if (v.kind == 0) floor_us = us;
         printf("%-5s %-12s %-12s %9.2f %8.0f %9.3f ok\n", wb == 1 ? "fp8" : "bf16", shape, v.name, us, bytes / (us * 1e3),
                us / floor_us);
       }
       CK(cudaFree(dw));
-      CK(cudaEventDestroy(e0));
-      CK(cudaEventDestroy(e1));
     }
   printf("# %d variant runs failed their checks\n", failed);
   return failed ? 1 : 0;

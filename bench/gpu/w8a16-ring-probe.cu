@@ -44,6 +44,7 @@
 
 #include "../../hip-lib/src/common/numeric.h"
 #include "../../hip-lib/src/gpu/fp8_core.h"
+#include "probe.h"
 
 /* the variants: name, warps a block, ring stages (0: the registers' loop); a ring past
  * kMaxRing bytes a block is left out */
@@ -67,14 +68,7 @@ struct weights {
 };
 static const weights weight_kinds[] = {{"fp8", 1, {4, 8, 16}}, {"bf16", 2, {8, 16, 32}}};
 
-#define CK(x)                                                                         \
-  do {                                                                                \
-    cudaError_t e_ = (x);                                                             \
-    if (e_ != cudaSuccess) {                                                          \
-      fprintf(stderr, "w8a16-ring: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
-      exit(2);                                                                        \
-    }                                                                                 \
-  } while (0)
+#define CK(x) KP_PROBE_CK("w8a16-ring", x)
 
 static constexpr int kMaxWarps = 16;
 static constexpr int kMaxRing = 192 * 1024; /* warps x stages x a stage's bytes, at most */
@@ -327,27 +321,17 @@ static tile_fn pick(int T, int WB, int S, int XS) {
   return nullptr;
 }
 
-static uint64_t rng = 0x853c49e6748fea9bull;
-static uint32_t next_u32() {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (uint32_t)(rng >> 16);
-}
-static float uniform() { return (float)(next_u32() & 0xffffff) / 16777216.0f * 2.0f - 1.0f; }
+static kp_probe_rng rng{0x853c49e6748fea9bull};
+static float uniform() { return (float)(rng.next_u32() & 0xffffff) / 16777216.0f * 2.0f - 1.0f; }
 
 int main(void) {
   /* W8A16_RING_ONLY="fp8:4096x4096:8": that weight kind, shape and rows alone; W8A16_RING_ONCE=1:
    * each variant launched once after its check, untimed (for Nsight Compute) */
   const char *only = getenv("W8A16_RING_ONLY");
   const bool once = getenv("W8A16_RING_ONCE") != nullptr;
-  int dev = 0, units = 0;
-  CK(cudaGetDevice(&dev));
-  CK(cudaDeviceGetAttribute(&units, cudaDevAttrMultiProcessorCount, dev));
-  cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, dev));
-  printf("# w8a16-ring-probe on %s (%d units); median us a launch over batches of 20, W rotating over copies past the L2\n",
-         prop.name, units);
+  const cudaDeviceProp prop =
+      kp_probe_device("w8a16-ring-probe", "median us a launch over batches of 20, W rotating over copies past the L2");
+  const int units = prop.multiProcessorCount;
   printf("%-5s %-12s %5s %-12s %9s %8s %9s %10s %s\n", "w", "shape", "rows", "variant", "us", "GB/s", "x floor", "rel_err",
          "bitwise");
   /* one opt-in size for every ring kernel: variants of one S share a kernel */
@@ -389,27 +373,13 @@ int main(void) {
       float *dsc;
       CK(cudaMalloc(&dsc, sizeof(float) * N));
       CK(cudaMemcpy(dsc, sc.data(), sizeof(float) * N, cudaMemcpyHostToDevice));
-      cudaEvent_t e0, e1;
-      CK(cudaEventCreate(&e0));
-      CK(cudaEventCreate(&e1));
       auto time_it = [&](auto launch) {
         if (once) {
           launch(0);
           CK(cudaDeviceSynchronize());
           return 1.0f;
         }
-        std::vector<float> per;
-        for (int b = 0; b < 15; ++b) {
-          CK(cudaEventRecord(e0));
-          for (int i = 0; i < 20; ++i) launch((b * 20 + i) % copies);
-          CK(cudaEventRecord(e1));
-          CK(cudaEventSynchronize(e1));
-          float ms = 0.0f;
-          CK(cudaEventElapsedTime(&ms, e0, e1));
-          per.push_back(ms * 1000.0f / 20.0f);
-        }
-        std::sort(per.begin(), per.end());
-        return per[per.size() / 2];
+        return kp_probe_median_us(launch, copies);
       };
       char shape[32];
       snprintf(shape, sizeof shape, "%lldx%lld", (long long)N, (long long)K);
@@ -418,8 +388,6 @@ int main(void) {
       if (only && strncmp(only, tag, strlen(tag)) != 0) {
         CK(cudaFree(dw));
         CK(cudaFree(dsc));
-        CK(cudaEventDestroy(e0));
-        CK(cudaEventDestroy(e1));
         continue;
       }
       const int64_t pieces = wbytes / 16;
@@ -490,8 +458,6 @@ int main(void) {
       }
       CK(cudaFree(dw));
       CK(cudaFree(dsc));
-      CK(cudaEventDestroy(e0));
-      CK(cudaEventDestroy(e1));
     }
   printf("# %d variant runs failed their checks\n", failed);
   return failed ? 1 : 0;
