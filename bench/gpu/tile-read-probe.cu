@@ -11,7 +11,8 @@
  *               g and g + 8 at q P of a block (P = 16: 64 fp8 codes a block; P = 32: 64 bf16
  *               weights, two 16-byte loads); two sets of two blocks, the next set's loads issued
  *               before this set is used, as the library's loop
- *   rows.wW.rot the same, but block b's warps start their slices at the (b mod slice)-th block and
+ *   rows.wW.u4  the same with two sets of four blocks (twice the bytes a warp in flight)
+ *   rows.wW.rot the same as rows.wW, but block b's warps start their slices at the (b mod slice)-th block and
  *               wrap: at any moment the grid's blocks ask for different K offsets of their rows,
  *               where rows.wW has them all at the same ones (a pattern that may load a few DRAM
  *               channels and leave others idle)
@@ -53,9 +54,9 @@ __global__ void __launch_bounds__(512) floor_kernel(const kp_v16 *__restrict__ p
   block_xor(acc, sum);
 }
 
-/* the tile's pattern; P bytes a lane a row a block (16 or 32), ROT: slices rotated by block */
-template <int P, bool ROT>
-__global__ void __launch_bounds__(512) rows_kernel(const uint8_t *__restrict__ w, int64_t N, int64_t row_bytes,
+/* the tile's pattern; P bytes a lane a row a block (16 or 32), U blocks a set, ROT: slices rotated by block */
+template <int P, int U, bool ROT>
+__global__ void __launch_bounds__(U == 4 ? 256 : 512) rows_kernel( /* u4 runs 8 warps: registers for both sets */const uint8_t *__restrict__ w, int64_t N, int64_t row_bytes,
                                                    unsigned *sum) {
   constexpr int L = P / 16, B = 4 * P; /* loads a lane a row a block; bytes of a row a block */
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
@@ -66,10 +67,10 @@ __global__ void __launch_bounds__(512) rows_kernel(const uint8_t *__restrict__ w
   const int64_t j0 = ROT && mine > 0 ? blockIdx.x % mine : 0;
   auto at = [&](int64_t j) { return (int64_t)warp + (int64_t)nwarps * ((j + j0) % mine); }; /* the j-th block */
   unsigned acc = 0;
-  kp_v16 a[2][2][L], b[2][2][L]; /* two sets of two blocks: [block][row][piece] */
-  auto load = [&](int64_t j, kp_v16(&s)[2][2][L]) {
+  kp_v16 a[U][2][L], b[U][2][L]; /* two sets of U blocks: [block][row][piece] */
+  auto load = [&](int64_t j, kp_v16(&s)[U][2][L]) {
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
+    for (int u = 0; u < U; ++u) {
       const bool in = j + u < mine;
       const int64_t off = in ? at(j + u) * B : 0;
 #pragma unroll
@@ -79,9 +80,9 @@ __global__ void __launch_bounds__(512) rows_kernel(const uint8_t *__restrict__ w
       }
     }
   };
-  auto use = [&](const kp_v16(&s)[2][2][L]) {
+  auto use = [&](const kp_v16(&s)[U][2][L]) {
 #pragma unroll
-    for (int u = 0; u < 2; ++u)
+    for (int u = 0; u < U; ++u)
 #pragma unroll
       for (int r = 0; r < 2; ++r)
 #pragma unroll
@@ -91,13 +92,13 @@ __global__ void __launch_bounds__(512) rows_kernel(const uint8_t *__restrict__ w
   if (j < mine) load(j, a);
 #pragma unroll 1
   while (j < mine) {
-    if (j + 2 < mine) load(j + 2, b);
+    if (j + U < mine) load(j + U, b);
     use(a);
-    j += 2;
+    j += U;
     if (j >= mine) break;
-    if (j + 2 < mine) load(j + 2, a);
+    if (j + U < mine) load(j + U, a);
     use(b);
-    j += 2;
+    j += U;
   }
   block_xor(acc, sum);
 }
@@ -125,11 +126,12 @@ __global__ void __launch_bounds__(512) lin_kernel(const uint8_t *__restrict__ w,
 
 struct variant {
   const char *name;
-  int kind, warps; /* kind: 0 floor, 1 rows, 2 rows.rot, 3 lin */
+  int kind, warps, u; /* kind: 0 floor, 1 rows, 2 rows.rot, 3 lin; u: blocks a set (rows) */
 };
 static const variant variants[] = {
-    {"floor", 0, 16},       {"rows.w8", 1, 8},       {"rows.w4", 1, 4},     {"rows.w16", 1, 16},
-    {"rows.w8.rot", 2, 8},  {"rows.w4.rot", 2, 4},   {"lin.w8", 3, 8},      {"lin.w16", 3, 16},
+    {"floor", 0, 16, 0},      {"rows.w8", 1, 8, 2},     {"rows.w4", 1, 4, 2},    {"rows.w16", 1, 16, 2},
+    {"rows.w8.u4", 1, 8, 4},  {"rows.w8.rot", 2, 8, 2}, {"rows.w4.rot", 2, 4, 2}, {"lin.w8", 3, 8, 0},
+    {"lin.w16", 3, 16, 0},
 };
 /* Llama-3.1-8B's linears (gate_up as one 28672-row linear); K in weights */
 static const int shapes[][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
@@ -163,8 +165,12 @@ int main(void) {
           const dim3 tiles((unsigned)(N / 16)), block(v.warps * 32);
           if (v.kind == 0) floor_kernel<<<2 * units, 512>>>(reinterpret_cast<const kp_v16 *>(p), bytes / 16, sum);
           else if (v.kind == 3) lin_kernel<<<tiles, block>>>(p, row_bytes, sum);
-          else if (wb == 1) (v.kind == 2 ? rows_kernel<16, true> : rows_kernel<16, false>)<<<tiles, block>>>(p, N, row_bytes, sum);
-          else (v.kind == 2 ? rows_kernel<32, true> : rows_kernel<32, false>)<<<tiles, block>>>(p, N, row_bytes, sum);
+          else if (wb == 1)
+            (v.kind == 2 ? rows_kernel<16, 2, true> : v.u == 4 ? rows_kernel<16, 4, false> : rows_kernel<16, 2, false>)<<<tiles, block>>>(
+                p, N, row_bytes, sum);
+          else
+            (v.kind == 2 ? rows_kernel<32, 2, true> : v.u == 4 ? rows_kernel<32, 4, false> : rows_kernel<32, 2, false>)<<<tiles, block>>>(
+                p, N, row_bytes, sum);
         };
         CK(cudaMemset(sum, 0, sizeof(unsigned)));
         launch(0);
