@@ -65,7 +65,8 @@ __global__ void __launch_bounds__(U == 4 ? 256 : 512) rows_kernel( /* u4 runs 8 
   const uint8_t *r0 = w + n0 * row_bytes + q * P, *r1 = w + (n0 + 8) * row_bytes + q * P; /* N % 16 == 0 */
   const int64_t nblocks = row_bytes / B, mine = nblocks > warp ? (nblocks - warp + nwarps - 1) / nwarps : 0;
   const int64_t j0 = ROT && mine > 0 ? blockIdx.x % mine : 0;
-  auto at = [&](int64_t j) { return (int64_t)warp + (int64_t)nwarps * ((j + j0) % mine); }; /* the j-th block */
+  /* the j-th block; the plain pattern pays no modulo, as the library's loop */
+  auto at = [&](int64_t j) { return (int64_t)warp + (int64_t)nwarps * (ROT ? (j + j0) % mine : j); };
   unsigned acc = 0;
   kp_v16 a[U][2][L], b[U][2][L]; /* two sets of U blocks: [block][row][piece] */
   auto load = [&](int64_t j, kp_v16(&s)[U][2][L]) {

@@ -101,10 +101,6 @@ __device__ __forceinline__ void load_x(const uint16_t *const (&xr)[T], const boo
   }
 }
 
-template <int T, int WB>
-__device__ __forceinline__ void block_math(const kp_v16 (&wa)[WB], const kp_v16 (&wb)[WB], const uint16_t *const (&xr)[T],
-                                           const bool (&xv)[T], int64_t kb, float (&acc)[T][4]);
-
 /* the math of one block on x already in registers */
 template <int T, int WB>
 __device__ __forceinline__ void block_math_x(const kp_v16 (&wa)[WB], const kp_v16 (&wb)[WB], const kp_v16 (&xa)[T],
