@@ -169,28 +169,6 @@ test('the fp8 twins of moe.tiles and moe.fused: W8A16 rows named moe.w8a16.tiles
   }
 });
 
-test('moe.fusedtiles and its fp8 twin: moe.fused\'s two nodes and rows 1-8, names [moe.w8a16.|moe.]fusedtiles.wW.uU.tT[.pdl]; one class head per W, apart from moe.fused\'s (down sums a tile in one warp)', () => {
-  for (const family of ['moe_fusedtiles', 'moe_w8a16_fusedtiles']) {
-    assert.is(families.get(family), 'W,U,T', family);
-    const rows = gpu.filter((r) => r.family === family);
-    assert.ok(rows.length > 0, `${family}: the family has rows`);
-    const fp8 = family === 'moe_w8a16_fusedtiles';
-    for (const r of rows) {
-      const [w, u, t] = r.p;
-      assert.is(r.name, `moe.${fp8 ? 'w8a16.' : ''}fusedtiles.w${w}.u${u}.t${t}${r.flags.includes('KF_PDL') ? '.pdl' : ''}`, `${r.id}: name from its params`);
-      assert.is(r.op, 'MOE');
-      assert.ok(r.rowsMin === 1 && r.rowsMax <= 8, `${r.name}: one warp routes the call, rows stop at 8`);
-      assert.is(r.nodes, 2, `${r.name}: gate/up and down, no plan, no combine`);
-      assert.is(r.flags.includes('KF_W8A16'), fp8, `${r.name}: W8A16 exactly in the fp8 twin`);
-      assert.not.ok(r.flags.includes('KF_DEFAULT'), `${r.name}: never the default`);
-      const head = byId.get(r.bitwiseWith)!;
-      assert.ok(head.family === family && head.p[0] === w, `${r.name}: its head is a row of its own family and W`);
-    }
-    const heads = new Set(rows.map((r) => r.bitwiseWith));
-    assert.is(heads.size, new Set(rows.map((r) => r.p[0])).size, `${family}: one head per W`);
-  }
-});
-
 /** The name a W,U,R row's params give it: [gated.]STEM.wW.uU[.rR][.pdl], R 1 unnamed. */
 function wurName(stem: string, r: (typeof gpu)[number]): string {
   const [w, u, tiles] = r.p;

@@ -323,10 +323,6 @@ static int supports_moe_fused(const struct kpick_problem *p, const kp_row *r) { 
 static int launch_moe_tiles(const kp_row *r, const kp_call *c) { return launch_moe_mma(r, c); }
 static int available_moe_tiles(int32_t cand) { return available_moe_mma(cand); }
 static int supports_moe_tiles(const struct kpick_problem *p, const kp_row *r) { return supports_moe_mma(p, r); }
-/* moe.fusedtiles: moe.fused with moe.tiles' down, the same launcher, kernels and limits */
-static int launch_moe_fusedtiles(const kp_row *r, const kp_call *c) { return launch_moe_mma(r, c); }
-static int available_moe_fusedtiles(int32_t cand) { return available_moe_fused(cand); }
-static int supports_moe_fusedtiles(const struct kpick_problem *p, const kp_row *r) { return supports_moe_fused(p, r); }
 
 /* moe.wgmma: the grouped wgmma tile (sm_90a, as the wgmma rows); the tensor maps' 16-byte row pitch */
 static int launch_moe_wgmma(const kp_row *r, const kp_call *c) {
@@ -351,8 +347,7 @@ static int supports_moe_w8a8_blas(const struct kpick_problem *p, const kp_row *r
 static int launch_moe_w8a16(const kp_row *r, const kp_call *c) { return kp_moe_w8a16_launch(c, r->params[0]); }
 static int available_moe_w8a16(int32_t cand) { return kp_moe_w8a16_built(cand) && kp_blas_fp8_built(); }
 static int supports_moe_w8a16(const struct kpick_problem *p, const kp_row *r) { return p->n % 16 == 0 && p->k % 16 == 0; }
-/* moe.fused, moe.tiles and moe.fusedtiles over e4m3 codes: moe.mma's launcher and kernels, beside the W8A8
- * default only */
+/* moe.fused and moe.tiles over e4m3 codes: moe.mma's launcher and kernels, beside the W8A8 default only */
 static int launch_moe_w8a16_fused(const kp_row *r, const kp_call *c) { return launch_moe_mma(r, c); }
 static int available_moe_w8a16_fused(int32_t cand) { return available_moe_mma(cand) && kp_blas_fp8_built(); }
 static int supports_moe_w8a16_fused(const struct kpick_problem *p, const kp_row *r) {
@@ -361,11 +356,6 @@ static int supports_moe_w8a16_fused(const struct kpick_problem *p, const kp_row 
 static int launch_moe_w8a16_tiles(const kp_row *r, const kp_call *c) { return launch_moe_mma(r, c); }
 static int available_moe_w8a16_tiles(int32_t cand) { return available_moe_mma(cand) && kp_blas_fp8_built(); }
 static int supports_moe_w8a16_tiles(const struct kpick_problem *p, const kp_row *r) { return supports_moe_w8a16(p, r); }
-static int launch_moe_w8a16_fusedtiles(const kp_row *r, const kp_call *c) { return launch_moe_mma(r, c); }
-static int available_moe_w8a16_fusedtiles(int32_t cand) { return available_moe_w8a16_fused(cand); }
-static int supports_moe_w8a16_fusedtiles(const struct kpick_problem *p, const kp_row *r) {
-  return supports_moe_w8a16_fused(p, r);
-}
 
 struct kp_family_hooks {
   int (*launch)(const kp_row *r, const kp_call *c);

@@ -29,10 +29,6 @@
  *                   block routes itself from ids (no plan), and the last down
  *                   block of a tile of y sums its rows (no combine kernel).
  *                   The same sums in the same order: the bits of moe.mma's W.
- *   moe.fusedtiles.wW.uU.tT[.pdl]  moe.fused with moe.tiles' down: a down block
- *                   covers W tiles of W_down, a warp all of N for its own (a Wth
- *                   of moe.fused's down blocks, each streaming W times the rows),
- *                   the last block of a block's W x 16 columns of y summing them.
  *   moe.w8a8.blas, moe.w8a16.gemv.rpbR.uU[.pdl]  fp8 experts (KPICK_FP8): the
  *                   W8A8 default over cuBLASLt's pointer-array fp8 batch, and
  *                   moe.gemv over e4m3 codes (the fp8 section below).
@@ -456,9 +452,8 @@ __device__ void kp_moe_route_rows(const float *weights, int m, int topk, kp_moe_
  * active expert; gate/up waits before it lets down launch, so down may read
  * ids and gates and route before its own wait (asking the L2 for its tile of
  * W_down there too made the call 5 us slower at rows 1); the last down block
- * to finish its columns of y (16, or W x 16 with TILES) sums their rows' pairs
- * there, as the combine kernel would. FUSED with TILES is down's alone
- * (moe.fusedtiles): gate/up keeps K split over its warps. */
+ * to finish 16 columns of y sums their rows' pairs there, as the combine
+ * kernel would. */
 /* a pass's column tiles, as a type: the pass's arrays are sized by it */
 template <int V>
 struct kp_tiles {
@@ -467,7 +462,7 @@ struct kp_tiles {
 
 template <int DT, int NT, int U, int MODE, bool PDL, bool FUSED, bool TILES, bool FP8>
 __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(kp_moe_mma_args a) {
-  static_assert(!(FUSED && TILES && MODE == KP_MMA_GATED), "moe.fused's gate/up splits K over its warps");
+  static_assert(!(FUSED && TILES), "moe.fused splits K over its warps");
   static_assert(!FP8 || DT == KP_DT_BF16, "fp8 experts take bf16 x");
   const bool up = MODE == KP_MMA_GATED;
   const int lane = threadIdx.x % kp_warp, warp = threadIdx.x / kp_warp, nwarps = blockDim.x / kp_warp;
@@ -608,10 +603,8 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
   };
   /* the item's rows T tiles a pass, the last pass only as wide as the rows it
    * has left (a pass multiplies all its tiles; after the first pass the tile's
-   * weights come from L2). The bits do not depend on the widths. A FUSED TILES
-   * warp past the last tile has no rows: it stays for the block's barriers. */
-  const int rows_mine = FUSED && TILES && n0 >= rows ? 0 : rows_item;
-  for (int r0 = 0; r0 < rows_mine;) {
+   * weights come from L2). The bits do not depend on the widths. */
+  for (int r0 = 0; r0 < rows_item;) {
     const int left = rows_item - r0;
     if (NT >= 8 && left > 4 * kp_mma_cols) r0 += pass(kp_tiles<NT >= 8 ? 8 : 1>{}, r0);
     else if (NT >= 4 && left > 2 * kp_mma_cols) r0 += pass(kp_tiles<NT >= 4 ? 4 : 1>{}, r0);
@@ -619,9 +612,9 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
     else r0 += pass(kp_tiles<1>{}, r0);
   }
   if constexpr (FUSED && MODE == KP_MMA_LINEAR) {
-    /* the last block of these columns (16, or the W tiles' with TILES) sums them: every
-     * other block's o is in L2. One release/acquire fence a block, by the thread that
-     * counts (the barrier orders the block's writes before it). */
+    /* the last block of these 16 columns sums them: every other block's o is in L2. One
+     * release/acquire fence a block, by the thread that counts (the barrier orders the
+     * block's writes before it). */
     __shared__ int last;
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -635,11 +628,10 @@ __global__ void __launch_bounds__(kp_mma_max_warps * KP_WARP) kp_moe_mma_kernel(
       kp_moe_route_rows(a.weights, a.m, a.topk, route);
       __syncthreads();
     }
-    const int64_t c0 = TILES ? (int64_t)blockIdx.x * nwarps * 16 : n0, span = TILES ? 16 * nwarps : 16;
-    const int cols = (int)(K - c0 < span ? K - c0 : span);
+    const int cols = (int)(K - n0 < 16 ? K - n0 : 16);
     for (int q = threadIdx.x; q < a.m * cols; q += blockDim.x) {
       const int t = q / cols;
-      const int64_t c = c0 + q % cols;
+      const int64_t c = n0 + q % cols;
       const float sum = kp_moe_row_sum(
           route.n[t], [&](int i) { return route.gate[t][i]; },
           [&](int i) { return kp_ld_coherent((const float *)a.out + (int64_t)route.where[t][i] * K + c); });
@@ -928,19 +920,15 @@ struct kp_moe_mma_set {
   kp_moe_mma_fn up[2], down[2];
   int tiles;
   bool fused, wide; /* wide: moe.tiles, the warps over tiles (a block covers W tiles) */
-  bool wide_down;   /* down's warps over tiles: moe.tiles and moe.fusedtiles */
   bool fp8;         /* the moe.w8a16 twins: e4m3 experts, bf16 x */
 };
 
 template <int ID>
 static kp_moe_mma_set kp_moe_mma_row() {
   constexpr kp_def r = kp_defs[ID];
-  constexpr bool fused_tiles = r.family == KP_FAM_moe_fusedtiles || r.family == KP_FAM_moe_w8a16_fusedtiles;
-  constexpr bool fp8 = r.family == KP_FAM_moe_w8a16_fused || r.family == KP_FAM_moe_w8a16_tiles ||
-                       r.family == KP_FAM_moe_w8a16_fusedtiles;
-  constexpr bool fused = r.family == KP_FAM_moe_fused || r.family == KP_FAM_moe_w8a16_fused || fused_tiles;
+  constexpr bool fp8 = r.family == KP_FAM_moe_w8a16_fused || r.family == KP_FAM_moe_w8a16_tiles;
+  constexpr bool fused = r.family == KP_FAM_moe_fused || r.family == KP_FAM_moe_w8a16_fused;
   constexpr bool wide = r.family == KP_FAM_moe_tiles || r.family == KP_FAM_moe_w8a16_tiles;
-  constexpr bool wide_down = wide || fused_tiles;
   if constexpr ((r.family == KP_FAM_moe_mma || fused || wide) && (!r.pdl() || kp_pdl_built)) {
     static_assert(r.p0 >= 1 && r.p0 <= kp_mma_max_warps, "moe mma: W is 1..8 warps");
     static_assert(r.p1 == 8 || r.p1 == 16, "moe mma: U is 8 or 16");
@@ -949,9 +937,9 @@ static kp_moe_mma_set kp_moe_mma_row() {
     constexpr int second = fp8 ? KP_DT_BF16 : KP_DT_FP16; /* the fp16 slot; fp8 experts take bf16 x in both */
     return kp_moe_mma_set{{kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused, wide, fp8>,
                            kp_moe_mma_kernel<second, r.p2, r.p1, KP_MMA_GATED, r.pdl(), fused, wide, fp8>},
-                          {kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide_down, fp8>,
-                           kp_moe_mma_kernel<second, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide_down, fp8>},
-                          r.p2, fused, wide, wide_down, fp8};
+                          {kp_moe_mma_kernel<KP_DT_BF16, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide, fp8>,
+                           kp_moe_mma_kernel<second, r.p2, r.p1, KP_MMA_LINEAR, r.pdl(), fused, wide, fp8>},
+                          r.p2, fused, wide, fp8};
   } else {
     return kp_moe_mma_set{};
   }
@@ -999,17 +987,15 @@ int kp_moe_mma_launch(const struct kp_call *c, int warps) {
                         base + l.h, set.fused ? nullptr : pl,
                         mc->topk, c->n, c->k, chunk, mc->ids, mc->weights, (uint16_t *)c->y,
                         set.fused ? (int32_t *)(base + l.plan) : nullptr, c->m, mc->experts};
-  /* tiles of W: gate/up 8 gate rows over their 8 up rows, down 16 rows; moe.tiles puts W of them in a
-   * block, moe.fusedtiles W of down's */
-  const int64_t per_block = set.wide ? warps : 1, per_block_down = set.wide_down ? warps : 1;
-  const int64_t up_tiles = (c->n + 7) / 8, down_tiles = (c->k + 15) / 16;
+  /* tiles of W: gate/up 8 gate rows over their 8 up rows, down 16 rows; moe.tiles puts W of them in a block */
+  const int64_t per_block = set.wide ? warps : 1, up_tiles = (c->n + 7) / 8, down_tiles = (c->k + 15) / 16;
   KP_GPU(kp_launch(set.up[d], dim3((unsigned)((up_tiles + per_block - 1) / per_block), (unsigned)max_items), block,
                    c->stream, pdl, up));
   kp_moe_mma_args down = up;
   down.x = (const uint16_t *)(base + l.h), down.w = mc->w_down, down.out = base + l.o;
   down.sw = set.fp8 ? kp_fp8_scales(mc->w_down, E * c->k, c->n) : nullptr;
-  KP_GPU(kp_launch(set.down[d], dim3((unsigned)((down_tiles + per_block_down - 1) / per_block_down), (unsigned)max_items),
-                   block, c->stream, pdl, down));
+  KP_GPU(kp_launch(set.down[d], dim3((unsigned)((down_tiles + per_block - 1) / per_block), (unsigned)max_items), block,
+                   c->stream, pdl, down));
   if (set.fused) return KPICK_OK;
   return kp_moe_combine(c, base + l.o, pl, KP_MOE_O_PLAN);
 }
