@@ -197,9 +197,8 @@ int kp_w8a16_launch(const struct kp_call *c, int rows_per_block, int rows_per_wa
  * Codes become bf16 exactly (fp8_core.h's kp_e4m3_bf16x2: every finite e4m3
  * value is a bf16), x goes in as loaded. The warps' fp32 tiles are
  * summed in warp order through shared memory: bits depend on W (one class
- * head per W), never on U or R. NVIDIA sm_89 and later (the gate the rows
- * were swept under; the bit decode itself needs sm_80's bf16x2 multiply);
- * absent elsewhere. */
+ * head per W), never on U or R. NVIDIA sm_89 and later (the e4m3
+ * conversion); absent elsewhere. */
 static constexpr int kp_w8a16_mma_max_warps = 8;
 
 #if defined(KPICK_GPU_CUDA) && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890)
