@@ -24,8 +24,8 @@
  * L2; median us of a launch over batches of 20; launches back to back (probe.h).
  *   nvcc -O3 -std=c++17 -arch=sm_90 -DKPICK_GPU_CUDA -o build/tile-read bench/gpu/tile-read-probe.cu \
  *     && build/tile-read        # exit 1: a check failed
- * Not part of the library or its space token. Written in session 20 after its device time was
- * spent: compiled, not yet run. */
+ * Not part of the library or its space token. Run in session 21: the library's pattern at 0.79-1.01
+ * of this floor (bench/results/h200-2026-12-04-fusedtiles-tileread-ebec912/NOTES.md). */
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
