@@ -47,6 +47,16 @@ static const int sc_hiddens[] = {328, 330, 4100};
 static const int sc_head_dims[] = {64, 128};
 static const int32_t sc_pos[SC_M] = {0, 77, SC_CAP - 1};
 static const float sc_theta = 1e6f;
+/* the attention checks' shapes (rows, query heads, kv heads): a few rows (on
+ * the GPU a query head a block, a row's positions split over blocks), then
+ * serving rows, past the multiprocessors of a large GPU in query heads, where
+ * a block takes a whole group of 2, 4 or 8 heads (the GPU's tensor-core kernel) */
+typedef struct {
+  int m, heads, kv;
+} attn_shape;
+static const attn_shape sc_attn_shapes[] = {{SC_M, SC_HEADS, SC_KV}, {40, 4, 2}, {20, 8, 2}, {10, 16, 2}};
+/* row m's position: sc_pos's first, then spread over the cache */
+static int32_t attn_pos(int m) { return m < SC_M ? sc_pos[m] : (int32_t)((m * 97 + 13) % SC_CAP); }
 
 static int check_add_rmsnorm_h(bag *b, int dt, uint64_t seed, int corrupt, int H, double *err) {
   const int64_t n = (int64_t)SC_M * H;
@@ -102,21 +112,21 @@ static void rope_ref(double *v, int32_t pos, int d, double theta) {
 
 /* fp64 reference rows of one check: qkv with its q and k heads rotated, and
  * with round, rounded to the dtype as the attention op stores them */
-static void rotated_ref(const uint16_t *qkv, int dt, int D, int round, double *out) {
-  const int64_t nqkv = (int64_t)(SC_HEADS + 2 * SC_KV) * D;
-  for (int64_t i = 0; i < SC_M * nqkv; i++) out[i] = val(dt, qkv[i]);
-  for (int m = 0; m < SC_M; m++)
-    for (int h = 0; h < SC_HEADS + SC_KV; h++) {
+static void rotated_ref(const uint16_t *qkv, int dt, int D, int round, const attn_shape *a, double *out) {
+  const int64_t nqkv = (int64_t)(a->heads + 2 * a->kv) * D;
+  for (int64_t i = 0; i < a->m * nqkv; i++) out[i] = val(dt, qkv[i]);
+  for (int m = 0; m < a->m; m++)
+    for (int h = 0; h < a->heads + a->kv; h++) {
       double *v = out + m * nqkv + h * D;
-      rope_ref(v, sc_pos[m], D, sc_theta);
+      rope_ref(v, attn_pos(m), D, sc_theta);
       for (int e = 0; e < D && round; e++) v[e] = val(dt, kp_from_f32(dt, (float)v[e]));
     }
 }
 
 /* scratch for the attention op's split path, zeroed; NULL where it has none */
-static int attention_scratch(bag *b, int D, void **out) {
+static int attention_scratch(bag *b, int D, const attn_shape *a, void **out) {
   *out = NULL;
-  const int64_t bytes = be_attention_scratch(SC_M, SC_HEADS, SC_KV, D, SC_CAP);
+  const int64_t bytes = be_attention_scratch(a->m, a->heads, a->kv, D, SC_CAP);
   if (bytes <= 0) return KPICK_OK;
   uint16_t *zeros;
   KP_HOST(b, zeros, (size_t)bytes);
@@ -126,12 +136,13 @@ static int attention_scratch(bag *b, int D, void **out) {
 /* The attention op's rotary embedding and KV append: the caches after it
  * (every slot; the row's position holds the rotated k and the v) and qkv,
  * which it must leave as it was; once in one block per row, then split. */
-static int check_rope_append_d(bag *b, int dt, uint64_t seed, int corrupt, int D, double *err) {
-  const int64_t nqkv = (int64_t)(SC_HEADS + 2 * SC_KV) * D, n = SC_M * nqkv;
-  const int64_t ncache = (int64_t)SC_M * SC_KV * SC_CAP * D, nout = (int64_t)SC_M * SC_HEADS * D;
+static int check_rope_append_d(bag *b, int dt, uint64_t seed, int corrupt, int D, const attn_shape *a, double *err) {
+  const int64_t nqkv = (int64_t)(a->heads + 2 * a->kv) * D, n = a->m * nqkv;
+  const int64_t ncache = (int64_t)a->m * a->kv * SC_CAP * D, nout = (int64_t)a->m * a->heads * D;
   uint16_t *qkv, *qkv_got, *kc, *vc, *kg, *vg, *out;
   double *rot, *qkv_ref, *kc_ref, *vc_ref;
-  int32_t pos[SC_M];
+  int32_t *pos;
+  KP_HOST(b, pos, a->m * sizeof *pos);
   KP_HOST(b, qkv, n * 2);
   KP_HOST(b, qkv_got, n * 2);
   KP_HOST(b, kc, ncache * 2);
@@ -146,16 +157,16 @@ static int check_rope_append_d(bag *b, int dt, uint64_t seed, int corrupt, int D
   random_dtype(qkv, n, dt, seed + 1, 0.0f, 1.0f);
   random_dtype(kc, ncache, dt, seed + 2, 0.0f, 1.0f);
   random_dtype(vc, ncache, dt, seed + 3, 0.0f, 1.0f);
-  memcpy(pos, sc_pos, sizeof pos);
-  rotated_ref(qkv, dt, D, 0, rot);
+  for (int m = 0; m < a->m; m++) pos[m] = attn_pos(m);
+  rotated_ref(qkv, dt, D, 0, a, rot);
   for (int64_t i = 0; i < n; i++) qkv_ref[i] = val(dt, qkv[i]);
   for (int64_t i = 0; i < ncache; i++) kc_ref[i] = val(dt, kc[i]), vc_ref[i] = val(dt, vc[i]);
-  for (int m = 0; m < SC_M; m++)
-    for (int g = 0; g < SC_KV; g++) {
-      const int64_t slot = (((int64_t)m * SC_KV + g) * SC_CAP + pos[m]) * D;
+  for (int m = 0; m < a->m; m++)
+    for (int g = 0; g < a->kv; g++) {
+      const int64_t slot = (((int64_t)m * a->kv + g) * SC_CAP + pos[m]) * D;
       for (int e = 0; e < D; e++) {
-        kc_ref[slot + e] = rot[m * nqkv + (SC_HEADS + g) * D + e];
-        vc_ref[slot + e] = qkv_ref[m * nqkv + (SC_HEADS + SC_KV + g) * D + e];
+        kc_ref[slot + e] = rot[m * nqkv + (a->heads + g) * D + e];
+        vc_ref[slot + e] = qkv_ref[m * nqkv + (a->heads + a->kv + g) * D + e];
       }
     }
   if (corrupt) pos[0] += 1;
@@ -163,14 +174,14 @@ static int check_rope_append_d(bag *b, int dt, uint64_t seed, int corrupt, int D
   KP_TRY(bag_upload(b, qkv, n * 2, &d_qkv));
   KP_TRY(bag_upload(b, kc, ncache * 2, &d_kc));
   KP_TRY(bag_upload(b, vc, ncache * 2, &d_vc));
-  KP_TRY(bag_upload(b, pos, sizeof pos, &d_pos));
+  KP_TRY(bag_upload(b, pos, a->m * sizeof *pos, &d_pos));
   KP_TRY(bag_upload(b, out, nout * 2, &d_out));
-  KP_TRY(attention_scratch(b, D, &d_scratch));
+  KP_TRY(attention_scratch(b, D, a, &d_scratch));
   *err = 0;
   for (int run = 0; run < (d_scratch ? 2 : 1); run++) {
     KP_TRY(be_dev_upload(d_kc, kc, ncache * 2)); /* fresh caches: each run must write its slots */
     KP_TRY(be_dev_upload(d_vc, vc, ncache * 2));
-    KP_TRY(be_attention(dt, d_qkv, d_pos, d_kc, d_vc, d_out, SC_M, SC_HEADS, SC_KV, D, SC_CAP, sc_theta,
+    KP_TRY(be_attention(dt, d_qkv, d_pos, d_kc, d_vc, d_out, a->m, a->heads, a->kv, D, SC_CAP, sc_theta,
                         run ? d_scratch : NULL, b->stream));
     KP_TRY(be_stream_sync(b->stream));
     KP_TRY(be_dev_download(qkv_got, d_qkv, n * 2));
@@ -195,8 +206,25 @@ static int worst_over(check_at_size check, const int *sizes, size_t count, bag *
   return KPICK_OK;
 }
 
-static int worst_over_head_dims(check_at_size check, bag *b, int dt, uint64_t seed, int corrupt, double *err) {
-  return worst_over(check, sc_head_dims, sizeof sc_head_dims / sizeof sc_head_dims[0], b, dt, seed, corrupt, err);
+/* The worst error of one attention check over the shapes and head dims. */
+typedef int (*attn_check)(bag *b, int dt, uint64_t seed, int corrupt, int D, const attn_shape *a, double *err);
+static int worst_over_attn(attn_check check, bag *b, int dt, uint64_t seed, int corrupt, double *err) {
+  const size_t nd = sizeof sc_head_dims / sizeof sc_head_dims[0];
+  *err = 0;
+  for (size_t i = 0; i < sizeof sc_attn_shapes / sizeof sc_attn_shapes[0]; i++)
+    for (size_t j = 0; j < nd; j++) {
+      /* each check's buffers in a bag of their own (all of them would overfill one), on b's stream */
+      bag one;
+      memset(&one, 0, sizeof one);
+      one.stream = b->stream;
+      double e = INFINITY;
+      const int st = check(&one, dt, seed + 16 * (i * nd + j), corrupt, sc_head_dims[j], &sc_attn_shapes[i], &e);
+      one.stream = NULL;
+      bag_free(&one);
+      KP_TRY(st);
+      *err = kp_worst(*err, e);
+    }
+  return KPICK_OK;
 }
 
 static int check_add_rmsnorm(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
@@ -204,14 +232,14 @@ static int check_add_rmsnorm(bag *b, int dt, uint64_t seed, int corrupt, double 
 }
 
 static int check_rope_append(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
-  return worst_over_head_dims(check_rope_append_d, b, dt, seed, corrupt, err);
+  return worst_over_attn(check_rope_append_d, b, dt, seed, corrupt, err);
 }
 
 /* The attention op's output: q and the new k rotated, the new position's k
  * and v from qkv, the earlier ones from the cache. */
-static int check_attention_d(bag *b, int dt, uint64_t seed, int corrupt, int D, double *err) {
-  const int64_t nqkv = (int64_t)(SC_HEADS + 2 * SC_KV) * D, n = SC_M * nqkv;
-  const int64_t ncache = (int64_t)SC_M * SC_KV * SC_CAP * D, nout = (int64_t)SC_M * SC_HEADS * D;
+static int check_attention_d(bag *b, int dt, uint64_t seed, int corrupt, int D, const attn_shape *a, double *err) {
+  const int64_t nqkv = (int64_t)(a->heads + 2 * a->kv) * D, n = a->m * nqkv;
+  const int64_t ncache = (int64_t)a->m * a->kv * SC_CAP * D, nout = (int64_t)a->m * a->heads * D;
   uint16_t *qkv, *kc, *vc, *vc_dev_src, *out;
   double *rot, *ref, *p;
   KP_HOST(b, qkv, n * 2);
@@ -229,30 +257,31 @@ static int check_attention_d(bag *b, int dt, uint64_t seed, int corrupt, int D, 
   memcpy(vc_dev_src, vc, ncache * 2);
   if (corrupt) /* values of row 2, kv head 0, shifted: its heads' outputs move by 2 */
     for (int64_t i = 0; i < (int64_t)SC_CAP * D; i++) {
-      const int64_t at_i = ((int64_t)2 * SC_KV + 0) * SC_CAP * D + i;
+      const int64_t at_i = ((int64_t)2 * a->kv + 0) * SC_CAP * D + i;
       vc_dev_src[at_i] = kp_from_f32(dt, val(dt, vc[at_i]) + 2.0f);
     }
-  rotated_ref(qkv, dt, D, 1, rot);
+  rotated_ref(qkv, dt, D, 1, a, rot);
   const double scale = 1.0 / sqrt((double)D);
-  for (int m = 0; m < SC_M; m++) {
-    for (int h = 0; h < SC_HEADS; h++) {
-      const int g = h / (SC_HEADS / SC_KV);
-      const double *q = rot + m * nqkv + h * D, *kn = rot + m * nqkv + (SC_HEADS + g) * D;
-      const uint16_t *vn = qkv + m * nqkv + (SC_HEADS + SC_KV + g) * D;
-      const int64_t base = ((int64_t)m * SC_KV + g) * SC_CAP * D;
+  for (int m = 0; m < a->m; m++) {
+    const int32_t pm = attn_pos(m);
+    for (int h = 0; h < a->heads; h++) {
+      const int g = h / (a->heads / a->kv);
+      const double *q = rot + m * nqkv + h * D, *kn = rot + m * nqkv + (a->heads + g) * D;
+      const uint16_t *vn = qkv + m * nqkv + (a->heads + a->kv + g) * D;
+      const int64_t base = ((int64_t)m * a->kv + g) * SC_CAP * D;
       double mx = -INFINITY, sum = 0;
-      for (int t = 0; t <= sc_pos[m]; t++) {
+      for (int t = 0; t <= pm; t++) {
         double s = 0;
-        for (int e = 0; e < D; e++) s += q[e] * (t < sc_pos[m] ? val(dt, kc[base + (int64_t)t * D + e]) : kn[e]);
+        for (int e = 0; e < D; e++) s += q[e] * (t < pm ? val(dt, kc[base + (int64_t)t * D + e]) : kn[e]);
         p[t] = s * scale;
         mx = p[t] > mx ? p[t] : mx;
       }
-      for (int t = 0; t <= sc_pos[m]; t++) sum += p[t] = exp(p[t] - mx);
+      for (int t = 0; t <= pm; t++) sum += p[t] = exp(p[t] - mx);
       for (int e = 0; e < D; e++) {
         double o = 0;
-        for (int t = 0; t <= sc_pos[m]; t++)
-          o += p[t] * val(dt, t < sc_pos[m] ? vc[base + (int64_t)t * D + e] : vn[e]);
-        ref[((int64_t)m * SC_HEADS + h) * D + e] = o / sum;
+        for (int t = 0; t <= pm; t++)
+          o += p[t] * val(dt, t < pm ? vc[base + (int64_t)t * D + e] : vn[e]);
+        ref[((int64_t)m * a->heads + h) * D + e] = o / sum;
       }
     }
   }
@@ -260,16 +289,19 @@ static int check_attention_d(bag *b, int dt, uint64_t seed, int corrupt, int D, 
   KP_TRY(bag_upload(b, qkv, n * 2, &d_qkv));
   KP_TRY(bag_upload(b, kc, ncache * 2, &d_kc));
   KP_TRY(bag_upload(b, vc_dev_src, ncache * 2, &d_vc));
-  KP_TRY(bag_upload(b, sc_pos, sizeof sc_pos, &d_pos));
+  int32_t *pos;
+  KP_HOST(b, pos, a->m * sizeof *pos);
+  for (int m = 0; m < a->m; m++) pos[m] = attn_pos(m);
+  KP_TRY(bag_upload(b, pos, a->m * sizeof *pos, &d_pos));
   KP_TRY(bag_upload(b, out, nout * 2, &d_out));
   /* a row in one block (no scratch), then split over blocks twice: the second
    * split run needs the counters the first put back to 0 */
-  KP_TRY(attention_scratch(b, D, &d_scratch));
+  KP_TRY(attention_scratch(b, D, a, &d_scratch));
   *err = 0;
   for (int run = 0; run < (d_scratch ? 3 : 1); run++) {
     for (int64_t i = 0; i < nout; i++) out[i] = 0xffffu; /* NaN in both dtypes: an unwritten output fails */
     KP_TRY(be_dev_upload(d_out, out, nout * 2));
-    KP_TRY(be_attention(dt, d_qkv, d_pos, d_kc, d_vc, d_out, SC_M, SC_HEADS, SC_KV, D, SC_CAP, sc_theta,
+    KP_TRY(be_attention(dt, d_qkv, d_pos, d_kc, d_vc, d_out, a->m, a->heads, a->kv, D, SC_CAP, sc_theta,
                         run ? d_scratch : NULL, b->stream));
     KP_TRY(be_stream_sync(b->stream));
     KP_TRY(be_dev_download(out, d_out, nout * 2));
@@ -279,7 +311,7 @@ static int check_attention_d(bag *b, int dt, uint64_t seed, int corrupt, int D, 
 }
 
 static int check_attention(bag *b, int dt, uint64_t seed, int corrupt, double *err) {
-  return worst_over_head_dims(check_attention_d, b, dt, seed, corrupt, err);
+  return worst_over_attn(check_attention_d, b, dt, seed, corrupt, err);
 }
 
 /* lowest index of the largest value; NaN never wins, an all-NaN row gives 0 */

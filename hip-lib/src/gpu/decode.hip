@@ -392,6 +392,17 @@ int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *ga
 #ifndef KP_ATTN_SPLIT_WAVES
 #define KP_ATTN_SPLIT_WAVES 1 /* splits aim at this many blocks per multiprocessor */
 #endif
+#ifndef KP_ATTN_MMA
+/* the tensor-core kernel (below): 0 never; 1 where a block takes a group's heads
+ * (m x heads past the multiprocessors); 2 at every rows */
+#define KP_ATTN_MMA 1
+#endif
+#ifndef KP_ATTN_MMA_WARPS
+#define KP_ATTN_MMA_WARPS 2 /* its warps a block, each with its own ring */
+#endif
+#ifndef KP_ATTN_MMA_STAGES
+#define KP_ATTN_MMA_STAGES 2 /* tiles of 16 positions a warp's ring holds */
+#endif
 
 static constexpr int kp_attn_threads = 256;
 static constexpr int kp_attn_u = 4;          /* passes of loads in flight */
@@ -422,8 +433,10 @@ static int kp_dec_units() {
  * L2. Beyond that, the largest of 4, 2, 1 that divides the group: each key
  * row read once for the group (H200, Llama-3.1-8B: one head 107 us a step
  * faster at c=1 and 76 us at c=4, bench/results/h200-2026-12-01-step-*). */
-static int kp_attn_qpb(int m, int heads, int kv_heads) {
+static bool kp_attn_use_mma(int m, int heads, int kv_heads, int head_dim);
+static int kp_attn_qpb(int m, int heads, int kv_heads, int head_dim) {
   const int group = heads / kv_heads;
+  if (kp_attn_use_mma(m, heads, kv_heads, head_dim)) return group;
   if ((int64_t)m * heads <= kp_dec_units()) return 1;
   return group % 4 == 0 && KP_ATTN_QPB_MAX >= 4 ? 4 : group % 2 == 0 && KP_ATTN_QPB_MAX >= 2 ? 2 : 1;
 }
@@ -436,7 +449,7 @@ static int kp_attn_pass(int head_dim) { return kp_attn_threads / (head_dim / 8) 
  * multiprocessor, no more (a block past the first wave doubles the time), and
  * no split shorter than one pass over the cap positions a row may hold */
 static int kp_attn_splits(int m, int heads, int kv_heads, int head_dim, int cap) {
-  const int64_t blocks = (int64_t)m * (heads / kp_attn_qpb(m, heads, kv_heads));
+  const int64_t blocks = (int64_t)m * (heads / kp_attn_qpb(m, heads, kv_heads, head_dim));
   const int64_t want = ((int64_t)kp_dec_units() * KP_ATTN_SPLIT_WAVES + blocks - 1) / blocks;
   const int64_t span = kp_attn_pass(head_dim);
   const int64_t most = (cap + span - 1) / span;
@@ -453,6 +466,54 @@ int64_t be_attention_scratch(int32_t m, int32_t heads, int32_t kv_heads, int32_t
   const int s = kp_attn_splits(m, heads, kv_heads, head_dim, cap);
   if (s == 1) return 0;
   return (int64_t)kp_attn_counter_bytes(heads) + (int64_t)m * heads * s * (head_dim + 2) * 4;
+}
+
+/* the split path's end, once a block has written its partials (part_o,
+ * part_ml) for query heads h0 .. h0 + QPB - 1 of row: the last block of those
+ * heads to arrive (counter) merges the S partials in split order and stores
+ * the output; both attention kernels end with it */
+template <int DT, int D, int QPB>
+__device__ __forceinline__ void kp_attn_merge_last(int64_t row, int h0, int heads, int S, unsigned *counter,
+                                                   const float *part_o, const float *part_ml, uint16_t *out,
+                                                   float *cmax, float *csum, float *bden, int *last) {
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) *last = atomicAdd(counter, 1u) == (unsigned)S - 1;
+  __syncthreads();
+  if (!*last) return;
+  __threadfence();
+  /* the last split of (row, heads) merges the S partials in split order:
+   * every split's (max, sum) loaded at once, each head's weights computed
+   * once, then every output's S partials loaded in batches */
+  for (int x = threadIdx.x; x < QPB * S; x += blockDim.x) {
+    const int j = x / S, sp = x - j * S;
+    const float *ml = part_ml + ((row * heads + h0 + j) * S + sp) * 2;
+    cmax[x] = kp_ld_coherent(ml), csum[x] = kp_ld_coherent(ml + 1);
+  }
+  __syncthreads();
+  if (threadIdx.x < QPB) {
+    const int j = threadIdx.x;
+    float m_all = -INFINITY;
+    for (int sp = 0; sp < S; ++sp) m_all = fmaxf(m_all, cmax[j * S + sp]);
+    float den = 0.0f;
+    for (int sp = 0; sp < S; ++sp) {
+      const float w = cmax[j * S + sp] == -INFINITY ? 0.0f : expf(cmax[j * S + sp] - m_all); /* 0: an empty split */
+      cmax[j * S + sp] = w; /* the split's weight from here on */
+      den = fmaf(csum[j * S + sp], w, den);
+    }
+    bden[j] = den;
+  }
+  __syncthreads();
+  for (int x = threadIdx.x; x < QPB * D; x += blockDim.x) {
+    const int j = x / D, d = x - j * D;
+    const int64_t rh = row * heads + h0 + j;
+    const float *po = part_o + rh * S * (int64_t)D + d;
+    float a = 0.0f;
+#pragma unroll 8
+    for (int sp = 0; sp < S; ++sp) a = fmaf(kp_ld_coherent(po + (int64_t)sp * D), cmax[j * S + sp], a);
+    out[rh * (int64_t)D + d] = kp_round<DT>(a / bden[j]);
+  }
+  if (threadIdx.x == 0) *counter = 0u; /* ready for the next launch */
 }
 
 template <int DT, int D, int QPB>
@@ -672,45 +733,293 @@ __global__ void __launch_bounds__(kp_attn_threads, 2)
     float *ml = part_ml + ((row * heads + h0 + j) * S + split) * 2;
     ml[0] = gmax[j], ml[1] = bden[j]; /* an empty split: -inf and 0 */
   }
-  __threadfence();
-  __syncthreads();
-  unsigned *counter = counters + row * blocks_per_row + hb;
-  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == (unsigned)S - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  /* the last split of (row, heads) merges the S partials in split order:
-   * every split's (max, sum) loaded at once, each head's weights computed
-   * once, then every output's S partials loaded in batches */
-  for (int x = threadIdx.x; x < QPB * S; x += blockDim.x) {
-    const int j = x / S, sp = x - j * S;
-    const float *ml = part_ml + ((row * heads + h0 + j) * S + sp) * 2;
-    cmax[x] = kp_ld_coherent(ml), csum[x] = kp_ld_coherent(ml + 1);
-  }
-  __syncthreads();
-  if (threadIdx.x < QPB) {
-    const int j = threadIdx.x;
-    float m_all = -INFINITY;
-    for (int sp = 0; sp < S; ++sp) m_all = fmaxf(m_all, cmax[j * S + sp]);
-    float den = 0.0f;
-    for (int sp = 0; sp < S; ++sp) {
-      const float w = cmax[j * S + sp] == -INFINITY ? 0.0f : expf(cmax[j * S + sp] - m_all); /* 0: an empty split */
-      cmax[j * S + sp] = w; /* the split's weight from here on */
-      den = fmaf(csum[j * S + sp], w, den);
+  kp_attn_merge_last<DT, D, QPB>(row, h0, heads, S, counters + row * blocks_per_row + hb, part_o, part_ml, out, cmax, csum,
+                                 bden, &last);
+}
+
+/* ---- attention on the tensor cores ----
+ * Where a block takes a whole group of query heads (KP_ATTN_MMA), the CUDA-core
+ * loop above issues about 75 instructions a position (each score's 8 products
+ * and 4 shuffles, per head, and the exponentials), which sets its time at
+ * serving rows: Llama-3.1-8B at c=64 spends 34.5 us a layer in it, 2.3x the
+ * read of its cache (bench/results/h200-2026-12-01-step-profile-2d9850f). Here
+ * one block per (row, kv head, split) takes the group's heads (2, 4 or 8) as
+ * the rows of mma.sync m16n8k16 tiles (rows past the group are zero):
+ *   scores  S[head][pos] = q . K^T: A = q from registers, B = 8 key rows
+ *           (ldmatrix from shared memory), 16 positions a tile
+ *   output  O^T[d][head] += V^T . P^T: A = 16 value rows transposed
+ *           (ldmatrix.trans), B = the tile's probabilities, which the score
+ *           fragments already hold in B's layout (rounded to the dtype)
+ * Each warp streams its own tiles (t = w, w + W, ...) through a ring of
+ * KP_ATTN_MMA_STAGES tiles of keys and values in shared memory, filled by
+ * cp.async (rows past the split's end zero-filled, the new position written
+ * from the block's rotated key and value after its tile lands); the first
+ * tiles are asked for before the PDL wait, as the loop above does. The warps'
+ * running softmaxes are merged in warp order, the splits as above: a fixed
+ * order, so a step's output does not change from run to run. Rotation and the
+ * cache append round as the loop above does. CUDA sm_80 and later, head_dim
+ * 64 or 128 (a tile's 16 rows of keys and values must fit the ring). */
+#if defined(KPICK_GPU_CUDA)
+#include "mma_core.h"
+static constexpr int kp_am_tile = 16; /* positions a tile */
+
+/* byte offset of 16-byte piece c of tile row r: pieces XOR-swizzled by the
+ * row, so ldmatrix's eight rows of one piece column hit eight bank groups */
+template <int D>
+__device__ __forceinline__ uint32_t kp_am_off(int r, int c) {
+  return (uint32_t)((r * (D / 8) + (c ^ (r & 7))) * 16);
+}
+
+__device__ __forceinline__ void kp_am_cp16(uint32_t dst, const void *src, bool in) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(in ? 16 : 0) : "memory");
+}
+
+template <bool TRANS>
+__device__ __forceinline__ void kp_am_ldsm4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
+  if constexpr (TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr) : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr) : "memory");
+}
+
+/* two values rounded to the dtype, packed low first */
+template <int DT>
+__device__ __forceinline__ uint32_t kp_am_pack(float lo, float hi) {
+  return (uint32_t)kp_round<DT>(lo) | ((uint32_t)kp_round<DT>(hi) << 16);
+}
+
+template <int DT, int D, int QH, int W>
+__global__ void __launch_bounds__(W * 32)
+    kp_attention_mma_kernel(const uint16_t *qkv, const int32_t *pos, uint16_t *kc, uint16_t *vc,
+                            uint16_t *__restrict__ out, unsigned *counters, float *part_o, float *part_ml,
+                            int heads, int kv_heads, int cap, float scale, float theta) {
+  constexpr int R = KP_ATTN_MMA_STAGES, T = kp_am_tile, half = D / 2, NT = W * 32, PC = D / 8;
+  constexpr int tile_bytes = T * D * 2; /* keys, then values, of one tile */
+  static_assert(QH == 2 || QH == 4 || QH == 8, "a group of 2, 4 or 8 query heads");
+  static_assert(D == 64 || D == 128, "head_dim 64 or 128");
+  static_assert(NT % half == 0, "each thread rotates one pair index");
+  static_assert(W * R * 2 * tile_bytes <= 40 * 1024, "the rings fit the static shared memory");
+  __shared__ __attribute__((aligned(128))) unsigned char ring[W * R * 2 * tile_bytes];
+  __shared__ __attribute__((aligned(16))) uint16_t qh[QH * D], knew[D], vnew[D];
+  __shared__ float wm[W * QH], wl[W * QH];
+  __shared__ float bden[QH];
+  __shared__ float cmax[kp_attn_max_splits * QH], csum[kp_attn_max_splits * QH];
+  __shared__ int last;
+#if defined(KP_MMA_NV)
+  kp_dec_release();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t4 = lane % 4;
+  const int kvh = blockIdx.x, h0 = kvh * QH;
+  const int64_t row = blockIdx.y;
+  const int split = blockIdx.z, S = gridDim.z;
+  const int p = pos[row]; /* an earlier step's write: done */
+  const int len = min(p + 1, cap);
+  const int span = (len + S - 1) / S;
+  const int t_begin = split * span, t_end = min(len, t_begin + span);
+  const int t_cache = min(t_end, p); /* positions below it come from the cache */
+  const bool holds_new = p < cap && t_begin <= p && p < t_end;
+  const int ntiles = t_end > t_begin ? (t_end - t_begin + T - 1) / T : 0;
+  const int mine = ntiles > warp ? (ntiles - warp + W - 1) / W : 0; /* tiles warp, warp + W, ... */
+  const size_t base = ((size_t)row * kv_heads + kvh) * (size_t)cap * D;
+  const uint16_t *K = kc + base, *V = vc + base;
+  const uint32_t wring = (uint32_t)__cvta_generic_to_shared(ring) + (uint32_t)(warp * R * 2 * tile_bytes);
+
+  /* this warp's i-th tile into its stage; a group committed even when empty,
+   * so that "all but R - 1 groups done" always means tile i - R + 1 landed */
+  auto issue = [&](int i) {
+    if (i < mine) {
+      const int t0 = t_begin + (warp + i * W) * T;
+      const uint32_t st = wring + (uint32_t)((i % R) * 2 * tile_bytes);
+#pragma unroll
+      for (int x = lane; x < T * PC; x += 32) {
+        const int r = x / PC, c = x - r * PC, t = t0 + r;
+        const bool in = t < t_cache;
+        const size_t at = (size_t)(in ? t : t_begin) * D + c * 8;
+        kp_am_cp16(st + kp_am_off<D>(r, c), K + at, in);
+        kp_am_cp16(st + tile_bytes + kp_am_off<D>(r, c), V + at, in);
+      }
     }
-    bden[j] = den;
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+#pragma unroll
+  for (int i = 0; i < R - 1; ++i) issue(i); /* the cache of earlier steps, before the wait */
+  kp_dec_wait();
+
+  /* q and the new key rotated (rounded to the dtype, as the loop above), the
+   * new value, into shared memory */
+  const int64_t nqkv = (int64_t)(heads + 2 * kv_heads) * D;
+  const uint16_t *x = qkv + row * nqkv;
+  {
+    const int e = threadIdx.x % half;
+    float sn, cs;
+    sincosf((float)p * powf(theta, -2.0f * (float)e / (float)D), &sn, &cs);
+    for (int j = threadIdx.x / half; j <= QH; j += NT / half) {
+      const int64_t at = (int64_t)(j < QH ? h0 + j : heads + kvh) * D + e;
+      const float x0 = kp_load1<DT>(x + at), x1 = kp_load1<DT>(x + at + half);
+      const uint16_t r0 = kp_round<DT>(x0 * cs - x1 * sn), r1 = kp_round<DT>(x1 * cs + x0 * sn);
+      uint16_t *dst = j < QH ? qh + j * D : knew;
+      dst[e] = r0, dst[e + half] = r1;
+    }
+    for (int i = threadIdx.x; i < PC; i += NT)
+      reinterpret_cast<kp_v16 *>(vnew)[i] = kp_ld_act(x + (int64_t)(heads + kv_heads + kvh) * D + i * 8);
   }
   __syncthreads();
-  for (int x = threadIdx.x; x < QPB * D; x += blockDim.x) {
-    const int j = x / D, d = x - j * D;
-    const int64_t rh = row * heads + h0 + j;
-    const float *po = part_o + rh * S * (int64_t)D + d;
-    float a = 0.0f;
-#pragma unroll 8
-    for (int sp = 0; sp < S; ++sp) a = fmaf(kp_ld_coherent(po + (int64_t)sp * D), cmax[j * S + sp], a);
-    out[rh * (int64_t)D + d] = kp_round<DT>(a / bden[j]);
+  if (holds_new) { /* the one block of (row, kv head) whose split holds the position */
+    uint16_t *ks = kc + base + (size_t)p * D, *vs = vc + base + (size_t)p * D;
+    for (int i = threadIdx.x; i < D; i += NT) ks[i] = knew[i], vs[i] = vnew[i];
   }
-  if (threadIdx.x == 0) *counter = 0u; /* ready for the next launch */
+  /* A fragments of q: lane (g, t4) holds head g's k pairs 2 t4 and 2 t4 + 8 of each 16 dims */
+  uint32_t qa[D / 16][2];
+#pragma unroll
+  for (int c = 0; c < D / 16; ++c) {
+    qa[c][0] = g < QH ? *reinterpret_cast<const uint32_t *>(qh + g * D + c * 16 + 2 * t4) : 0u;
+    qa[c][1] = g < QH ? *reinterpret_cast<const uint32_t *>(qh + g * D + c * 16 + 8 + 2 * t4) : 0u;
+  }
+
+  float mx = -INFINITY, lsum = 0.0f; /* head g's running max, and this lane's share of its sum */
+  float o[D / 16][4];                /* O^T: dims 16 dt + g (+ 8), heads 2 t4 and 2 t4 + 1 */
+#pragma unroll
+  for (int dt = 0; dt < D / 16; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+  const int mi = lane / 8, mr = lane % 8; /* the matrix and row whose address this lane gives ldmatrix */
+  for (int i = 0; i < mine; ++i) {
+    issue(i + R - 1);
+    asm volatile("cp.async.wait_group %0;" ::"n"(R - 1) : "memory");
+    __syncwarp();
+    const int t0 = t_begin + (warp + i * W) * T;
+    const uint32_t st = wring + (uint32_t)((i % R) * 2 * tile_bytes);
+    if (holds_new && p >= t0 && p < t0 + T) { /* the new position, zero-filled by its copy */
+      const int r = p - t0;
+      for (int c = lane; c < 2 * PC; c += 32) {
+        const int cc = c % PC;
+        const kp_v16 v = reinterpret_cast<const kp_v16 *>(c < PC ? knew : vnew)[cc];
+        const uint32_t a = st + (c < PC ? 0u : (uint32_t)tile_bytes) + kp_am_off<D>(r, cc);
+        asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+      }
+      __syncwarp();
+    }
+    /* scores of head g at positions t0 + 8 j + 2 t4 (+1), j = 0, 1 */
+    float sc[2][4];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
+#pragma unroll
+      for (int c = 0; c < D / 16; c += 2) {
+        uint32_t b0, b1, b2, b3; /* dims 16 c .. 16 c + 15, then the next 16 */
+        kp_am_ldsm4<false>(st + kp_am_off<D>(j * 8 + mr, 2 * c + mi), b0, b1, b2, b3);
+        kp_mma16<DT>(sc[j], qa[c][0], 0u, qa[c][1], 0u, b0, b1);
+        kp_mma16<DT>(sc[j], qa[c + 1][0], 0u, qa[c + 1][1], 0u, b2, b3);
+      }
+    }
+    float s4[4], tmax = -INFINITY;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int t = t0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
+      s4[e] = t < t_end ? sc[e >> 1][e & 1] * scale : -INFINITY;
+      tmax = fmaxf(tmax, s4[e]);
+    }
+    tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+    tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+    const float mnew = fmaxf(mx, tmax); /* finite: a tile holds a position below t_end */
+    const float corr = expf(mx - mnew);  /* 0 on the first tile */
+    float pr[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) pr[e] = expf(s4[e] - mnew); /* 0 past the split's end */
+    lsum = lsum * corr + ((pr[0] + pr[1]) + (pr[2] + pr[3]));
+    mx = mnew;
+    /* O^T's columns are heads 2 t4 and 2 t4 + 1: their lanes' factors */
+    const float ca = __shfl_sync(0xffffffffu, corr, (2 * t4) * 4), cb = __shfl_sync(0xffffffffu, corr, (2 * t4 + 1) * 4);
+    const uint32_t pb0 = kp_am_pack<DT>(pr[0], pr[1]), pb1 = kp_am_pack<DT>(pr[2], pr[3]);
+#pragma unroll
+    for (int dt = 0; dt < D / 16; ++dt) {
+      o[dt][0] *= ca, o[dt][1] *= cb, o[dt][2] *= ca, o[dt][3] *= cb;
+      uint32_t a0, a1, a2, a3; /* V^T: dims 16 dt .. + 15 by positions 0 .. 15 */
+      kp_am_ldsm4<true>(st + tile_bytes + kp_am_off<D>((mi >> 1) * 8 + mr, 2 * dt + (mi & 1)), a0, a1, a2, a3);
+      kp_mma16<DT>(o[dt], a0, a1, a2, a3, pb0, pb1);
+    }
+    __syncwarp(); /* every lane is done with the stage before it is filled again */
+  }
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+  lsum += __shfl_xor_sync(0xffffffffu, lsum, 1);
+  lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
+  __syncthreads(); /* every warp is done with the rings: they hold the warps' outputs from here */
+  float *wo = reinterpret_cast<float *>(ring); /* [W][QH][D] */
+  static_assert(W * QH * D * 4 <= W * R * 2 * tile_bytes, "the warps' outputs fit the rings");
+  if (t4 == 0 && g < QH) wm[warp * QH + g] = mx, wl[warp * QH + g] = lsum;
+#pragma unroll
+  for (int dt = 0; dt < D / 16; ++dt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int h = 2 * t4 + (e & 1), d = dt * 16 + g + (e >> 1) * 8;
+      if (h < QH) wo[(warp * QH + h) * D + d] = o[dt][e];
+    }
+  __syncthreads();
+  /* the warps merged in warp order: weight exp(warp max - block max) */
+  for (int xi = threadIdx.x; xi < QH * D; xi += NT) {
+    const int j = xi / D, d = xi - j * D;
+    float bm = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < W; ++w) bm = fmaxf(bm, wm[w * QH + j]);
+    float den = 0.0f, a = 0.0f;
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+      const float wt = wm[w * QH + j] == -INFINITY ? 0.0f : expf(wm[w * QH + j] - bm);
+      den = fmaf(wl[w * QH + j], wt, den);
+      a = fmaf(wo[(w * QH + j) * D + d], wt, a);
+    }
+    if (S == 1) {
+      out[(row * heads + h0 + j) * (int64_t)D + d] = kp_round<DT>(a / den);
+    } else {
+      part_o[((row * heads + h0 + j) * S + split) * (int64_t)D + d] = a;
+      if (d == 0) {
+        float *ml = part_ml + ((row * heads + h0 + j) * S + split) * 2;
+        ml[0] = bm, ml[1] = den; /* an empty split: -inf and 0 */
+      }
+    }
+  }
+  if (S == 1) return;
+  kp_attn_merge_last<DT, D, QH>(row, h0, heads, S, counters + row * kv_heads + kvh, part_o, part_ml, out, cmax, csum,
+                                bden, &last);
+#else
+  __trap(); /* the host launches it on sm_80 and later only */
+#endif
+}
+
+template <int DT, int D>
+static hipError_t kp_attention_mma_launch(int group, dim3 grid, hipStream_t s, const uint16_t *q, const int32_t *pos,
+                                          uint16_t *k, uint16_t *v, uint16_t *o, unsigned *counters, float *part_o,
+                                          float *part_ml, int heads, int kv_heads, int cap, float scale, float theta) {
+  constexpr int W = KP_ATTN_MMA_WARPS;
+  const dim3 block(W * 32);
+  switch (group) {
+    case 8: return kp_launch(kp_attention_mma_kernel<DT, D, 8, W>, grid, block, s, kp_dec_pdl(), q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
+    case 4: return kp_launch(kp_attention_mma_kernel<DT, D, 4, W>, grid, block, s, kp_dec_pdl(), q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
+    default: return kp_launch(kp_attention_mma_kernel<DT, D, 2, W>, grid, block, s, kp_dec_pdl(), q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
+  }
+}
+#endif
+
+/* whether the device's compute capability is 8 or more (mma.sync, cp.async, ldmatrix) */
+static bool kp_dec_sm80() {
+#if defined(KPICK_GPU_CUDA)
+  static int known = -1; /* a race here only computes the same answer twice */
+  if (known < 0) {
+    int dev = 0, major = 0;
+    known = cudaGetDevice(&dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 8;
+  }
+  return known == 1;
+#else
+  return false;
+#endif
+}
+
+static bool kp_attn_use_mma(int m, int heads, int kv_heads, int head_dim) {
+  const int group = heads / kv_heads;
+  if (KP_ATTN_MMA == 0 || !kp_dec_sm80()) return false;
+  if (group != 2 && group != 4 && group != 8) return false;
+  if (head_dim != 64 && head_dim != 128) return false;
+  return KP_ATTN_MMA == 2 || (int64_t)m * heads > kp_dec_units();
 }
 
 template <int DT, int D>
@@ -743,7 +1052,7 @@ int be_attention(int32_t dtype, const void *qkv, const int32_t *pos, void *kcach
                  int32_t heads, int32_t kv_heads, int32_t head_dim, int32_t cap, float theta, void *scratch, void *stream) {
   if (head_dim != 64 && head_dim != 128 && head_dim != 256)
     return kp_fail(KPICK_E_UNSUPPORTED, "attention", "head_dim %d: the GPU kernel is built for 64, 128 and 256", head_dim);
-  const int qpb = kp_attn_qpb(m, heads, kv_heads);
+  const int qpb = kp_attn_qpb(m, heads, kv_heads, head_dim);
   const int splits = scratch ? kp_attn_splits(m, heads, kv_heads, head_dim, cap) : 1;
   unsigned *counters = (unsigned *)scratch;
   float *part_o = splits > 1 ? (float *)((char *)scratch + kp_attn_counter_bytes(heads)) : NULL;
@@ -751,6 +1060,22 @@ int be_attention(int32_t dtype, const void *qkv, const int32_t *pos, void *kcach
   const dim3 grid((unsigned)(heads / qpb), (unsigned)m, (unsigned)splits);
   const float scale = 1.0f / sqrtf((float)head_dim);
   const hipStream_t s = (hipStream_t)stream;
+#if defined(KPICK_GPU_CUDA)
+  if (kp_attn_use_mma(m, heads, kv_heads, head_dim)) { /* qpb is the group: a block per (row, kv head, split) */
+    const uint16_t *q = (const uint16_t *)qkv;
+    uint16_t *k = (uint16_t *)kcache, *v = (uint16_t *)vcache, *o = (uint16_t *)out;
+    const bool d64 = head_dim == 64;
+    hipError_t e;
+    if (dtype == KP_DT_BF16)
+      e = d64 ? kp_attention_mma_launch<KP_DT_BF16, 64>(qpb, grid, s, q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta)
+              : kp_attention_mma_launch<KP_DT_BF16, 128>(qpb, grid, s, q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
+    else
+      e = d64 ? kp_attention_mma_launch<KP_DT_FP16, 64>(qpb, grid, s, q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta)
+              : kp_attention_mma_launch<KP_DT_FP16, 128>(qpb, grid, s, q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
+    KP_GPU(e);
+    return KPICK_OK;
+  }
+#endif
   KP_GPU(dtype == KP_DT_BF16 ? kp_attention_dispatch<KP_DT_BF16>(head_dim, qpb, grid, s, qkv, pos, kcache, vcache, out, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta)
                              : kp_attention_dispatch<KP_DT_FP16>(head_dim, qpb, grid, s, qkv, pos, kcache, vcache, out, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta));
   return KPICK_OK;
