@@ -43,6 +43,8 @@ export const OPS = ['embed', 'norm_attn', 'qkv', 'attention', 'o', 'norm_mlp', '
 export type Op = (typeof OPS)[number];
 
 const is = (k: TraceKernel, part: string) => k.name.includes(part);
+/** decode.hip's attention: the CUDA-core kernel or the tensor-core one (a grid row per activation row either way) */
+const isAttention = (k: TraceKernel) => is(k, 'kp_attention_kernel') || is(k, 'kp_attention_mma_kernel');
 
 /** One step's kernels (in start order), each named by its place in the step. */
 export function labelStep(step: readonly TraceKernel[]): Op[] {
@@ -54,7 +56,7 @@ export function labelStep(step: readonly TraceKernel[]): Op[] {
       const mlp: boolean = next === 'o';
       ops.push(mlp ? 'norm_mlp' : 'norm_attn');
       next = mlp ? 'gate_up' : 'qkv';
-    } else if (is(k, 'kp_attention_kernel')) {
+    } else if (isAttention(k)) {
       ops.push('attention');
       next = 'o';
     } else if (is(k, 'kp_argmax_kernel')) ops.push('argmax');
@@ -158,7 +160,7 @@ export function timelines(kernels: readonly TraceKernel[], skip = 1): GraphTimel
         per.set(op, p);
       }
     }
-    const attention = all[0]!.find((k) => is(k, 'kp_attention_kernel'));
+    const attention = all[0]!.find(isAttention);
     out.push({
       graph,
       rows: attention ? attention.grid[1] : 0,

@@ -11,6 +11,7 @@ const NORM = '_Z21kp_add_rmsnorm_kernelILi0ELi1EEvPfPKtS2_Ptlf';
 const GEMV = '_Z14kp_gemv_kernelILi0ELi1ELi16ELb1EEvPKtS1_Ptll';
 const GATED = '_Z20kp_gated_gemv_kernelILi0ELi1ELi8ELb1EEvPKtS1_Ptll';
 const ATTN = '_Z19kp_attention_kernelILi0ELi128ELi1EEvPKtPKiPtS3_S3_PjPfS5_iiiff';
+const ATTN_MMA = '_Z23kp_attention_mma_kernelILi0ELi128ELi4ELi2EEvPKtPKiPtS4_S4_PjPfS6_iiiff';
 const ARGMAX = '_Z16kp_argmax_kernelILi0EEvPKtllPiS2_PjPfS2_';
 const NVJET = 'nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT';
 const SILU = '_Z18kp_silu_mul_kernelILi0EEvPKtPtll';
@@ -37,6 +38,11 @@ const step = (g: number, t0: number) =>
 
 test('each kernel of a step is named by its place: the norms, linears and attention of a layer, then the head', () => {
   const ks = parseTrace(step(5, 0));
+  assert.equal(labelStep(ks), ['embed', 'norm_attn', 'qkv', 'attention', 'o', 'norm_mlp', 'gate_up', 'down', 'norm_final', 'lm_head', 'argmax']);
+});
+
+test('the tensor-core attention kernel is the attention too, and its grid y the rows', () => {
+  const ks = parseTrace(step(5, 0).replace(ATTN, ATTN_MMA).replace(`4 1 1 128 ${ATTN_MMA}`, `4 64 1 128 ${ATTN_MMA}`));
   assert.equal(labelStep(ks), ['embed', 'norm_attn', 'qkv', 'attention', 'o', 'norm_mlp', 'gate_up', 'down', 'norm_final', 'lm_head', 'argmax']);
 });
 

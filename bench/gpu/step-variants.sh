@@ -15,7 +15,8 @@
 #   TRACE_C, TRACE_MODELS   the timeline of this build's step (default Llama-3.1-8B): serve-bench at these
 #                      concurrencies (8 steps, one run) under bench/gpu/kernel-trace.c, a CUPTI injection library that
 #                      writes every graph kernel's start and end (Nsight Systems is not on the GPU machine); the
-#                      traces as trace-<model>.txt, read by bench/gpu/step-trace.ts ("" skips)
+#                      traces as trace-<model>.txt, read by bench/gpu/step-trace.ts ("" skips); TRACE_VARIANTS=1 traces
+#                      each variant too, as trace-var-<name>-<model>.txt
 #   CHECKS=0           skips this build's whole-step checks (a call that only traces or times variants; each
 #                      variant is still checked)
 # This build goes through the whole-step fp64 check of both routes (Qwen3-0.6B,
@@ -89,19 +90,26 @@ if [ "${CHECKS:-1}" != 0 ]; then
 fi
 
 # the step's timeline: every graph kernel's start and end through CUPTI (kernel-trace.c, tracer.sh)
+# trace TAG LIB: the trace of each of $TRACE_MODELS through LIB at $TRACE_C, as trace[-TAG]-<model>.txt
+trace() {
+  local tag=$1 tlib=$2 m f
+  for m in ${TRACE_MODELS:-Llama-3.1-8B}; do
+    [ -n "$tracer" ] || break
+    room 20 "trace $tag $m" || continue
+    f=trace-$m; [ "$tag" = this ] || f=trace-$tag-$m
+    LD_LIBRARY_PATH="$trace_libs:${LD_LIBRARY_PATH:-}" CUDA_INJECTION64_PATH=$tracer KPTRACE_OUT=$dir/$f.txt KPICK_LIB=$tlib \
+      timeout 120 node --import tsx scripts/serve-bench.ts --model "$m" --c "$TRACE_C" --steps 8 --runs 1 --identity-steps 0 --json \
+      > "$dir/$f.jsonl" 2> "$dir/$f.log"
+    say "trace $tag $m: exit $?, $(wc -l < "$dir/$f.txt" 2>/dev/null) kernels"
+    grep -E '^ +[0-9]+ ' "$dir/$f.log" | sed "s/^/traced $tag $m: /" | tee -a "$dir/summary.txt"
+  done
+}
+tracer=
 if [ -n "${TRACE_C:-}" ]; then
   . bench/gpu/tracer.sh
   build_tracer "$dir"
   say "tracer: ${tracer:-none} ($(tail -1 "$dir/build-trace.log" 2>/dev/null))"
-  for m in ${TRACE_MODELS:-Llama-3.1-8B}; do
-    [ -n "$tracer" ] || break
-    room 20 "trace $m" || continue
-    LD_LIBRARY_PATH="$trace_libs:${LD_LIBRARY_PATH:-}" CUDA_INJECTION64_PATH=$tracer KPTRACE_OUT=$dir/trace-$m.txt KPICK_LIB=$lib \
-      timeout 120 node --import tsx scripts/serve-bench.ts --model "$m" --c "$TRACE_C" --steps 8 --runs 1 --identity-steps 0 --json \
-      > "$dir/trace-$m.jsonl" 2> "$dir/trace-$m.log"
-    say "trace $m: exit $?, $(wc -l < "$dir/trace-$m.txt" 2>/dev/null) kernels"
-    grep -E '^ +[0-9]+ ' "$dir/trace-$m.log" | sed "s/^/traced $m: /" | tee -a "$dir/summary.txt"
-  done
+  trace this "$lib"
 fi
 base_lib=
 if [ -n "${BASE_DIR:-}" ]; then
@@ -119,6 +127,7 @@ for v in "${vlist[@]}"; do
   if [ ! -f "$vlib" ]; then say "variant $name: build failed: $(tail -3 "$dir/build-var-$name.log")"; continue; fi
   check "var-$name" "$vlib" Qwen3-0.6B 2 1
   for m in ${VARIANT_MODELS:-Llama-3.1-8B Qwen3-0.6B}; do bench "var-$name" "$vlib" "$m" "${VARIANT_CS:-1,4,16}"; done
+  [ "${TRACE_VARIANTS:-0}" = 1 ] && [ -n "${TRACE_C:-}" ] && trace "var-$name" "$vlib"
 done
 
 if [ -n "${PROFILE_C:-}" ]; then
