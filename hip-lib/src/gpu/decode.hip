@@ -393,8 +393,8 @@ int be_add_rmsnorm(int32_t dtype, float *residual, const void *y, const void *ga
 #define KP_ATTN_SPLIT_WAVES 1 /* splits aim at this many blocks per multiprocessor */
 #endif
 #ifndef KP_ATTN_MMA
-/* the tensor-core kernel (below): 0 never; 1 where a block takes a group's heads
- * (m x heads past the multiprocessors); 2 at every rows */
+/* the tensor-core kernel (below): 0 never; 1 where the (row, kv head) blocks
+ * fill the multiprocessors; 2 at every rows */
 #define KP_ATTN_MMA 1
 #endif
 #ifndef KP_ATTN_MMA_WARPS
@@ -738,7 +738,7 @@ __global__ void __launch_bounds__(kp_attn_threads, 2)
 }
 
 /* ---- attention on the tensor cores ----
- * Where a block takes a whole group of query heads (KP_ATTN_MMA), the CUDA-core
+ * Where the (row, kv head) blocks fill the multiprocessors (KP_ATTN_MMA), the CUDA-core
  * loop above issues about 75 instructions a position (each score's 8 products
  * and 4 shuffles, per head, and the exponentials), which sets its time at
  * serving rows: Llama-3.1-8B at c=64 spends 34.5 us a layer in it, 2.3x the
@@ -1019,7 +1019,12 @@ static bool kp_attn_use_mma(int m, int heads, int kv_heads, int head_dim) {
   if (KP_ATTN_MMA == 0 || !kp_dec_sm80()) return false;
   if (group != 2 && group != 4 && group != 8) return false;
   if (head_dim != 64 && head_dim != 128) return false;
-  return KP_ATTN_MMA == 2 || (int64_t)m * heads > kp_dec_units();
+  /* where a block per (row, kv head) fills the multiprocessors: short of that the
+   * splits leave each warp a tile or two, and the loop above is as fast alone and
+   * faster in the step, where this kernel's small blocks let the next linear's
+   * PDL blocks in beside it (H200: 2-5 % slower steps at c=8-16, 3-13 % faster at
+   * c=24-64; bench/results/h200-2026-12-04-attn-mma-582175f) */
+  return KP_ATTN_MMA == 2 || (int64_t)m * kv_heads >= kp_dec_units();
 }
 
 template <int DT, int D>
