@@ -790,6 +790,10 @@ __device__ __forceinline__ uint32_t kp_am_pack(float lo, float hi) {
   return (uint32_t)kp_round<DT>(lo) | ((uint32_t)kp_round<DT>(hi) << 16);
 }
 
+/* the warps' rings, dynamic shared memory (past the 48 KB a block's static may hold) */
+template <int D, int W>
+__host__ __device__ constexpr int kp_am_ring_bytes() { return W * KP_ATTN_MMA_STAGES * 2 * kp_am_tile * D * 2; }
+
 template <int DT, int D, int QH, int W>
 __global__ void __launch_bounds__(W * 32)
     kp_attention_mma_kernel(const uint16_t *qkv, const int32_t *pos, uint16_t *kc, uint16_t *vc,
@@ -800,8 +804,7 @@ __global__ void __launch_bounds__(W * 32)
   static_assert(QH == 2 || QH == 4 || QH == 8, "a group of 2, 4 or 8 query heads");
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   static_assert(NT % half == 0, "each thread rotates one pair index");
-  static_assert(W * R * 2 * tile_bytes <= 40 * 1024, "the rings fit the static shared memory");
-  __shared__ __attribute__((aligned(128))) unsigned char ring[W * R * 2 * tile_bytes];
+  extern __shared__ __attribute__((aligned(128))) unsigned char ring[]; /* W rings of R tiles: kp_am_ring_bytes */
   __shared__ __attribute__((aligned(16))) uint16_t qh[QH * D], knew[D], vnew[D];
   __shared__ float wm[W * QH], wl[W * QH];
   __shared__ float bden[QH];
@@ -944,7 +947,7 @@ __global__ void __launch_bounds__(W * 32)
   lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
   __syncthreads(); /* every warp is done with the rings: they hold the warps' outputs from here */
   float *wo = reinterpret_cast<float *>(ring); /* [W][QH][D] */
-  static_assert(W * QH * D * 4 <= W * R * 2 * tile_bytes, "the warps' outputs fit the rings");
+  static_assert(W * QH * D * 4 <= kp_am_ring_bytes<D, W>(), "the warps' outputs fit the rings");
   if (t4 == 0 && g < QH) wm[warp * QH + g] = mx, wl[warp * QH + g] = lsum;
 #pragma unroll
   for (int dt = 0; dt < D / 16; ++dt)
@@ -985,16 +988,39 @@ __global__ void __launch_bounds__(W * 32)
 #endif
 }
 
+/* one instantiation launched with its rings' dynamic shared memory (allowed
+ * past 48 KB once per instantiation), PDL where the step chains with it */
+template <int DT, int D, int QH, int W>
+static hipError_t kp_attention_mma_go(dim3 grid, hipStream_t s, const uint16_t *q, const int32_t *pos, uint16_t *k,
+                                      uint16_t *v, uint16_t *o, unsigned *counters, float *part_o, float *part_ml,
+                                      int heads, int kv_heads, int cap, float scale, float theta) {
+  constexpr int bytes = kp_am_ring_bytes<D, W>();
+  static hipError_t allowed = cudaFuncSetAttribute(kp_attention_mma_kernel<DT, D, QH, W>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (allowed != cudaSuccess) return allowed;
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(W * 32);
+  cfg.dynamicSmemBytes = bytes;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = kp_dec_pdl() ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kp_attention_mma_kernel<DT, D, QH, W>, q, pos, k, v, o, counters, part_o, part_ml,
+                            heads, kv_heads, cap, scale, theta);
+}
+
 template <int DT, int D>
 static hipError_t kp_attention_mma_launch(int group, dim3 grid, hipStream_t s, const uint16_t *q, const int32_t *pos,
                                           uint16_t *k, uint16_t *v, uint16_t *o, unsigned *counters, float *part_o,
                                           float *part_ml, int heads, int kv_heads, int cap, float scale, float theta) {
   constexpr int W = KP_ATTN_MMA_WARPS;
-  const dim3 block(W * 32);
   switch (group) {
-    case 8: return kp_launch(kp_attention_mma_kernel<DT, D, 8, W>, grid, block, s, kp_dec_pdl(), q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
-    case 4: return kp_launch(kp_attention_mma_kernel<DT, D, 4, W>, grid, block, s, kp_dec_pdl(), q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
-    default: return kp_launch(kp_attention_mma_kernel<DT, D, 2, W>, grid, block, s, kp_dec_pdl(), q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
+    case 8: return kp_attention_mma_go<DT, D, 8, W>(grid, s, q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
+    case 4: return kp_attention_mma_go<DT, D, 4, W>(grid, s, q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
+    default: return kp_attention_mma_go<DT, D, 2, W>(grid, s, q, pos, k, v, o, counters, part_o, part_ml, heads, kv_heads, cap, scale, theta);
   }
 }
 #endif
