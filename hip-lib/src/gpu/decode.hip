@@ -11,7 +11,11 @@
  *                to 4), split): those heads share each key and value row
  *                read, one pass with a running softmax; short of blocks, a
  *                row's positions are split over several and the last to
- *                finish merges them (flash-decoding); head_dim 64, 128 or 256
+ *                finish merges them (flash-decoding); head_dim 64, 128 or 256.
+ *                Where the (row, kv head) blocks fill the multiprocessors,
+ *                on CUDA sm_80+, a tensor-core kernel takes the whole group
+ *                (mma.sync scores and outputs, keys and values through a
+ *                cp.async ring a warp)
  *   argmax       several blocks per row, a slice each, the last to finish
  *                picks among them: lowest index on ties, then the position
  *                moves on
