@@ -12,6 +12,8 @@
 #   BUDGET_S           seconds the steps may take (default 400): a step that would pass it is skipped
 #   PROFILE_C          Nsight Compute over a 2-layer Llama-3.1-8B serve-bench at these (each at most PROFILE_LIMIT_S, 60)
 #                      concurrencies, baseline and this build ("" skips)
+#   PROFILE_KERNEL     one kernel of this build's step (an ncu name regex) under Nsight Compute, every section
+#                      (PROFILE_KERNEL_C, _MODEL, _SKIP: below), as profile-kernel.csv
 #   TRACE_C, TRACE_MODELS   the timeline of this build's step (default Llama-3.1-8B): serve-bench at these
 #                      concurrencies (8 steps, one run) under bench/gpu/kernel-trace.c, a CUPTI injection library that
 #                      writes every graph kernel's start and end (Nsight Systems is not on the GPU machine); the
@@ -142,6 +144,19 @@ if [ -n "${PROFILE_C:-}" ]; then
       --identity-steps 0 --json > "$dir/profile-$tag.csv" 2> "$dir/profile-$tag.log"
     say "profile $tag: exit $?"
   done
+fi
+# one kernel of this build's step under Nsight Compute, its sections in full: PROFILE_KERNEL (an ncu
+# --kernel-name regex) at PROFILE_KERNEL_C (default 64) on PROFILE_KERNEL_MODEL (default Llama-3.1-8B, 2 layers),
+# after PROFILE_KERNEL_SKIP launches of it (default 8: the tensor-core attention's launches in the op
+# self-checks that serve-bench runs first on an H200, which would be profiled instead of the step's)
+if [ -n "${PROFILE_KERNEL:-}" ] && room 60 "profile $PROFILE_KERNEL"; then
+  ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  KPICK_LIB=$lib timeout 120 "$ncu_bin" --clock-control none --kernel-name "regex:$PROFILE_KERNEL" \
+    --launch-skip "${PROFILE_KERNEL_SKIP:-8}" --launch-count 2 --section SpeedOfLight --section Occupancy \
+    --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats --csv \
+    node --import tsx scripts/serve-bench.ts --model "${PROFILE_KERNEL_MODEL:-Llama-3.1-8B}" --layers 2 \
+    --c "${PROFILE_KERNEL_C:-64}" --steps 2 --runs 1 --identity-steps 0 --json > "$dir/profile-kernel.csv" 2> "$dir/profile-kernel.log"
+  say "profile $PROFILE_KERNEL: exit $?, $(grep -c '"Duration"' "$dir/profile-kernel.csv") launches"
 fi
 say "done"
 tar cJf "${OUT:-build}/step-variants.tar.xz" "$dir"
