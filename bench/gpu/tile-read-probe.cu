@@ -19,13 +19,20 @@
  *   lin.wW      a block's 16 rows, a warp a row at a time: lane l reads 16 bytes at 16 l of each
  *               512-byte run of the row (one instruction covers 512 contiguous bytes), four runs in
  *               flight; the tile would need its fragments exchanged to use it (ldmatrix or shuffles)
+ *   tile.*      the tile's parts on rows.w8's loop, at the rows the tile serves (fp8 4-16, bf16
+ *               8-32): .x also loads the lane's x pieces a block as the tile does (from L2, every
+ *               block), .m decodes and runs the four mma steps a block on constant x, .xm both,
+ *               .xmr also sums the warps through shared memory and stores y (the whole tile, as
+ *               w8a16-ring-probe.cu's regs.w8 less the fp8 row scales): which part adds what the
+ *               session-21 run found, the tile at 1.45x this floor and its reads at 0.8-1.0x
  * Each run checks that the XOR of every 32-bit word it read equals the host's XOR of W (a piece
  * missed or read twice would change it) before it is timed. W rotates over copies that outsize the
  * L2; median us of a launch over batches of 20; launches back to back (probe.h).
  *   nvcc -O3 -std=c++17 -arch=sm_90 -DKPICK_GPU_CUDA -o build/tile-read bench/gpu/tile-read-probe.cu \
  *     && build/tile-read        # exit 1: a check failed
- * Not part of the library or its space token. Run in session 21: the library's pattern at 0.79-1.01
- * of this floor (bench/results/h200-2026-12-04-fusedtiles-tileread-ebec912/NOTES.md). */
+ * Not part of the library or its space token. Run in session 21 (before the tile.* parts, written
+ * after the device time was spent: compiled, not run): the library's pattern at 0.79-1.01 of this
+ * floor (bench/results/h200-2026-12-04-fusedtiles-tileread-ebec912/NOTES.md). */
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,6 +43,7 @@
 #include "../../hip-lib/src/common/numeric.h"
 #include "../../hip-lib/src/gpu/fp8_core.h"
 #include "probe.h"
+#include "tile-math.h"
 
 #define CK(x) KP_PROBE_CK("tile-read", x)
 
@@ -125,15 +133,138 @@ __global__ void __launch_bounds__(512) lin_kernel(const uint8_t *__restrict__ w,
   block_xor(acc, sum);
 }
 
+/* the tile's parts, on the library's loop (8 warps, two register sets of two blocks): W read
+ * as rows.w8 (its XOR checked), and per block, X: the lane's x pieces of x rows g (+ 8 t) loaded
+ * as the tile loads them (from L2, every block); MATH: the codes decoded and the four mma steps
+ * (on constant x without X); RED: the warps' sums added through shared memory and y stored, as
+ * the tile ends. All three: the whole tile (w8a16-ring-probe.cu's regs.w8). What a part leaves
+ * unused goes to a sink no run reaches, so the compiler keeps it. */
+template <int WB, int T, bool X, bool MATH, bool RED>
+__global__ void __launch_bounds__(256) parts_kernel(const uint8_t *__restrict__ w, const uint16_t *__restrict__ x,
+                                                    uint16_t *__restrict__ y, int M, int64_t N, int64_t K, unsigned *sum,
+                                                    unsigned *sink) {
+  constexpr int piece = 16 * WB;
+  __shared__ float red[8][32][RED ? 4 * T : 1];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  const int g = lane / 4, q = lane % 4;
+  const int64_t n0 = (int64_t)blockIdx.x * 16 + g, rowb = K * WB, nblocks = K / 64, bstride = 64 * WB;
+  const uint8_t *w0 = w + n0 * rowb + q * piece, *w1 = w + (n0 + 8) * rowb + q * piece; /* N % 16 == 0 */
+  const uint16_t *xr[T];
+  bool xv[T];
+  kp_v16 xa[T], xb[T];
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    xv[t] = g + 8 * t < M;
+    xr[t] = x + (int64_t)(xv[t] ? g + 8 * t : 0) * K + q * 16;
+    const uint32_t c = 0x3f803f80u ^ (uint32_t)(lane * 0x00010001u); /* constant x: bf16 values near 1 */
+    xa[t] = kp_v16{c, c ^ 1u, c ^ 2u, c ^ 3u}, xb[t] = kp_v16{c ^ 4u, c ^ 5u, c ^ 6u, c ^ 7u};
+  }
+  float acc[T][4];
+#pragma unroll
+  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+  unsigned wx = 0, xx = 0;
+  const int64_t step = (int64_t)nwarps * 2;
+  kp_v16 a0[2][WB], b0[2][WB], a1[2][WB], b1[2][WB];
+  auto load = [&](int64_t b, kp_v16(&wa)[2][WB], kp_v16(&wb)[2][WB]) {
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int64_t kb = b + (int64_t)u * nwarps;
+#pragma unroll
+      for (int p = 0; p < WB; ++p) {
+        wa[u][p] = kb < nblocks ? kp_ld_stream(w0 + kb * bstride + 16 * p) : kp_v16{0u, 0u, 0u, 0u};
+        wb[u][p] = kb < nblocks ? kp_ld_stream(w1 + kb * bstride + 16 * p) : kp_v16{0u, 0u, 0u, 0u};
+      }
+    }
+  };
+  auto use = [&](int64_t b, const kp_v16(&wa)[2][WB], const kp_v16(&wb)[2][WB]) {
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int64_t kb = b + (int64_t)u * nwarps;
+      if (kb >= nblocks) continue;
+#pragma unroll
+      for (int p = 0; p < WB; ++p) wx ^= fold(wa[u][p]) ^ fold(wb[u][p]);
+      if constexpr (X) load_x<T>(xr, xv, kb, xa, xb);
+      if constexpr (MATH) {
+        block_math_x<T, WB>(wa[u], wb[u], xa, xb, acc);
+      } else if constexpr (X) {
+#pragma unroll
+        for (int t = 0; t < T; ++t) xx ^= fold(xa[t]) ^ fold(xb[t]);
+      }
+    }
+  };
+  int64_t b = warp;
+  if (b < nblocks) load(b, a0, b0);
+#pragma unroll 1
+  while (b < nblocks) {
+    if (b + step < nblocks) load(b + step, a1, b1);
+    use(b, a0, b0);
+    b += step;
+    if (b >= nblocks) break;
+    if (b + step < nblocks) load(b + step, a0, b0);
+    use(b, a1, b1);
+    b += step;
+  }
+  block_xor(wx, sum);
+  if constexpr (RED) {
+#pragma unroll
+    for (int t = 0; t < T; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) red[warp][lane][4 * t + i] = acc[t][i];
+    __syncthreads();
+    if (warp != 0) return;
+#pragma unroll
+    for (int t = 0; t < T; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float v = red[0][lane][4 * t + i];
+        for (int j = 1; j < nwarps; ++j) v += red[j][lane][4 * t + i];
+        acc[t][i] = v;
+      }
+#pragma unroll
+    for (int t = 0; t < T; ++t)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int m = 8 * t + 2 * q + c;
+        if (m >= M) continue;
+        y[(int64_t)m * N + n0] = (uint16_t)(__float_as_uint(acc[t][c]) >> 16);
+        y[(int64_t)m * N + n0 + 8] = (uint16_t)(__float_as_uint(acc[t][2 + c]) >> 16);
+      }
+  } else {
+    float f = 0.0f;
+#pragma unroll
+    for (int t = 0; t < T; ++t) f += acc[t][0] + acc[t][1] + acc[t][2] + acc[t][3];
+    if (f == 1.25e-38f || xx == 0x9e3779b9u) atomicAdd(sink, 1u);
+  }
+}
+
+typedef void (*parts_fn)(const uint8_t *, const uint16_t *, uint16_t *, int, int64_t, int64_t, unsigned *, unsigned *);
+/* parts: bit 0 X, bit 1 MATH, bit 2 RED (RED only with both) */
+template <int WB, int T>
+static parts_fn parts_for(int parts) {
+  switch (parts) {
+    case 1: return parts_kernel<WB, T, true, false, false>;
+    case 2: return parts_kernel<WB, T, false, true, false>;
+    case 3: return parts_kernel<WB, T, true, true, false>;
+    default: return parts_kernel<WB, T, true, true, true>;
+  }
+}
+static parts_fn pick_parts(int wb, int T, int parts) {
+  if (wb == 1) return T == 1 ? parts_for<1, 1>(parts) : T == 2 ? parts_for<1, 2>(parts) : parts_for<1, 4>(parts);
+  return T == 1 ? parts_for<2, 1>(parts) : T == 2 ? parts_for<2, 2>(parts) : parts_for<2, 4>(parts);
+}
+
 struct variant {
   const char *name;
-  int kind, warps, u; /* kind: 0 floor, 1 rows, 2 rows.rot, 3 lin; u: blocks a set (rows) */
+  int kind, warps, u; /* kind: 0 floor, 1 rows, 2 rows.rot, 3 lin, 4 the tile's parts; u: blocks a set (rows), parts (4) */
 };
 static const variant variants[] = {
     {"floor", 0, 16, 0},      {"rows.w8", 1, 8, 2},     {"rows.w4", 1, 4, 2},    {"rows.w16", 1, 16, 2},
     {"rows.w8.u4", 1, 8, 4},  {"rows.w8.rot", 2, 8, 2}, {"rows.w4.rot", 2, 4, 2}, {"lin.w8", 3, 8, 0},
-    {"lin.w16", 3, 16, 0},
+    {"lin.w16", 3, 16, 0},    {"tile.x", 4, 8, 1},      {"tile.m", 4, 8, 2},     {"tile.xm", 4, 8, 3},
+    {"tile.xmr", 4, 8, 7},
 };
+/* the activation rows the parts run at: fp8 weights 4-16, bf16 8-32 (as w8a16-ring-probe.cu) */
+static const int parts_rows[2][3] = {{4, 8, 16}, {8, 16, 32}};
 /* Llama-3.1-8B's linears (gate_up as one 28672-row linear); K in weights */
 static const int shapes[][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
 
@@ -143,9 +274,18 @@ int main(void) {
   const cudaDeviceProp prop =
       kp_probe_device("tile-read-probe", "median us a launch over batches of 20, W rotating over copies past the L2");
   const int units = prop.multiProcessorCount;
-  printf("%-5s %-12s %-12s %9s %8s %9s %s\n", "w", "shape", "variant", "us", "GB/s", "x floor", "check");
-  unsigned *sum;
+  printf("%-5s %-12s %4s %-12s %9s %8s %9s %s\n", "w", "shape", "rows", "variant", "us", "GB/s", "x floor", "check");
+  unsigned *sum, *sink;
   CK(cudaMalloc(&sum, sizeof(unsigned)));
+  CK(cudaMalloc(&sink, sizeof(unsigned)));
+  /* x: 32 rows of the longest K, bf16 values in [-1, 1); y: 32 rows of the widest N */
+  const int64_t xmax = 32 * 14336, ymax = 32 * 28672;
+  std::vector<uint16_t> xh((size_t)xmax);
+  for (auto &v : xh) v = (uint16_t)((rng.next_u32() & 0x807fu) | 0x3f00u);
+  uint16_t *dx, *dy;
+  CK(cudaMalloc(&dx, sizeof(uint16_t) * xmax));
+  CK(cudaMalloc(&dy, sizeof(uint16_t) * ymax));
+  CK(cudaMemcpy(dx, xh.data(), sizeof(uint16_t) * xmax, cudaMemcpyHostToDevice));
   int failed = 0;
   for (int wb : {1, 2})
     for (const auto &sh : shapes) {
@@ -160,11 +300,17 @@ int main(void) {
       char shape[32];
       snprintf(shape, sizeof shape, "%lldx%d", (long long)N, sh[1]);
       float floor_us = 0.0f;
-      for (const variant &v : variants) {
+      for (const variant &v : variants)
+        for (int ri = 0; ri < (v.kind == 4 ? 3 : 1); ++ri) {
+        const int M = v.kind == 4 ? parts_rows[wb - 1][ri] : 0;
+        char rows[8];
+        snprintf(rows, sizeof rows, "%s", "-");
+        if (M) snprintf(rows, sizeof rows, "%d", M);
         auto launch = [&](int c) {
           const uint8_t *p = dw + (size_t)c * bytes;
           const dim3 tiles((unsigned)(N / 16)), block(v.warps * 32);
           if (v.kind == 0) floor_kernel<<<2 * units, 512>>>(reinterpret_cast<const kp_v16 *>(p), bytes / 16, sum);
+          else if (v.kind == 4) pick_parts(wb, (M + 7) / 8, v.u)<<<tiles, block>>>(p, dx, dy, M, N, (int64_t)sh[1], sum, sink);
           else if (v.kind == 3) lin_kernel<<<tiles, block>>>(p, row_bytes, sum);
           else if (wb == 1)
             (v.kind == 2 ? rows_kernel<16, 2, true> : v.u == 4 ? rows_kernel<16, 4, false> : rows_kernel<16, 2, false>)<<<tiles, block>>>(
@@ -180,15 +326,15 @@ int main(void) {
         CK(cudaMemcpy(&got, sum, sizeof(unsigned), cudaMemcpyDeviceToHost));
         if (got != want) {
           ++failed;
-          printf("%-5s %-12s %-12s %9s %8s %9s FAIL (xor %08x, want %08x)\n", wb == 1 ? "fp8" : "bf16", shape, v.name, "-", "-", "-",
-                 got, want);
+          printf("%-5s %-12s %4s %-12s %9s %8s %9s FAIL (xor %08x, want %08x)\n", wb == 1 ? "fp8" : "bf16", shape, rows, v.name, "-", "-",
+                 "-", got, want);
           continue;
         }
         const float us = kp_probe_median_us(launch, copies);
         if (v.kind == 0) floor_us = us;
-        printf("%-5s %-12s %-12s %9.2f %8.0f %9.3f ok\n", wb == 1 ? "fp8" : "bf16", shape, v.name, us, bytes / (us * 1e3),
+        printf("%-5s %-12s %4s %-12s %9.2f %8.0f %9.3f ok\n", wb == 1 ? "fp8" : "bf16", shape, rows, v.name, us, bytes / (us * 1e3),
                us / floor_us);
-      }
+        }
       CK(cudaFree(dw));
     }
   printf("# %d variant runs failed their checks\n", failed);

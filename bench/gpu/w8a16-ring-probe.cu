@@ -45,6 +45,7 @@
 #include "../../hip-lib/src/common/numeric.h"
 #include "../../hip-lib/src/gpu/fp8_core.h"
 #include "probe.h"
+#include "tile-math.h"
 
 /* the variants: name, warps a block, ring stages (0: the registers' loop); a ring past
  * kMaxRing bytes a block is left out */
@@ -73,12 +74,6 @@ static const weights weight_kinds[] = {{"fp8", 1, {4, 8, 16}}, {"bf16", 2, {8, 1
 static constexpr int kMaxWarps = 16;
 static constexpr int kMaxRing = 192 * 1024; /* warps x stages x a stage's bytes, at most */
 
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
   const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
@@ -87,54 +82,6 @@ __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_grou
 template <int N>
 __device__ __forceinline__ void cp_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
-/* one 64-wide K block: this lane's 16 weights of rows g and g + 8 (WB = 1: codes, one
- * piece; 2: bf16, two pieces) against x rows g (+ 8 t) */
-template <int T>
-__device__ __forceinline__ void load_x(const uint16_t *const (&xr)[T], const bool (&xv)[T], int64_t kb, kp_v16 (&xa)[T],
-                                       kp_v16 (&xb)[T]) {
-#pragma unroll
-  for (int t = 0; t < T; ++t) {
-    xa[t] = xv[t] ? kp_ld_act(xr[t] + kb * 64) : kp_v16{0u, 0u, 0u, 0u};
-    xb[t] = xv[t] ? kp_ld_act(xr[t] + kb * 64 + 8) : kp_v16{0u, 0u, 0u, 0u};
-  }
-}
-
-/* the math of one block on x already in registers */
-template <int T, int WB>
-__device__ __forceinline__ void block_math_x(const kp_v16 (&wa)[WB], const kp_v16 (&wb)[WB], const kp_v16 (&xa)[T],
-                                             const kp_v16 (&xb)[T], float (&acc)[T][4]) {
-  uint32_t ra[4 * WB], rb[4 * WB];
-#pragma unroll
-  for (int p = 0; p < WB; ++p) {
-    ra[4 * p] = wa[p].x, ra[4 * p + 1] = wa[p].y, ra[4 * p + 2] = wa[p].z, ra[4 * p + 3] = wa[p].w;
-    rb[4 * p] = wb[p].x, rb[4 * p + 1] = wb[p].y, rb[4 * p + 2] = wb[p].z, rb[4 * p + 3] = wb[p].w;
-  }
-#pragma unroll
-  for (int s = 0; s < 4; ++s) {
-    /* step s takes weights 4s..4s+3 of the lane's 16, and x alike (a permutation of k) */
-    uint32_t a[4];
-    if constexpr (WB == 1) {
-      a[0] = kp_e4m3_bf16x2<0>(ra[s]), a[1] = kp_e4m3_bf16x2<0>(rb[s]);
-      a[2] = kp_e4m3_bf16x2<1>(ra[s]), a[3] = kp_e4m3_bf16x2<1>(rb[s]);
-    } else {
-      a[0] = ra[2 * s], a[1] = rb[2 * s], a[2] = ra[2 * s + 1], a[3] = rb[2 * s + 1];
-    }
-#pragma unroll
-    for (int t = 0; t < T; ++t) {
-      const uint32_t xs[8] = {xa[t].x, xa[t].y, xa[t].z, xa[t].w, xb[t].x, xb[t].y, xb[t].z, xb[t].w};
-      mma16816(acc[t], a, xs[2 * s], xs[2 * s + 1]);
-    }
-  }
-}
-
-template <int T, int WB>
-__device__ __forceinline__ void block_math(const kp_v16 (&wa)[WB], const kp_v16 (&wb)[WB], const uint16_t *const (&xr)[T],
-                                           const bool (&xv)[T], int64_t kb, float (&acc)[T][4]) {
-  kp_v16 xa[T], xb[T];
-  load_x<T>(xr, xv, kb, xa, xb);
-  block_math_x<T, WB>(wa, wb, xa, xb, acc);
 }
 
 /* T x-row tiles of 8; WB weight bytes; S ring stages a warp (0: two register sets of two blocks);
