@@ -6,6 +6,7 @@
  * w8a16-ring-probe.cu and tile-read-probe.cu. */
 #ifndef KPICK_TILE_MATH_H
 #define KPICK_TILE_MATH_H
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -65,4 +66,76 @@ __device__ __forceinline__ void block_math(const kp_v16 (&wa)[WB], const kp_v16 
   block_math_x<T, WB>(wa, wb, xa, xb, acc);
 }
 
+
+/* the library's loop (fp8.hip, U = 2) over a warp's K blocks warp, warp + W, ...: two register
+ * sets of two blocks, the next batch's loads issued while this batch is used; block(kb, wa, wb)
+ * gets each block's WB pieces of rows g and g + 8 (w0, w1: the lane's first bytes of them) */
+template <int WB, class Block>
+__device__ __forceinline__ void tile_loop(const uint8_t *w0, const uint8_t *w1, int64_t nblocks, Block block) {
+  const int warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  const int64_t bstride = 64 * WB, step = (int64_t)nwarps * 2;
+  kp_v16 a0[2][WB], b0[2][WB], a1[2][WB], b1[2][WB];
+  auto load = [&](int64_t b, kp_v16(&wa)[2][WB], kp_v16(&wb)[2][WB]) {
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int64_t kb = b + (int64_t)u * nwarps;
+#pragma unroll
+      for (int p = 0; p < WB; ++p) {
+        wa[u][p] = kb < nblocks ? kp_ld_stream(w0 + kb * bstride + 16 * p) : kp_v16{0u, 0u, 0u, 0u};
+        wb[u][p] = kb < nblocks ? kp_ld_stream(w1 + kb * bstride + 16 * p) : kp_v16{0u, 0u, 0u, 0u};
+      }
+    }
+  };
+  auto use = [&](int64_t b, const kp_v16(&wa)[2][WB], const kp_v16(&wb)[2][WB]) {
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int64_t kb = b + (int64_t)u * nwarps;
+      if (kb < nblocks) block(kb, wa[u], wb[u]);
+    }
+  };
+  int64_t b = warp;
+  if (b < nblocks) load(b, a0, b0);
+#pragma unroll 1
+  while (b < nblocks) {
+    if (b + step < nblocks) load(b + step, a1, b1);
+    use(b, a0, b0);
+    b += step;
+    if (b >= nblocks) break;
+    if (b + step < nblocks) load(b + step, a0, b0);
+    use(b, a1, b1);
+    b += step;
+  }
+}
+
+/* the block's end: the warps' sums added in warp order through shared memory (red, [warps][32]
+ * [4 T]), then warp 0 stores y of the rows m < M at weight rows n0 and n0 + 8 (where in0, in1),
+ * scaled by s0, s1 and rounded to bf16 */
+template <int T, int MAXW>
+__device__ __forceinline__ void tile_sum_store(float (&red)[MAXW][32][4 * T], float (&acc)[T][4], int M, int64_t N, int64_t n0,
+                                               bool in0, bool in1, float s0, float s1, uint16_t *y) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32, q = lane % 4;
+#pragma unroll
+  for (int t = 0; t < T; ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) red[warp][lane][4 * t + i] = acc[t][i];
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int t = 0; t < T; ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float v = red[0][lane][4 * t + i];
+      for (int j = 1; j < nwarps; ++j) v += red[j][lane][4 * t + i];
+      acc[t][i] = v;
+    }
+#pragma unroll
+  for (int t = 0; t < T; ++t)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int m = 8 * t + 2 * q + c;
+      if (m >= M) continue;
+      if (in0) y[(int64_t)m * N + n0] = __bfloat16_as_ushort(__float2bfloat16_rn(acc[t][c] * s0));
+      if (in1) y[(int64_t)m * N + n0 + 8] = __bfloat16_as_ushort(__float2bfloat16_rn(acc[t][2 + c] * s1));
+    }
+}
 #endif

@@ -144,10 +144,9 @@ __global__ void __launch_bounds__(256) parts_kernel(const uint8_t *__restrict__ 
                                                     uint16_t *__restrict__ y, int M, int64_t N, int64_t K, unsigned *sum,
                                                     unsigned *sink) {
   constexpr int piece = 16 * WB;
-  __shared__ float red[8][32][RED ? 4 * T : 1];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
-  const int g = lane / 4, q = lane % 4;
-  const int64_t n0 = (int64_t)blockIdx.x * 16 + g, rowb = K * WB, nblocks = K / 64, bstride = 64 * WB;
+  __shared__ float red[8][32][4 * T];
+  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const int64_t n0 = (int64_t)blockIdx.x * 16 + g, rowb = K * WB, nblocks = K / 64;
   const uint8_t *w0 = w + n0 * rowb + q * piece, *w1 = w + (n0 + 8) * rowb + q * piece; /* N % 16 == 0 */
   const uint16_t *xr[T];
   bool xv[T];
@@ -163,72 +162,20 @@ __global__ void __launch_bounds__(256) parts_kernel(const uint8_t *__restrict__ 
 #pragma unroll
   for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
   unsigned wx = 0, xx = 0;
-  const int64_t step = (int64_t)nwarps * 2;
-  kp_v16 a0[2][WB], b0[2][WB], a1[2][WB], b1[2][WB];
-  auto load = [&](int64_t b, kp_v16(&wa)[2][WB], kp_v16(&wb)[2][WB]) {
+  tile_loop<WB>(w0, w1, nblocks, [&](int64_t kb, const kp_v16(&wa)[WB], const kp_v16(&wb)[WB]) {
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const int64_t kb = b + (int64_t)u * nwarps;
+    for (int p = 0; p < WB; ++p) wx ^= fold(wa[p]) ^ fold(wb[p]);
+    if constexpr (X) load_x<T>(xr, xv, kb, xa, xb);
+    if constexpr (MATH) {
+      block_math_x<T, WB>(wa, wb, xa, xb, acc);
+    } else if constexpr (X) {
 #pragma unroll
-      for (int p = 0; p < WB; ++p) {
-        wa[u][p] = kb < nblocks ? kp_ld_stream(w0 + kb * bstride + 16 * p) : kp_v16{0u, 0u, 0u, 0u};
-        wb[u][p] = kb < nblocks ? kp_ld_stream(w1 + kb * bstride + 16 * p) : kp_v16{0u, 0u, 0u, 0u};
-      }
+      for (int t = 0; t < T; ++t) xx ^= fold(xa[t]) ^ fold(xb[t]);
     }
-  };
-  auto use = [&](int64_t b, const kp_v16(&wa)[2][WB], const kp_v16(&wb)[2][WB]) {
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const int64_t kb = b + (int64_t)u * nwarps;
-      if (kb >= nblocks) continue;
-#pragma unroll
-      for (int p = 0; p < WB; ++p) wx ^= fold(wa[u][p]) ^ fold(wb[u][p]);
-      if constexpr (X) load_x<T>(xr, xv, kb, xa, xb);
-      if constexpr (MATH) {
-        block_math_x<T, WB>(wa[u], wb[u], xa, xb, acc);
-      } else if constexpr (X) {
-#pragma unroll
-        for (int t = 0; t < T; ++t) xx ^= fold(xa[t]) ^ fold(xb[t]);
-      }
-    }
-  };
-  int64_t b = warp;
-  if (b < nblocks) load(b, a0, b0);
-#pragma unroll 1
-  while (b < nblocks) {
-    if (b + step < nblocks) load(b + step, a1, b1);
-    use(b, a0, b0);
-    b += step;
-    if (b >= nblocks) break;
-    if (b + step < nblocks) load(b + step, a0, b0);
-    use(b, a1, b1);
-    b += step;
-  }
+  });
   block_xor(wx, sum);
   if constexpr (RED) {
-#pragma unroll
-    for (int t = 0; t < T; ++t)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) red[warp][lane][4 * t + i] = acc[t][i];
-    __syncthreads();
-    if (warp != 0) return;
-#pragma unroll
-    for (int t = 0; t < T; ++t)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float v = red[0][lane][4 * t + i];
-        for (int j = 1; j < nwarps; ++j) v += red[j][lane][4 * t + i];
-        acc[t][i] = v;
-      }
-#pragma unroll
-    for (int t = 0; t < T; ++t)
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const int m = 8 * t + 2 * q + c;
-        if (m >= M) continue;
-        y[(int64_t)m * N + n0] = (uint16_t)(__float_as_uint(acc[t][c]) >> 16);
-        y[(int64_t)m * N + n0 + 8] = (uint16_t)(__float_as_uint(acc[t][2 + c]) >> 16);
-      }
+    tile_sum_store<T>(red, acc, M, N, n0, true, true, 1.0f, 1.0f, y);
   } else {
     float f = 0.0f;
 #pragma unroll

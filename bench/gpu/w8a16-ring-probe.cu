@@ -116,38 +116,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) tile_kernel(const uint16_t *__
   const int64_t nblocks = K / 64, bstride = 64 * WB; /* the probe's K are multiples of 64 */
   if constexpr (S == 0) {
     /* the library's loop (fp8.hip, U = 2): batch b + step loads while batch b computes */
-    const int64_t step = (int64_t)nwarps * 2;
-    kp_v16 a0[2][WB], b0[2][WB], a1[2][WB], b1[2][WB];
-    auto load = [&](int64_t b, kp_v16(&wa)[2][WB], kp_v16(&wb)[2][WB]) {
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const int64_t kb = b + (int64_t)u * nwarps;
-#pragma unroll
-        for (int p = 0; p < WB; ++p) {
-          wa[u][p] = kb < nblocks ? kp_ld_stream(w0 + kb * bstride + 16 * p) : kp_v16{0u, 0u, 0u, 0u};
-          wb[u][p] = kb < nblocks ? kp_ld_stream(w1 + kb * bstride + 16 * p) : kp_v16{0u, 0u, 0u, 0u};
-        }
-      }
-    };
-    auto math = [&](int64_t b, const kp_v16(&wa)[2][WB], const kp_v16(&wb)[2][WB]) {
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const int64_t kb = b + (int64_t)u * nwarps;
-        if (kb < nblocks) block_math<T, WB>(wa[u], wb[u], xr, xv, kb, acc);
-      }
-    };
-    int64_t b = warp;
-    if (b < nblocks) load(b, a0, b0);
-#pragma unroll 1
-    while (b < nblocks) {
-      if (b + step < nblocks) load(b + step, a1, b1);
-      math(b, a0, b0);
-      b += step;
-      if (b >= nblocks) break;
-      if (b + step < nblocks) load(b + step, a0, b0);
-      math(b, a1, b1);
-      b += step;
-    }
+    tile_loop<WB>(w0, w1, nblocks, [&](int64_t kb, const kp_v16(&wa)[WB], const kp_v16(&wb)[WB]) {
+      block_math<T, WB>(wa, wb, xr, xv, kb, acc);
+    });
   } else {
     /* this warp's ring: S stages; lane l's 2 * piece bytes of W at l * 2 * piece of a stage,
      * then (XS 2) its 32 * T bytes of x at 32 * (2 * piece + 32 * T) + l * 32 * T */
@@ -214,30 +185,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) tile_kernel(const uint16_t *__
     }
     cp_wait<0>();
   }
-#pragma unroll
-  for (int t = 0; t < T; ++t)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) red[warp][lane][4 * t + i] = acc[t][i];
-  __syncthreads();
-  if (warp != 0) return;
-#pragma unroll
-  for (int t = 0; t < T; ++t)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float v = red[0][lane][4 * t + i];
-      for (int j = 1; j < nwarps; ++j) v += red[j][lane][4 * t + i];
-      acc[t][i] = v;
-    }
-#pragma unroll
-  for (int t = 0; t < T; ++t)
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const int m = 8 * t + 2 * q + c;
-      if (m >= M) continue;
-      const float s0 = WB == 1 ? scales[n0 < N ? n0 : N - 1] : 1.0f, s1 = WB == 1 ? scales[n0 + 8 < N ? n0 + 8 : N - 1] : 1.0f;
-      if (n0 < N) y[(int64_t)m * N + n0] = __bfloat16_as_ushort(__float2bfloat16_rn(acc[t][c] * s0));
-      if (n0 + 8 < N) y[(int64_t)m * N + n0 + 8] = __bfloat16_as_ushort(__float2bfloat16_rn(acc[t][2 + c] * s1));
-    }
+  const float s0 = WB == 1 ? scales[n0 < N ? n0 : N - 1] : 1.0f, s1 = WB == 1 ? scales[n0 + 8 < N ? n0 + 8 : N - 1] : 1.0f;
+  tile_sum_store<T>(red, acc, M, N, n0, n0 < N, n0 + 8 < N, s0, s1, y);
 }
 
 /* the read floor: every thread reads 16-byte pieces, grid-stride; the sum keeps the loads */
