@@ -1052,7 +1052,7 @@ static bool kp_attn_use_mma(int m, int heads, int kv_heads, int head_dim) {
   /* where a block per (row, kv head) fills the multiprocessors: short of that the
    * splits leave each warp a tile or two, and the loop above is as fast alone and
    * faster in the step, where this kernel's small blocks let the next linear's
-   * PDL blocks in beside it (H200: 2-5 % slower steps at c=8-16, 3-13 % faster at
+   * PDL blocks in beside it (H200: 2-5 % slower steps at c=8-16, 0-13 % faster at
    * c=24-64; bench/results/h200-2026-12-04-attn-mma-582175f) */
   return KP_ATTN_MMA == 2 || (int64_t)m * kv_heads >= kp_dec_units();
 }
