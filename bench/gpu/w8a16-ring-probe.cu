@@ -31,7 +31,10 @@
  *     bench/gpu/w8a16-ring-probe.cu && build/w8a16-ring     # exit 1: a check failed
  * Not part of the library or its space token. Run in session 20: every ring loses to the
  * register loop, 1.4-2.4x, with x after the wait, a stage ahead or in the stage alike
- * (bench/results/h200-2026-12-04-ring-peer-facdb24/NOTES.md says why). */
+ * (bench/results/h200-2026-12-04-ring-peer-facdb24/NOTES.md says why; the runs were of 72ded38
+ * and facdb24). Since session 21 its block math, register loop and block end come from
+ * tile-math.h, shared with tile-read-probe.cu: the same sums in the same order, but ptxas gives
+ * some kernels other register counts, so a rerun times slightly different code. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
