@@ -233,21 +233,25 @@ __device__ __forceinline__ void kp_dec_wait() {
 #endif
 }
 
-/* whether this device takes PDL launches: CUDA, compute capability 9 or more */
-static bool kp_dec_pdl() {
+/* the current device's compute capability major on CUDA (0 if it cannot say, and on HIP) */
+static int kp_dec_cc_major() {
 #if defined(KPICK_GPU_CUDA)
-  if (kp_dec_chain == 0) return false;
   static int known = -1; /* a race here only computes the same answer twice */
   if (known < 0) {
     int dev = 0, major = 0;
     known = cudaGetDevice(&dev) == cudaSuccess &&
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+                    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess
+                ? major
+                : 0;
   }
-  return known == 1;
+  return known;
 #else
-  return false;
+  return 0;
 #endif
 }
+
+/* whether this device takes PDL launches: CUDA, compute capability 9 or more */
+static bool kp_dec_pdl() { return kp_dec_chain != 0 && kp_dec_cc_major() >= 9; }
 
 /* ---- add + rmsnorm ----
  * One block per row; each thread keeps its C groups of 4 elements in
@@ -1029,24 +1033,9 @@ static hipError_t kp_attention_mma_launch(int group, dim3 grid, hipStream_t s, c
 }
 #endif
 
-/* whether the device's compute capability is 8 or more (mma.sync, cp.async, ldmatrix) */
-static bool kp_dec_sm80() {
-#if defined(KPICK_GPU_CUDA)
-  static int known = -1; /* a race here only computes the same answer twice */
-  if (known < 0) {
-    int dev = 0, major = 0;
-    known = cudaGetDevice(&dev) == cudaSuccess &&
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 8;
-  }
-  return known == 1;
-#else
-  return false;
-#endif
-}
-
 static bool kp_attn_use_mma(int m, int heads, int kv_heads, int head_dim) {
   const int group = heads / kv_heads;
-  if (KP_ATTN_MMA == 0 || !kp_dec_sm80()) return false;
+  if (KP_ATTN_MMA == 0 || kp_dec_cc_major() < 8) return false; /* mma.sync, cp.async, ldmatrix: sm_80 */
   if (group != 2 && group != 4 && group != 8) return false;
   if (head_dim != 64 && head_dim != 128) return false;
   /* where a block per (row, kv head) fills the multiprocessors: short of that the
