@@ -131,10 +131,17 @@ export function parseTable(value: unknown, label: string): { table: Table } | { 
   return { table: result.output };
 }
 
-/** Reads and validates a table file; never throws: `{ error: "path: message" }`. */
-export function readTable(file: string): { table: Table } | { error: string } {
+/**
+ * Reads and validates a table file; never throws: `{ error: "path: message" }`.
+ * Only a regular file of at most MAX_TABLE_BYTES is read, as the guard reads
+ * one: a device or FIFO given as a table (/dev/zero) would never end.
+ */
+export function readTable(file: string, limit = MAX_TABLE_BYTES): { table: Table } | { error: string } {
   let text: string;
   try {
+    const st = fs.statSync(file);
+    if (!st.isFile()) return { error: `${file}: not a regular file` };
+    if (st.size > limit) return { error: `${file}: ${st.size} bytes, larger than any real table (limit ${limit})` };
     text = fs.readFileSync(file, 'utf8');
   } catch (err) {
     return { error: `${file}: cannot read (${errorLine(err)})` };

@@ -223,6 +223,15 @@ test('readTable: missing file, bad JSON and a bad table are one-line errors, nev
   assert.ok('error' in wrongResult && wrongResult.error.startsWith(`${wrong}: identity: `), JSON.stringify(wrongResult));
 
   assert.ok('error' in readTable(dir), 'a folder is not a table');
+
+  const big = path.join(dir, 'big.json');
+  fs.writeFileSync(big, '{"format": 1}');
+  assert.equal(readTable(big, 8), { error: `${big}: 13 bytes, larger than any real table (limit 8)` });
+});
+
+test('readTable: a device is refused before it is read (/dev/zero never ends)', () => {
+  const result = readTable('/dev/zero');
+  assert.equal(result, { error: '/dev/zero: not a regular file' });
 });
 
 test('mergeTables: entries the fresh table does not cover stay, covered ones are replaced, new ones added, in table order', () => {
