@@ -2,7 +2,7 @@
  * probe's name, the call, its error, exit 2); the device, named on the probe's first line;
  * a seeded xorshift for their data; and the time of one launch as the median over batches of
  * back-to-back launches, each launch given the index of the W copy to read (copies that
- * together outsize the L2, so every launch reads from DRAM). */
+ * together outsize the L2, so every launch reads from DRAM); and a grid-stride read floor. */
 #ifndef KPICK_PROBE_H
 #define KPICK_PROBE_H
 #include <cuda_runtime.h>
@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <vector>
+
+#include "../../hip-lib/src/gpu/compat.h" /* kp_v16, kp_ld_stream: build with -DKPICK_GPU_CUDA */
 
 #define KP_PROBE_CK(probe, x)                                                              \
   do {                                                                                     \
@@ -41,6 +43,17 @@ struct kp_probe_rng {
     return (unsigned)(s >> 16);
   }
 };
+
+/* a read floor: every thread reads 16-byte pieces of the bytes, grid-stride (launch 2 blocks of
+ * 512 a unit); the XOR keeps the loads. w8a16-ring-probe.cu's and tile-split-probe.cu's. */
+__global__ void __launch_bounds__(512) kp_probe_floor_kernel(const kp_v16 *__restrict__ p, int64_t n, unsigned *sink) {
+  unsigned acc = 0;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const kp_v16 v = kp_ld_stream(p + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9e3779b9u) *sink = acc;
+}
 
 /* median us of a launch over `batches` batches of `per_batch` launches, copies rotating */
 template <class Launch>

@@ -34,7 +34,9 @@
  * (bench/results/h200-2026-12-04-ring-peer-facdb24/NOTES.md says why; the runs were of 72ded38
  * and facdb24). Since session 21 its block math, register loop and block end come from
  * tile-math.h, shared with tile-read-probe.cu: the same sums in the same order, but ptxas gives
- * some kernels other register counts, so a rerun times slightly different code. */
+ * some kernels other register counts, so a rerun times slightly different code. Since session 22
+ * its weights, reference and error come from tile-data.h (tile-split-probe.cu's too): the same
+ * draws in the same order, the same data; its read floor is probe.h's (the same kernel). */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -48,6 +50,7 @@
 #include "../../hip-lib/src/common/numeric.h"
 #include "../../hip-lib/src/gpu/fp8_core.h"
 #include "probe.h"
+#include "tile-data.h"
 #include "tile-math.h"
 
 /* the variants: name, warps a block, ring stages (0: the registers' loop); a ring past
@@ -192,16 +195,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32) tile_kernel(const uint16_t *__
   tile_sum_store<T>(red, acc, M, N, n0, n0 < N, n0 + 8 < N, s0, s1, y);
 }
 
-/* the read floor: every thread reads 16-byte pieces, grid-stride; the sum keeps the loads */
-__global__ void __launch_bounds__(512) floor_kernel(const kp_v16 *__restrict__ p, int64_t n, unsigned *sink) {
-  unsigned acc = 0;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    const kp_v16 v = kp_ld_stream(p + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9e3779b9u) *sink = acc;
-}
-
 typedef void (*tile_fn)(const uint16_t *, const uint8_t *, const float *, uint16_t *, int, int64_t, int64_t);
 
 static tile_fn pick(int T, int WB, int S, int XS) {
@@ -217,7 +210,6 @@ static tile_fn pick(int T, int WB, int S, int XS) {
 }
 
 static kp_probe_rng rng{0x853c49e6748fea9bull};
-static float uniform() { return (float)(rng.next_u32() & 0xffffff) / 16777216.0f * 2.0f - 1.0f; }
 
 int main(void) {
   /* W8A16_RING_ONLY="fp8:4096x4096:8": that weight kind, shape and rows alone; W8A16_RING_ONCE=1:
@@ -241,26 +233,9 @@ int main(void) {
     for (const auto &sh : shapes) {
       const int WB = wk.bytes;
       const int64_t N = sh[0], K = sh[1], wbytes = N * K * WB;
-      /* fp8: codes of uniform weights over each row's amax, as the library quantizes them, and the
-       * row scales; bf16: the weights themselves. wdec: the values the reference multiplies. */
-      std::vector<uint8_t> wh((size_t)wbytes);
-      std::vector<float> sc((size_t)N, 1.0f), wdec((size_t)(N * K)), row((size_t)K);
-      for (int64_t n = 0; n < N; ++n) {
-        float amax = 0.0f;
-        for (int64_t k = 0; k < K; ++k) amax = fmaxf(amax, fabsf(row[(size_t)k] = uniform() * 0.05f));
-        for (int64_t k = 0; k < K; ++k) {
-          const size_t i = (size_t)(n * K + k);
-          if (WB == 1) {
-            sc[(size_t)n] = amax > 0.0f ? amax / 448.0f : 1.0f;
-            wh[i] = kp_f32_to_e4m3(row[(size_t)k] / sc[(size_t)n]);
-            wdec[i] = kp_e4m3_to_f32(wh[i]);
-          } else {
-            const uint16_t h = kp_f32_to_bf16(row[(size_t)k]);
-            memcpy(&wh[2 * i], &h, 2);
-            wdec[i] = kp_bf16_to_f32(h);
-          }
-        }
-      }
+      const kp_tile_weights wt = kp_tile_make_weights(rng, N, K, WB);
+      const std::vector<uint8_t> &wh = wt.bytes;
+      const std::vector<float> &sc = wt.scales;
       const int copies = (int)std::max<int64_t>(2, (int64_t)(4 * prop.l2CacheSize) / wbytes + 1);
       uint8_t *dw;
       CK(cudaMalloc(&dw, (size_t)wbytes * copies));
@@ -287,7 +262,7 @@ int main(void) {
       }
       const int64_t pieces = wbytes / 16;
       const float floor_us = time_it([&](int c) {
-        floor_kernel<<<2 * units, 512>>>(reinterpret_cast<const kp_v16 *>(dw + (size_t)c * wbytes), pieces, sink);
+        kp_probe_floor_kernel<<<2 * units, 512>>>(reinterpret_cast<const kp_v16 *>(dw + (size_t)c * wbytes), pieces, sink);
       });
       CK(cudaGetLastError());
       printf("%-5s %-12s %5s %-12s %9.2f %8.0f %9s %10s %s\n", wk.name, shape, "-", "floor", floor_us, wbytes / (floor_us * 1e3),
@@ -295,22 +270,14 @@ int main(void) {
       for (int M : wk.rows) {
         if (only && atoi(only + strlen(tag)) != M) continue;
         std::vector<uint16_t> xh((size_t)(M * K));
-        for (auto &e : xh) e = kp_f32_to_bf16(uniform());
+        for (auto &e : xh) e = kp_f32_to_bf16(kp_tile_uniform(rng));
         uint16_t *dx, *dy;
         CK(cudaMalloc(&dx, xh.size() * 2));
         CK(cudaMalloc(&dy, (size_t)M * N * 2));
         CK(cudaMemcpy(dx, xh.data(), xh.size() * 2, cudaMemcpyHostToDevice));
         /* the fp64 reference, every 4th output row (the bitwise check covers all) */
-        std::vector<double> ref((size_t)(M * N), 0.0);
         double rmax = 0.0;
-        for (int m = 0; m < M; ++m)
-          for (int64_t n = 0; n < N; n += 4) {
-            double sum = 0.0;
-            const float *wr = wdec.data() + (size_t)(n * K);
-            for (int64_t k = 0; k < K; ++k) sum += (double)wr[k] * kp_bf16_to_f32(xh[(size_t)(m * K + k)]);
-            ref[(size_t)(m * N + n)] = sum * sc[(size_t)n];
-            rmax = std::max(rmax, fabs(ref[(size_t)(m * N + n)]));
-          }
+        const std::vector<double> ref = kp_tile_reference(wt, xh, M, N, K, &rmax);
         std::vector<uint16_t> base[kMaxWarps + 1]; /* regs.wW's y, by W */
         const int T = M > 16 ? 4 : M > 8 ? 2 : 1;
         for (const variant &v : variants) {
@@ -324,13 +291,7 @@ int main(void) {
           CK(cudaDeviceSynchronize());
           std::vector<uint16_t> yh((size_t)(M * N));
           CK(cudaMemcpy(yh.data(), dy, yh.size() * 2, cudaMemcpyDeviceToHost));
-          double err = 0.0;
-          for (int m = 0; m < M; ++m)
-            for (int64_t n = 0; n < N; n += 4) {
-              const size_t i = (size_t)(m * N + n);
-              err = std::max(err, fabs(kp_bf16_to_f32(yh[i]) - ref[i]));
-            }
-          err = rmax > 0.0 ? err / rmax : err;
+          const double err = kp_tile_error(yh, ref, M, N, rmax);
           const char *bitwise = "-";
           if (v.stages == 0) {
             base[v.warps] = yh;
