@@ -538,6 +538,20 @@ __device__ __forceinline__ void kp_attn_merge_last(int64_t row, int h0, int head
   if (threadIdx.x == 0) *counter = 0u; /* ready for the next launch */
 }
 
+/* the rotary embedding (rotate-half) both attention kernels apply: pair index e
+ * of a head_dim-D head at position p, and the pair rotated, each half rounded
+ * to the dtype as a separate rotary kernel would store it. The fused products
+ * are written out: left to contraction, nvcc fused x1 cs + x0 sn one way in one
+ * kernel and the other way in the other, so the two could store keys a bit apart. */
+__device__ __forceinline__ void kp_rope_angle(int p, int e, int D, float theta, float *sn, float *cs) {
+  sincosf((float)p * powf(theta, -2.0f * (float)e / (float)D), sn, cs);
+}
+template <int DT>
+__device__ __forceinline__ void kp_rope_rotate(float x0, float x1, float cs, float sn, uint16_t &r0, uint16_t &r1) {
+  r0 = kp_round<DT>(fmaf(x0, cs, -__fmul_rn(x1, sn)));
+  r1 = kp_round<DT>(fmaf(x0, sn, __fmul_rn(x1, cs)));
+}
+
 template <int DT, int D, int QPB>
 __global__ void __launch_bounds__(kp_attn_threads, 2)
     kp_attention_kernel(const uint16_t *qkv, const int32_t *pos, uint16_t *kc, uint16_t *vc,
@@ -604,12 +618,13 @@ __global__ void __launch_bounds__(kp_attn_threads, 2)
     const bool vt = threadIdx.x < D / 8;
     const kp_v16 vp = vt ? kp_ld_act(x + (int64_t)(heads + kv_heads + g) * D + threadIdx.x * 8) : kp_v16{0u, 0u, 0u, 0u};
     float sn, cs;
-    sincosf((float)p * powf(theta, -2.0f * (float)e / (float)D), &sn, &cs);
+    kp_rope_angle(p, e, D, theta, &sn, &cs);
 #pragma unroll
     for (int it = 0; it < iters; ++it) {
       const int j = j0 + it * step;
       if (j > QPB) continue;
-      const uint16_t r0 = kp_round<DT>(x0[it] * cs - x1[it] * sn), r1 = kp_round<DT>(x1[it] * cs + x0[it] * sn);
+      uint16_t r0, r1;
+      kp_rope_rotate<DT>(x0[it], x1[it], cs, sn, r0, r1);
       if (j < QPB) {
         qs[j * D + e] = kp_lo<DT>(r0) * scale;
         qs[j * D + e + half] = kp_lo<DT>(r1) * scale;
@@ -621,16 +636,14 @@ __global__ void __launch_bounds__(kp_attn_threads, 2)
     __syncthreads();
   } else {
     /* the angles of the position once per block, then the pairs */
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-      const float ang = (float)p * powf(theta, -2.0f * (float)i / (float)D);
-      sincosf(ang, &rsin[i], &rcos[i]);
-    }
+    for (int i = threadIdx.x; i < half; i += blockDim.x) kp_rope_angle(p, i, D, theta, &rsin[i], &rcos[i]);
     __syncthreads();
     for (int i = threadIdx.x; i < (QPB + 1) * half; i += blockDim.x) {
       const int j = i / half, e = i - j * half;
       const uint16_t *src = x + (int64_t)(j < QPB ? h0 + j : heads + g) * D;
       const float x0 = kp_load1<DT>(src + e), x1 = kp_load1<DT>(src + e + half);
-      const uint16_t r0 = kp_round<DT>(x0 * rcos[e] - x1 * rsin[e]), r1 = kp_round<DT>(x1 * rcos[e] + x0 * rsin[e]);
+      uint16_t r0, r1;
+      kp_rope_rotate<DT>(x0, x1, rcos[e], rsin[e], r0, r1);
       if (j < QPB) {
         qs[j * D + e] = kp_lo<DT>(r0) * scale;
         qs[j * D + e + half] = kp_lo<DT>(r1) * scale;
@@ -878,11 +891,11 @@ __global__ void __launch_bounds__(W * 32)
   {
     const int e = threadIdx.x % half;
     float sn, cs;
-    sincosf((float)p * powf(theta, -2.0f * (float)e / (float)D), &sn, &cs);
+    kp_rope_angle(p, e, D, theta, &sn, &cs);
     for (int j = threadIdx.x / half; j <= QH; j += NT / half) {
       const int64_t at = (int64_t)(j < QH ? h0 + j : heads + kvh) * D + e;
-      const float x0 = kp_load1<DT>(x + at), x1 = kp_load1<DT>(x + at + half);
-      const uint16_t r0 = kp_round<DT>(x0 * cs - x1 * sn), r1 = kp_round<DT>(x1 * cs + x0 * sn);
+      uint16_t r0, r1;
+      kp_rope_rotate<DT>(kp_load1<DT>(x + at), kp_load1<DT>(x + at + half), cs, sn, r0, r1);
       uint16_t *dst = j < QH ? qh + j * D : knew;
       dst[e] = r0, dst[e + half] = r1;
     }
