@@ -13,6 +13,8 @@
  *   norm    producer; add_rmsnorm (as decode.hip's: a block a row, gamma before the wait);
  *           consumer (the library's gemv.rpb4.u16.pdl for qkv, gated.gemv.rpb4.u8.pdl for
  *           gate_up: gemv_core.h itself)
+ *   norm.t256  the same with the norm's row on 256 threads, 16 elements each (decode.hip's
+ *           chunks = 4): fewer warps to sum, four loads a thread in flight
  *   fold    producer; the fold (same warps, loads and order of W as the consumer)
  *   fold.halfU  the same with half the W pieces in flight a lane (the fold holds x's three
  *           parts in registers beside them: 140 registers a lane at rows 1 against gemv's 98)
@@ -101,27 +103,43 @@ __global__ void __launch_bounds__(8 * KP_WARP) gemv_kernel(const uint16_t *x, co
   if (lane < M) y[lane * N + n] = kp_round<KP_DT_BF16>(mine);
 }
 
-/* decode.hip's add_rmsnorm for hidden 4096: a block a row, 4 elements a thread, the step's
- * chaining mode 3 (wait, then let the next kernel launch) */
+/* decode.hip's add_rmsnorm: a block a row, C chunks of 4 elements a thread (the library: C = 1,
+ * 1024 threads at hidden 4096), the step's chaining mode 3 (wait, then let the next kernel launch) */
+template <int C>
 __global__ void __launch_bounds__(1024) norm_kernel(float *resid, const uint16_t *y, const uint16_t *__restrict__ gamma,
                                                     uint16_t *out, int64_t H) {
   __shared__ float red[kp_max_warps];
-  const int64_t j = (int64_t)threadIdx.x * 4, row = blockIdx.x;
-  float g[4], v[4];
-  for (int e = 0; e < 4; ++e) g[e] = kp_lo<KP_DT_BF16>(gamma[j + e]);
+  const int64_t row = blockIdx.x;
+  float g[C][4], v[C][4];
+#pragma unroll
+  for (int c = 0; c < C; ++c)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) g[c][e] = kp_lo<KP_DT_BF16>(gamma[(c * blockDim.x + threadIdx.x) * 4 + e]);
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  const float4 a = *reinterpret_cast<const float4 *>(resid + row * H + j);
-  const uint2 b = *reinterpret_cast<const uint2 *>(y + row * H + j);
-  v[0] = a.x + kp_lo<KP_DT_BF16>(b.x), v[1] = a.y + kp_hi<KP_DT_BF16>(b.x);
-  v[2] = a.z + kp_lo<KP_DT_BF16>(b.y), v[3] = a.w + kp_hi<KP_DT_BF16>(b.y);
   float ss = 0.0f;
-  for (int e = 0; e < 4; ++e) ss = fmaf(v[e], v[e], ss);
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    const int64_t j = ((int64_t)c * blockDim.x + threadIdx.x) * 4;
+    const float4 a = *reinterpret_cast<const float4 *>(resid + row * H + j);
+    const uint2 b = *reinterpret_cast<const uint2 *>(y + row * H + j);
+    v[c][0] = a.x + kp_lo<KP_DT_BF16>(b.x), v[c][1] = a.y + kp_hi<KP_DT_BF16>(b.x);
+    v[c][2] = a.z + kp_lo<KP_DT_BF16>(b.y), v[c][3] = a.w + kp_hi<KP_DT_BF16>(b.y);
+  }
+#pragma unroll
+  for (int c = 0; c < C; ++c)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) ss = fmaf(v[c][e], v[c][e], ss);
   ss = kp_block_sum(ss, red);
   const float inv = 1.0f / sqrtf(ss / (float)H + kEps);
-  for (int e = 0; e < 4; ++e) {
-    resid[row * H + j + e] = v[e];
-    out[row * H + j + e] = kp_round<KP_DT_BF16>(v[e] * inv * g[e]);
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    const int64_t j = ((int64_t)c * blockDim.x + threadIdx.x) * 4;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      resid[row * H + j + e] = v[c][e];
+      out[row * H + j + e] = kp_round<KP_DT_BF16>(v[c][e] * inv * g[c][e]);
+    }
   }
 }
 
@@ -227,8 +245,8 @@ static void launch(void (*k)(Params...), int64_t blocks, int threads, cudaStream
   CK(cudaLaunchKernelEx(&cfg, k, args...));
 }
 
-enum Chain { kNorm, kFold, kFoldHalf, kBound };
-static const char *const kChainName[] = {"norm", "fold", "fold.halfU", "bound"};
+enum Chain { kNorm, kNorm256, kFold, kFoldHalf, kBound };
+static const char *const kChainName[] = {"norm", "norm.t256", "fold", "fold.halfU", "bound"};
 
 struct Consumer {
   const char *name;
@@ -249,8 +267,9 @@ static void enqueue(Chain c, const Bufs &b, const Consumer &cs, cudaStream_t s) 
   const int64_t pb = (kHidden + kWarpsPerBlock - 1) / kWarpsPerBlock, cb = (cs.n + kWarpsPerBlock - 1) / kWarpsPerBlock;
   for (int l = 0; l < kLayers; ++l) {
     launch(gemv_kernel<M, 1, 16>, pb, T, s, (const uint16_t *)b.a, (const uint16_t *)b.wo[l], b.y[l], kHidden, kHidden);
-    if (c == kNorm)
-      launch(norm_kernel, M, 1024, s, b.resid[0], (const uint16_t *)b.y[l], (const uint16_t *)b.gamma, b.h, kHidden);
+    if (c == kNorm || c == kNorm256)
+      launch(c == kNorm ? norm_kernel<1> : norm_kernel<4>, M, c == kNorm ? 1024 : 256, s, b.resid[0],
+             (const uint16_t *)b.y[l], (const uint16_t *)b.gamma, b.h, kHidden);
     if (c == kFold || c == kFoldHalf)
       launch(c == kFold ? fold_kernel<M, NR, U> : fold_kernel<M, NR, U / 2>, cb, T, s, (const float *)b.resid[l % 2], (const uint16_t *)b.y[l],
              (const uint16_t *)b.gamma, b.resid[(l + 1) % 2], (const uint16_t *)cs.w[l], b.out, cs.n, kHidden);
@@ -337,7 +356,8 @@ static int check(int M, Chain c, cudaGraphExec_t g, const Bufs &b, const Consume
   int ok = ye <= 0x1p-7;
   if (!ok) printf("  CHECK FAILED %s m=%d: the producer's y at %.3g of its largest value\n", kChainName[c], M, ye);
   if (c == kBound) return ok;
-  CK(cudaMemcpy(got.data(), c == kNorm ? b.resid[0] : b.resid[kLayers % 2], xs * 4, cudaMemcpyDeviceToHost));
+  const bool in_place = c == kNorm || c == kNorm256; /* the norm adds into resid[0]; the fold alternates */
+  CK(cudaMemcpy(got.data(), in_place ? b.resid[0] : b.resid[kLayers % 2], xs * 4, cudaMemcpyDeviceToHost));
   if (memcmp(got.data(), r.data(), xs * 4) != 0) {
     ok = 0;
     printf("  CHECK FAILED %s m=%d %s: the residual after %d layers differs from the host's sum\n", kChainName[c], M,
@@ -429,24 +449,24 @@ int main() {
   h.wo = hashed_w(100 + kLayers - 1, kHidden * kHidden);
   for (int i = 0; i < 2; ++i) h.wc[i] = hashed_w(200 + kLayers - 1, cons[i].nr * cons[i].n * kHidden);
   int failed = 0;
-  printf("consumer  rows  norm_us  fold_us  fold.halfU_us  bound_us  fold-norm  bound-norm  fold_err  norm_err"
+  printf("consumer  rows  norm_us  norm.t256_us  fold_us  fold.halfU_us  bound_us  fold-norm  bound-norm  fold_err  norm_err"
          "  (us a layer: producer, [norm], consumer)\n");
   for (int ci = 0; ci < 2; ++ci)
     for (int M : {1, 2, 4, 8}) {
       const Consumer &cs = cons[ci];
-      float us[4];
-      double err[4] = {0, 0, 0, 0};
+      float us[5];
+      double err[5] = {0, 0, 0, 0, 0};
       bool good = true;
-      for (Chain c : {kNorm, kFold, kFoldHalf, kBound}) {
+      for (Chain c : {kNorm, kNorm256, kFold, kFoldHalf, kBound}) {
         cudaGraphExec_t g = capture(M, c, b, cs, s);
         if (!check(M, c, g, b, cs, h.wc[ci], h, s, &err[c])) good = false;
         us[c] = good ? time_layer_us(g, s) : NAN;
         CK(cudaGraphExecDestroy(g));
       }
       failed |= !good;
-      printf("%-8s  %4d  %7.2f  %7.2f  %13.2f  %8.2f  %+9.2f  %+10.2f  %8.2e  %8.2e\n", cs.name, M, us[kNorm],
-             us[kFold], us[kFoldHalf], us[kBound], fminf(us[kFold], us[kFoldHalf]) - us[kNorm], us[kBound] - us[kNorm],
-             fmax(err[kFold], err[kFoldHalf]), err[kNorm]);
+      printf("%-8s  %4d  %7.2f  %12.2f  %7.2f  %13.2f  %8.2f  %+9.2f  %+10.2f  %8.2e  %8.2e\n", cs.name, M, us[kNorm],
+             us[kNorm256], us[kFold], us[kFoldHalf], us[kBound], fminf(us[kFold], us[kFoldHalf]) - us[kNorm],
+             us[kBound] - us[kNorm], fmax(err[kFold], err[kFoldHalf]), fmax(err[kNorm], err[kNorm256]));
       fflush(stdout);
     }
   printf("# %s\n", failed ? "a check FAILED: its chain was not timed" : "every check passed");
