@@ -1,6 +1,6 @@
 /* tile-data.h: the host side of the checked tile probes (w8a16-ring-probe.cu,
  * tile-split-probe.cu): weights as the library holds them, from uniform values drawn from
- * the probe's xorshift, and the fp64 reference of every 4th output column. */
+ * the probe's xorshift, the activations, and the fp64 reference of every 4th output column. */
 #ifndef KPICK_TILE_DATA_H
 #define KPICK_TILE_DATA_H
 #include <math.h>
@@ -47,6 +47,22 @@ static kp_tile_weights kp_tile_make_weights(kp_probe_rng &rng, int64_t N, int64_
     }
   }
   return w;
+}
+
+/* x[M, K] of uniform bf16 values, on the host and the device, and a device y[M, N] */
+struct kp_tile_io {
+  std::vector<uint16_t> x;
+  uint16_t *dx = nullptr, *dy = nullptr;
+};
+
+static kp_tile_io kp_tile_inputs(kp_probe_rng &rng, int M, int64_t N, int64_t K) {
+  kp_tile_io io;
+  io.x.resize((size_t)(M * K));
+  for (auto &e : io.x) e = kp_f32_to_bf16(kp_tile_uniform(rng));
+  KP_PROBE_CK("tile-data", cudaMalloc(&io.dx, io.x.size() * 2));
+  KP_PROBE_CK("tile-data", cudaMalloc(&io.dy, (size_t)M * N * 2));
+  KP_PROBE_CK("tile-data", cudaMemcpy(io.dx, io.x.data(), io.x.size() * 2, cudaMemcpyHostToDevice));
+  return io;
 }
 
 /* y[m, n] = scale[n] * W[n] . x[m] in fp64 for every 4th n (the rest stay 0); rmax: the largest |y| */

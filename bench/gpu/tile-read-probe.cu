@@ -150,11 +150,10 @@ __global__ void __launch_bounds__(256) parts_kernel(const uint8_t *__restrict__ 
   const uint8_t *w0 = w + n0 * rowb + q * piece, *w1 = w + (n0 + 8) * rowb + q * piece; /* N % 16 == 0 */
   const uint16_t *xr[T];
   bool xv[T];
+  tile_x_rows<T>(x, M, K, xr, xv);
   kp_v16 xa[T], xb[T];
 #pragma unroll
   for (int t = 0; t < T; ++t) {
-    xv[t] = g + 8 * t < M;
-    xr[t] = x + (int64_t)(xv[t] ? g + 8 * t : 0) * K + q * 16;
     const uint32_t c = 0x3f803f80u ^ (uint32_t)(lane * 0x00010001u); /* constant x: bf16 values near 1 */
     xa[t] = kp_v16{c, c ^ 1u, c ^ 2u, c ^ 3u}, xb[t] = kp_v16{c ^ 4u, c ^ 5u, c ^ 6u, c ^ 7u};
   }

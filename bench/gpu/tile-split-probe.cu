@@ -49,9 +49,9 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const uint16_t *__re
   constexpr int piece = 16 * WB;
   __shared__ float red[kWarps][32][4 * T];
   __shared__ int last;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
+  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   const int split = blockIdx.y;
-  const int64_t nb = K / 64, kb0 = nb * split / S, kb1 = nb * (split + 1) / S, rowb = K * WB, bstride = 64 * WB;
+  const int64_t nb = K / 64, kb0 = nb * split / S, kb1 = nb * (split + 1) / S, rowb = K * WB;
   const int64_t nbase = (int64_t)blockIdx.x * 16 * R; /* N % (16 R) == 0: the host checks */
   const uint8_t *w0[R], *w1[R];
 #pragma unroll
@@ -61,75 +61,32 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const uint16_t *__re
   }
   const uint16_t *xr[T];
   bool xv[T];
-#pragma unroll
-  for (int t = 0; t < T; ++t) {
-    xv[t] = g + 8 * t < M;
-    xr[t] = x + (int64_t)(xv[t] ? g + 8 * t : 0) * K + q * 16;
-  }
+  tile_x_rows<T>(x, M, K, xr, xv);
   float acc[R][T][4];
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = acc[r][t][2] = acc[r][t][3] = 0.0f;
 
-  kp_v16 a0[R][WB], b0[R][WB], a1[R][WB], b1[R][WB];
-  auto load = [&](int64_t kb, kp_v16(&wa)[R][WB], kp_v16(&wb)[R][WB]) {
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int p = 0; p < WB; ++p) {
-        wa[r][p] = kp_ld_stream(w0[r] + kb * bstride + 16 * p);
-        wb[r][p] = kp_ld_stream(w1[r] + kb * bstride + 16 * p);
-      }
-  };
-  auto use = [&](int64_t kb, const kp_v16(&wa)[R][WB], const kp_v16(&wb)[R][WB]) {
-    kp_v16 xa[T], xb[T];
+  tile_loop_rows<WB, R, 1>(w0, w1, kb0, kb1, [&](int64_t kb, const kp_v16(&wa)[R][WB], const kp_v16(&wb)[R][WB]) {
+    kp_v16 xa[T], xb[T]; /* x once a K block, for the R tiles */
     load_x<T>(xr, xv, kb, xa, xb);
 #pragma unroll
     for (int r = 0; r < R; ++r) block_math_x<T, WB>(wa[r], wb[r], xa, xb, acc[r]);
-  };
-  int64_t kb = kb0 + warp;
-  if (kb < kb1) load(kb, a0, b0);
-#pragma unroll 1
-  while (kb < kb1) {
-    if (kb + kWarps < kb1) load(kb + kWarps, a1, b1);
-    use(kb, a0, b0);
-    kb += kWarps;
-    if (kb >= kb1) break;
-    if (kb + kWarps < kb1) load(kb + kWarps, a0, b0);
-    use(kb, a1, b1);
-    kb += kWarps;
-  }
+  });
 
   /* each tile's warp sums in warp order; warp 0 stores y (S = 1) or the block's partial */
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-#pragma unroll
-    for (int t = 0; t < T; ++t)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) red[warp][lane][4 * t + i] = acc[r][t][i];
-    __syncthreads();
-    if (warp == 0) {
+    if (tile_warp_sum<T>(red, acc[r])) {
       const int64_t n0 = nbase + 16 * r + g;
-      const float s0 = WB == 1 ? scales[n0] : 1.0f, s1 = WB == 1 ? scales[n0 + 8] : 1.0f;
-#pragma unroll
-      for (int t = 0; t < T; ++t)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int m = 8 * t + 2 * q + c;
-          if (m >= M) continue;
-          float v0 = red[0][lane][4 * t + c], v1 = red[0][lane][4 * t + 2 + c];
-          for (int j = 1; j < kWarps; ++j) v0 += red[j][lane][4 * t + c], v1 += red[j][lane][4 * t + 2 + c];
-          if (S == 1) {
-            y[(int64_t)m * N + n0] = __bfloat16_as_ushort(__float2bfloat16_rn(v0 * s0));
-            y[(int64_t)m * N + n0 + 8] = __bfloat16_as_ushort(__float2bfloat16_rn(v1 * s1));
-          } else {
-            part[((int64_t)split * M + m) * N + n0] = v0;
-            part[((int64_t)split * M + m) * N + n0 + 8] = v1;
-          }
-        }
+      tile_each_output<T>(acc[r], M, n0, true, true, WB == 1 ? scales[n0] : 1.0f, WB == 1 ? scales[n0 + 8] : 1.0f,
+                          [&](int m, int64_t n, float v, float s) {
+                            if (S == 1) y[(int64_t)m * N + n] = tile_bf16(v * s);
+                            else part[((int64_t)split * M + m) * N + n] = v;
+                          });
     }
-    __syncthreads();
+    __syncthreads(); /* red is read by warp 0 before the next tile writes it */
   }
   if constexpr (S > 1) {
     /* the last of the row group's S blocks adds the partials in split order */
@@ -145,7 +102,7 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const uint16_t *__re
       float v = 0.0f;
 #pragma unroll
       for (int s = 0; s < S; ++s) v += __ldcg(part + ((int64_t)s * M + m) * N + n);
-      y[(int64_t)m * N + n] = __bfloat16_as_ushort(__float2bfloat16_rn(v * (WB == 1 ? scales[n] : 1.0f)));
+      y[(int64_t)m * N + n] = tile_bf16(v * (WB == 1 ? scales[n] : 1.0f));
     }
     if (threadIdx.x == 0) counters[blockIdx.x] = 0; /* for the next launch */
   }
@@ -163,11 +120,7 @@ __global__ void __launch_bounds__(kWarps * 32) lib_kernel(const uint16_t *__rest
   const uint8_t *w0 = w + n0 * rowb + q * piece, *w1 = w + (n0 + 8) * rowb + q * piece;
   const uint16_t *xr[T];
   bool xv[T];
-#pragma unroll
-  for (int t = 0; t < T; ++t) {
-    xv[t] = g + 8 * t < M;
-    xr[t] = x + (int64_t)(xv[t] ? g + 8 * t : 0) * K + q * 16;
-  }
+  tile_x_rows<T>(x, M, K, xr, xv);
   float acc[T][4];
 #pragma unroll
   for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
@@ -248,12 +201,9 @@ int main(void) {
       printf("%-5s %-12s %5s %-9s %7d %9.2f %8.0f %9s %10s\n", wk.name, shape, "-", "floor", 2 * units, floor_us,
              wbytes / (floor_us * 1e3), "1.000", "-");
       for (int M : wk.rows) {
-        std::vector<uint16_t> xh((size_t)(M * K));
-        for (auto &e : xh) e = kp_f32_to_bf16(kp_tile_uniform(rng));
-        uint16_t *dx, *dy;
-        CK(cudaMalloc(&dx, xh.size() * 2));
-        CK(cudaMalloc(&dy, (size_t)M * N * 2));
-        CK(cudaMemcpy(dx, xh.data(), xh.size() * 2, cudaMemcpyHostToDevice));
+        const kp_tile_io io = kp_tile_inputs(rng, M, N, K);
+        const std::vector<uint16_t> &xh = io.x;
+        uint16_t *dx = io.dx, *dy = io.dy;
         double rmax = 0.0;
         const std::vector<double> ref = kp_tile_reference(wt, xh, M, N, K, &rmax);
         const int T = M > 16 ? 4 : M > 8 ? 2 : 1;

@@ -109,11 +109,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) tile_kernel(const uint16_t *__
   const uint8_t *w1 = w + (n0 + 8 < N ? n0 + 8 : N - 1) * rowb + q * piece;
   const uint16_t *xr[T];
   bool xv[T];
-#pragma unroll
-  for (int t = 0; t < T; ++t) {
-    xv[t] = g + 8 * t < M;
-    xr[t] = x + (int64_t)(xv[t] ? g + 8 * t : 0) * K + q * 16;
-  }
+  tile_x_rows<T>(x, M, K, xr, xv);
   float acc[T][4];
 #pragma unroll
   for (int t = 0; t < T; ++t)
@@ -269,12 +265,9 @@ int main(void) {
              "1.000", "-", "-");
       for (int M : wk.rows) {
         if (only && atoi(only + strlen(tag)) != M) continue;
-        std::vector<uint16_t> xh((size_t)(M * K));
-        for (auto &e : xh) e = kp_f32_to_bf16(kp_tile_uniform(rng));
-        uint16_t *dx, *dy;
-        CK(cudaMalloc(&dx, xh.size() * 2));
-        CK(cudaMalloc(&dy, (size_t)M * N * 2));
-        CK(cudaMemcpy(dx, xh.data(), xh.size() * 2, cudaMemcpyHostToDevice));
+        const kp_tile_io io = kp_tile_inputs(rng, M, N, K);
+        const std::vector<uint16_t> &xh = io.x;
+        uint16_t *dx = io.dx, *dy = io.dy;
         /* the fp64 reference, every 4th output row (the bitwise check covers all) */
         double rmax = 0.0;
         const std::vector<double> ref = kp_tile_reference(wt, xh, M, N, K, &rmax);
