@@ -1,5 +1,5 @@
 /* norm-fold-probe.cu: what folding the step's add + rmsnorm into the linear after it would save
- * at rows 1-8, where the gemv rows serve. The 2026-12-01 trace (bench/results/
+ * at rows 1-8, where the gemv rows serve, and 4-16 on the tensor-core tile. The 2026-12-01 trace (bench/results/
  * h200-2026-12-01-step-profile-2d9850f/NOTES.md) put each norm at 3.6 us exposed a layer at c=1
  * (5.9 at c=64): a chain of latencies, not bytes. Folded, the linear reads the residual and the
  * last linear's output itself, sums the squares in the pass that already reads all of x, and
@@ -22,6 +22,11 @@
  *           can give (its output is not checked)
  * The producer is the o linear (gemv.rpb4.u16.pdl, 4096 x 4096) writing its layer's own y;
  * the consumers are Llama-3.1-8B's qkv (6144 x 4096) and gate_up (2 x 14336 x 4096).
+ * qkv.tile, rows 4-16 (where the tensor-core tiles serve): producer and consumer the bf16 16-row
+ * tile of tile-math.h (8 warps, .pdl: its first W loads before the wait), the fold done in the
+ * tile's x loads (residual + y, times gamma, rounded to bf16 for the mma; the squares summed over
+ * a row's four lanes, then the warps; block b writes the new residual of K block b); no
+ * fold.halfU there.
  * Checks, before any timing: each chain run once from a known residual; the residual after 16
  * layers equal bit for bit to the host's fp32 sum of the y the producers wrote (norm and fold);
  * the last producer's y and the last consumer's output against fp64 (norm and fold; the norm
@@ -42,10 +47,11 @@
 #include "../../hip-lib/src/gpu/block_sum.h"
 #include "../../hip-lib/src/gpu/gemv_core.h"
 #include "probe.h"
+#include "tile-math.h"
 
 #define CK(x) KP_PROBE_CK("norm-fold", x)
 
-static constexpr int kLayers = 16, kWarpsPerBlock = 4;
+static constexpr int kLayers = 16, kWarpsPerBlock = 4, kMaxRows = 16;
 static constexpr int64_t kHidden = 4096, kQkv = 6144, kInter = 14336;
 static constexpr float kEps = 1e-5f;
 
@@ -230,6 +236,91 @@ __global__ void __launch_bounds__(8 * KP_WARP) fold_kernel(const float *rin, con
   if (lane < M) out[lane * N + n] = kp_round<KP_DT_BF16>(mine);
 }
 
+/* the bf16 16-row tensor-core tile (tile-math.h, 8 warps, .pdl as the library's: its first W
+ * loads before the wait): the o producer at rows 16 and the qkv consumer at rows 4-16 */
+template <int T>
+__global__ void __launch_bounds__(256) tile_kernel(const uint16_t *x, const uint16_t *__restrict__ w, uint16_t *y, int M,
+                                                   int64_t N, int64_t K) {
+  __shared__ float red[8][32][4 * T];
+  kp_pdl_trigger();
+  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const int64_t n0 = (int64_t)blockIdx.x * 16 + g;
+  const uint8_t *const w0[1] = {reinterpret_cast<const uint8_t *>(w + n0 * K) + q * 32}, *const w1[1] = {w0[0] + 16 * K};
+  const uint16_t *xr[T];
+  bool xv[T];
+  tile_x_rows<T>(x, M, K, xr, xv);
+  float acc[T][4] = {};
+  tile_loop_rows<2, 1, 2, true>(w0, w1, 0, K / 64, [&](int64_t kb, const kp_v16(&wa)[1][2], const kp_v16(&wb)[1][2]) {
+    block_math<T, 2>(wa[0], wb[0], xr, xv, kb, acc);
+  });
+  tile_sum_store<T>(red, acc, M, N, n0, true, true, 1.0f, 1.0f, y);
+}
+
+/* the tile with the norm folded in: a lane's x pieces are its rows' residual + y, times gamma,
+ * rounded to bf16 for the mma; the squares summed on the way (over the four lanes of a row, then
+ * the warps), each output scaled by its row's 1/rms at the end; block b writes the new residual
+ * of K block b (gridDim.x >= K / 64: the host checks) */
+template <int T>
+__global__ void __launch_bounds__(256) fold_tile_kernel(const float *rin, const uint16_t *y,
+                                                        const uint16_t *__restrict__ gamma, float *rout,
+                                                        const uint16_t *__restrict__ w, uint16_t *out, int M, int64_t N,
+                                                        int64_t K) {
+  __shared__ float red[8][32][4 * T], ssw[8][8 * T];
+  kp_pdl_trigger();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
+  const int64_t n0 = (int64_t)blockIdx.x * 16 + g;
+  const uint8_t *const w0[1] = {reinterpret_cast<const uint8_t *>(w + n0 * K) + q * 32}, *const w1[1] = {w0[0] + 16 * K};
+  float acc[T][4] = {}, ss[T] = {};
+  tile_loop_rows<2, 1, 2, true>(w0, w1, 0, K / 64, [&](int64_t kb, const kp_v16(&wa)[1][2], const kp_v16(&wb)[1][2]) {
+    const int64_t k0 = kb * 64 + q * 16;
+    float gf[16];
+    kp_unpack8<KP_DT_BF16>(*reinterpret_cast<const kp_v16 *>(gamma + k0), *reinterpret_cast<float(*)[8]>(gf));
+    kp_unpack8<KP_DT_BF16>(*reinterpret_cast<const kp_v16 *>(gamma + k0 + 8), *reinterpret_cast<float(*)[8]>(gf + 8));
+    kp_v16 xa[T], xb[T];
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      const int m = g + 8 * t;
+      xa[t] = xb[t] = kp_v16{0u, 0u, 0u, 0u};
+      if (m >= M) continue;
+      const float *r = rin + m * K + k0;
+      float v[16];
+      kp_unpack8<KP_DT_BF16>(kp_ld_act(y + m * K + k0), *reinterpret_cast<float(*)[8]>(v));
+      kp_unpack8<KP_DT_BF16>(kp_ld_act(y + m * K + k0 + 8), *reinterpret_cast<float(*)[8]>(v + 8));
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const kp_v16 a = kp_ld_act(r + 4 * i);
+        v[4 * i] += __uint_as_float(a.x), v[4 * i + 1] += __uint_as_float(a.y);
+        v[4 * i + 2] += __uint_as_float(a.z), v[4 * i + 3] += __uint_as_float(a.w);
+      }
+      if (kb == blockIdx.x)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          *reinterpret_cast<float4 *>(rout + m * K + k0 + 4 * i) = make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
+      uint32_t p[8];
+#pragma unroll
+      for (int e = 0; e < 16; e += 2) {
+        ss[t] = fmaf(v[e + 1], v[e + 1], fmaf(v[e], v[e], ss[t]));
+        p[e / 2] = (uint32_t)kp_round<KP_DT_BF16>(v[e] * gf[e]) | ((uint32_t)kp_round<KP_DT_BF16>(v[e + 1] * gf[e + 1]) << 16);
+      }
+      xa[t] = kp_v16{p[0], p[1], p[2], p[3]}, xb[t] = kp_v16{p[4], p[5], p[6], p[7]};
+    }
+    block_math_x<T, 2>(wa[0], wb[0], xa, xb, acc);
+  });
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    float v = ss[t];
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v += __shfl_xor_sync(0xffffffffu, v, 2);
+    if (q == 0) ssw[warp][8 * t + g] = v;
+  }
+  if (!tile_warp_sum<T>(red, acc)) return; /* its barrier also publishes ssw */
+  tile_each_output<T>(acc, M, n0, true, true, 1.0f, 1.0f, [&](int m, int64_t n, float v, float) {
+    float tot = 0.0f;
+    for (int j = 0; j < 8; ++j) tot += ssw[j][m];
+    out[(int64_t)m * N + n] = tile_bf16(v * (1.0f / sqrtf(tot / (float)K + kEps)));
+  });
+}
+
 /* ---- host ---- */
 template <class... Params, class... Args>
 static void launch(void (*k)(Params...), int64_t blocks, int threads, cudaStream_t s, Args... args) {
@@ -253,6 +344,7 @@ struct Consumer {
   int nr;    /* 1 linear, 2 gated */
   int64_t n; /* outputs a row */
   std::vector<uint16_t *> w;
+  bool tile; /* the tensor-core tile (producer and consumer), else gemv */
 };
 
 struct Bufs {
@@ -278,10 +370,29 @@ static void enqueue(Chain c, const Bufs &b, const Consumer &cs, cudaStream_t s) 
   }
 }
 
+/* the tile's chains at rows 4-16 (T = rows / 8, rounded up); fold.halfU has no tile form */
+template <int T>
+static void enqueue_tile(Chain c, int M, const Bufs &b, const Consumer &cs, cudaStream_t s) {
+  for (int l = 0; l < kLayers; ++l) {
+    launch(tile_kernel<T>, kHidden / 16, 256, s, (const uint16_t *)b.a, (const uint16_t *)b.wo[l], b.y[l], M, kHidden, kHidden);
+    if (c == kNorm || c == kNorm256)
+      launch(c == kNorm ? norm_kernel<1> : norm_kernel<4>, M, c == kNorm ? 1024 : 256, s, b.resid[0],
+             (const uint16_t *)b.y[l], (const uint16_t *)b.gamma, b.h, kHidden);
+    if (c == kFold)
+      launch(fold_tile_kernel<T>, cs.n / 16, 256, s, (const float *)b.resid[l % 2], (const uint16_t *)b.y[l],
+             (const uint16_t *)b.gamma, b.resid[(l + 1) % 2], (const uint16_t *)cs.w[l], b.out, M, cs.n, kHidden);
+    else
+      launch(tile_kernel<T>, cs.n / 16, 256, s, (const uint16_t *)b.h, (const uint16_t *)cs.w[l], b.out, M, cs.n, kHidden);
+  }
+}
+
 static cudaGraphExec_t capture(int M, Chain c, const Bufs &b, const Consumer &cs, cudaStream_t s) {
   CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   const bool g = cs.nr == 2;
-  switch (M) {
+  if (cs.tile) {
+    if (M <= 8) enqueue_tile<1>(c, M, b, cs, s);
+    else enqueue_tile<2>(c, M, b, cs, s);
+  } else switch (M) {
     case 1: g ? enqueue<1, 2>(c, b, cs, s) : enqueue<1, 1>(c, b, cs, s); break;
     case 2: g ? enqueue<2, 2>(c, b, cs, s) : enqueue<2, 1>(c, b, cs, s); break;
     case 4: g ? enqueue<4, 2>(c, b, cs, s) : enqueue<4, 1>(c, b, cs, s); break;
@@ -315,7 +426,7 @@ static double rel_err(const std::vector<uint16_t> &got, const std::vector<double
  * and the last producer's fp64 output for each rows count */
 struct HostRef {
   std::vector<float> wo, wc[2];
-  std::vector<double> y[9];
+  std::vector<double> y[kMaxRows + 1];
 };
 
 static std::vector<float> hashed_w(uint32_t stream, int64_t n) {
@@ -372,7 +483,7 @@ static int check(int M, Chain c, cudaGraphExec_t g, const Bufs &b, const Consume
     for (int64_t k = 0; k < kHidden; ++k) xn[m * kHidden + k] = r[m * kHidden + k] * inv * from_bf16(g_val(2, k));
   }
   for (int64_t j = 0; j < cs.n; ++j) {
-    double d[8][2] = {};
+    double d[kMaxRows][2] = {};
     for (int part = 0; part < cs.nr; ++part) {
       const float *wrow = wc.data() + (j + part * cs.n) * kHidden;
       for (int m = 0; m < M; ++m)
@@ -423,20 +534,22 @@ int main() {
   kp_probe_device("norm-fold", "add + rmsnorm folded into the gemv after it, Llama-3.1-8B shapes, 16 layers a graph");
   static_assert(kHidden % (16 * 256) == 0 && kQkv >= kHidden / 8, "the fold's shape limits");
   Bufs b;
-  Consumer cons[2] = {{"qkv", 1, kQkv, {}}, {"gate_up", 2, kInter, {}}};
+  Consumer cons[3] = {{"qkv", 1, kQkv, {}, false}, {"gate_up", 2, kInter, {}, false}, {"qkv.tile", 1, kQkv, {}, true}};
+  static_assert(kQkv / 16 >= kHidden / 64 && kQkv % 16 == 0, "the folded tile's blocks cover K's blocks");
   for (int l = 0; l < kLayers; ++l) {
     b.wo.push_back(alloc_fill(kHidden * kHidden, 100 + l, 0));
     cons[0].w.push_back(alloc_fill(kQkv * kHidden, 200 + l, 0));
     cons[1].w.push_back(alloc_fill(2 * kInter * kHidden, 200 + l, 0));
     uint16_t *y;
-    CK(cudaMalloc(&y, 8 * kHidden * 2));
+    CK(cudaMalloc(&y, kMaxRows * kHidden * 2));
     b.y.push_back(y);
   }
-  b.a = alloc_fill(8 * kHidden, 1, 1);
+  cons[2].w = cons[0].w; /* the same qkv weights */
+  b.a = alloc_fill(kMaxRows * kHidden, 1, 1);
   b.gamma = alloc_fill(kHidden, 2, 2);
-  b.h = alloc_fill(8 * kHidden, 3, 1);
-  CK(cudaMalloc(&b.out, 8 * 2 * kInter * 2));
-  std::vector<float> r0(8 * kHidden);
+  b.h = alloc_fill(kMaxRows * kHidden, 3, 1);
+  CK(cudaMalloc(&b.out, std::max(8 * 2 * kInter, kMaxRows * kQkv) * 2));
+  std::vector<float> r0(kMaxRows * kHidden);
   kp_probe_rng rng{0x9a0f01d5ull};
   for (float &v : r0) v = (float)(rng.next_u32() % 2001) / 1000.0f - 1.0f;
   for (float **p : {&b.resid[0], &b.resid[1], &b.resid0}) CK(cudaMalloc(p, r0.size() * 4));
@@ -448,18 +561,22 @@ int main() {
   HostRef h;
   h.wo = hashed_w(100 + kLayers - 1, kHidden * kHidden);
   for (int i = 0; i < 2; ++i) h.wc[i] = hashed_w(200 + kLayers - 1, cons[i].nr * cons[i].n * kHidden);
+  static const int rows_of[3][4] = {{1, 2, 4, 8}, {1, 2, 4, 8}, {4, 8, 16, 0}};
   int failed = 0;
   printf("consumer  rows  norm_us  norm.t256_us  fold_us  fold.halfU_us  bound_us  fold-norm  bound-norm  fold_err  norm_err"
          "  (us a layer: producer, [norm], consumer)\n");
-  for (int ci = 0; ci < 2; ++ci)
-    for (int M : {1, 2, 4, 8}) {
+  for (int ci = 0; ci < 3; ++ci)
+    for (int M : rows_of[ci]) {
+      if (M == 0) continue;
       const Consumer &cs = cons[ci];
       float us[5];
       double err[5] = {0, 0, 0, 0, 0};
       bool good = true;
+      us[kFoldHalf] = NAN;
       for (Chain c : {kNorm, kNorm256, kFold, kFoldHalf, kBound}) {
+        if (cs.tile && c == kFoldHalf) continue;
         cudaGraphExec_t g = capture(M, c, b, cs, s);
-        if (!check(M, c, g, b, cs, h.wc[ci], h, s, &err[c])) good = false;
+        if (!check(M, c, g, b, cs, h.wc[ci == 2 ? 0 : ci], h, s, &err[c])) good = false;
         us[c] = good ? time_layer_us(g, s) : NAN;
         CK(cudaGraphExecDestroy(g));
       }

@@ -83,8 +83,9 @@ __device__ __forceinline__ void tile_x_rows(const uint16_t *x, int M, int64_t K,
 /* a warp's K blocks kb_begin + warp, + W, ... below kb_end, for R tiles (w0[r], w1[r]: the
  * lane's first bytes of the tile's rows g and g + 8): two register sets of U blocks, the next
  * set's loads issued while this set is used; block(kb, wa, wb) gets each block's WB pieces of
- * the R tiles' rows */
-template <int WB, int R, int U, class Block>
+ * the R tiles' rows. PDL: the first set's loads are issued before the wait for the previous
+ * kernel (griddepcontrol.wait), as the library's .pdl tiles do. */
+template <int WB, int R, int U, bool PDL = false, class Block>
 __device__ __forceinline__ void tile_loop_rows(const uint8_t *const (&w0)[R], const uint8_t *const (&w1)[R], int64_t kb_begin,
                                                int64_t kb_end, Block block) {
   const int warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
@@ -112,6 +113,7 @@ __device__ __forceinline__ void tile_loop_rows(const uint8_t *const (&w0)[R], co
   };
   int64_t b = kb_begin + warp;
   if (b < kb_end) load(b, a0, b0);
+  if constexpr (PDL) asm volatile("griddepcontrol.wait;" ::: "memory");
 #pragma unroll 1
   while (b < kb_end) {
     if (b + step < kb_end) load(b + step, a1, b1);
