@@ -1,13 +1,12 @@
 /* norm-fold-probe.cu: what folding the step's add + rmsnorm into the linear after it would save
  * at rows 1-8, where the gemv rows serve, and at 4-16 on the tensor-core tile. The 2026-12-01
  * trace (bench/results/h200-2026-12-01-step-profile-2d9850f/NOTES.md) put each norm at 3.6 us
- * exposed a layer at c=1
- * (5.9 at c=64): a chain of latencies, not bytes. Folded, the linear reads the residual and the
- * last linear's output itself, sums the squares in the pass that already reads all of x, and
- * scales its outputs by the row's 1/rms at the end (y = inv_rms * W (gamma . x): the rms is one
- * number a row); one warp a residual piece writes the new residual into the other of two
- * buffers, so no block reads what another writes. It costs x's bytes three times over (fp32
- * residual and bf16 output for bf16 x) and one FMA an element.
+ * exposed a layer at c=1 (5.9 at c=64): a chain of latencies, not bytes. Folded, the linear
+ * reads the residual and the last linear's output itself, sums the squares in the pass that
+ * already reads all of x, and scales its outputs by the row's 1/rms at the end (y = inv_rms *
+ * W (gamma . x): the rms is one number a row); one warp a residual piece writes the new
+ * residual into the other of two buffers, so no block reads what another writes. It costs x's
+ * bytes three times over (fp32 residual and bf16 output for bf16 x) and one FMA an element.
  *
  * Each chain is 16 layers of one CUDA graph, every launch PDL as the step's, each layer's
  * weights its own (16 layers outsize the L2):
