@@ -54,6 +54,8 @@ const PeerRowSchema = v.object({
   steps: v.number(),
   tok_s: v.pipe(v.number(), v.finite()),
   device: v.optional(v.string()),
+  /** the compiled arm's loaded torch.compile cache (sha256, 16 hex digits); null: compiled afresh */
+  compile_cache: v.optional(v.nullable(v.string())),
 });
 const SetupSchema = v.object({ kind: v.literal('setup'), model: v.string(), table: v.object({ used: v.boolean() }) });
 const CeilingSchema = v.object({ kind: v.literal('ceiling'), read_gb_s: v.pipe(v.number(), v.finite(), v.minValue(1)), device: v.optional(v.string()) });
@@ -119,6 +121,10 @@ export interface SummaryRow {
   /** how many runs of the compiled arm there were, and the slowest of them */
   peer_compiled_runs: number;
   peer_compiled_least_tok_s: number | null;
+  /** the torch.compile cache the fastest compiled run loaded (its sha256, 16 hex digits): the
+   * draw of max-autotune it ran, made in an earlier call; null: it compiled afresh (or the
+   * peer's output predates the field) */
+  peer_compiled_cache: string | null;
   commit: string;
   device: string;
   /** whether the table arm ran the table (false: refused, so it ran the defaults); null: no setup line */
@@ -161,11 +167,11 @@ export function buildSummary(
           throw new Error(`${s.model} c=${s.c}: the peer's ${name} arm ran context ${p.context}, ${p.steps} steps; serve-bench ${s.context}, ${s.steps}`);
         }
       }
-      return found.map((p) => p.tok_s).sort((a, b) => b - a);
+      return found.sort((a, b) => b.tok_s - a.tok_s);
     };
-    const eager = runs('eager')[0] ?? null;
+    const eager = runs('eager')[0]?.tok_s ?? null;
     const compiledRuns = runs('compiled');
-    const compiled = compiledRuns[0] ?? null;
+    const compiled = compiledRuns[0]?.tok_s ?? null;
     const bytes = stepBytes(dimsOf(s.model, s.layers), s.c, s.context, s.steps);
     const limit = ceiling === null ? null : (s.c * ceiling * 1e9) / bytes.total;
     return {
@@ -176,7 +182,8 @@ export function buildSummary(
       peer_eager_tok_s: eager,
       peer_compiled_tok_s: compiled,
       peer_compiled_runs: compiledRuns.length,
-      peer_compiled_least_tok_s: compiledRuns.at(-1) ?? null,
+      peer_compiled_least_tok_s: compiledRuns.at(-1)?.tok_s ?? null,
+      peer_compiled_cache: compiledRuns[0]?.compile_cache ?? null,
       commit: meta.commit,
       device: meta.device,
       table_used: parsed.tableUsed[s.model] ?? null,

@@ -82,6 +82,17 @@ test('several peer runs: each arm counts its fastest, and the summary keeps how 
   assert.match(summaryMarkdown(one), /\| - \| 630 \| 1\.25 \|/);
 });
 
+test('the fastest compiled run names the torch.compile cache it loaded; a fresh compile or an older peer, none', () => {
+  const cached = JSON.stringify({ kind: 'row', model: 'Qwen3-0.6B', c: 1, arm: 'compiled', context: 256, steps: 32, tok_s: 890, compile_cache: '0123456789abcdef' });
+  const fresh = JSON.stringify({ kind: 'row', model: 'Qwen3-0.6B', c: 1, arm: 'compiled', context: 256, steps: 32, tok_s: 600, compile_cache: null });
+  const meta = { commit: 'x', device: 'd' };
+  const both = buildSummary(parseLines([{ name: 's', text: serveLine('Qwen3-0.6B', 1, 800, 1300) }, { name: 'p', text: [fresh, cached].join('\n') }]), dims, meta);
+  assert.is(both[0]!.peer_compiled_cache, '0123456789abcdef');
+  assert.is(both[0]!.peer_compiled_tok_s, 890);
+  const older = buildSummary(parseLines([{ name: 's', text: serveLine('Qwen3-0.6B', 1, 800, 1300) }, { name: 'p', text: peerLine('Qwen3-0.6B', 1, 'compiled', 700) }]), dims, meta);
+  assert.is(older[0]!.peer_compiled_cache, null);
+});
+
 test('a slower peer run at another context is refused too, not skipped for the fastest', () => {
   const parsed = parseLines([
     { name: 's', text: serveLine('Qwen3-0.6B', 4, 100, 120) },

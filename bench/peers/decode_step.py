@@ -25,6 +25,14 @@ the median over runs.
             step's start and its head (the layer is compiled once per shape and
             called for every layer), captured in the same one graph
 
+--compile-cache-out FILE keeps torch.compile's artifacts (torch.compiler.save_cache_artifacts:
+the compiled kernels and the autotuner's choices) in FILE after each compiled (model, c);
+--compile-cache-in FILE loads such a file first, so that a later run compiles nothing the
+earlier one did (a call short of time for every compile) and its compiled arm is the earlier
+run's draw of max-autotune, not a new one (each compile's search can pick other kernels:
+Qwen3-0.6B c=1 ran 893, 630 and 587 tok/s in three calls). A row says which cache it loaded
+(compile_cache: the file's sha256, first 16 hex digits; null: compiled afresh).
+
 Also measured once: the read ceiling (the fastest of a Triton read kernel and
 torch reductions over an 8 GiB buffer, bytes read over time) and the copy rate.
 Prints JSON lines on stdout: kind ceiling, then kind row per (model, c, arm).
@@ -32,6 +40,7 @@ Prints JSON lines on stdout: kind ceiling, then kind row per (model, c, arm).
 """
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -276,6 +285,41 @@ def configure_compile(autotune_backends):
     ic.compile_threads = max(1, min(16, os.cpu_count() or 1))
 
 
+def load_compile_cache(path):
+    """torch.compile's artifacts of an earlier run, loaded: the file's sha256 (16 hex
+    digits), or None when it is missing or does not load (then every shape compiles afresh)."""
+    try:
+        with open(path, "rb") as f:
+            blob = f.read()
+    except OSError as e:
+        say(f"compile cache {path}: {e}; compiling afresh")
+        return None
+    digest = hashlib.sha256(blob).hexdigest()[:16]
+    try:
+        torch.compiler.load_cache_artifacts(blob)
+    except Exception as e:  # noqa: BLE001 - another torch, Triton or GPU: compile afresh
+        say(f"compile cache {path} did not load ({e!r}); compiling afresh")
+        return None
+    say(f"compile cache {path}: {len(blob)} bytes loaded, sha256 {digest}")
+    return digest
+
+
+def save_compile_cache(path):
+    """Every compile artifact of this process so far into path (written whole, then renamed)."""
+    try:
+        art = torch.compiler.save_cache_artifacts()
+    except Exception as e:  # noqa: BLE001 - the measurement goes on without it
+        say(f"compile cache not saved: {e!r}")
+        return
+    if art is None:
+        say("compile cache not saved: no artifacts")
+        return
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(art[0])
+    os.replace(tmp, path)
+
+
 def compiled_fns():
     opts = dict(mode="max-autotune-no-cudagraphs", fullgraph=True, dynamic=False)
     return torch.compile(step_start, **opts), torch.compile(layer, **opts), torch.compile(step_head, **opts)
@@ -293,6 +337,8 @@ def main():
     ap.add_argument("--autotune-backends", default="ATEN,TRITON", help="inductor's max_autotune_gemm_backends")
     ap.add_argument("--no-ceiling", action="store_true", help="skip the read-ceiling measurement")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--compile-cache-in", default="", help="torch.compile artifacts of an earlier run to load first")
+    ap.add_argument("--compile-cache-out", default="", help="where to keep this run's torch.compile artifacts (after each compile)")
     ap.add_argument("--attention", choices=("bmm", "sdpa"), default="bmm",
                     help="bmm: q grouped per KV head against the cache by batched matmul (measured); sdpa: scaled_dot_product_attention with enable_gqa")
     a = ap.parse_args()
@@ -310,8 +356,12 @@ def main():
         ceil["device"] = device
         emit(ceil)
         say(f"read ceiling {ceil['read_gb_s']:.0f} GB/s ({ceil['read_method']}), copy {ceil['copy_gb_s']:.0f} GB/s")
+    cache = None
     if "compiled" in arms:
         configure_compile(a.autotune_backends)
+        if a.compile_cache_in:
+            cache = load_compile_cache(a.compile_cache_in)
+            emit({"kind": "compile_cache", "path": a.compile_cache_in, "sha256": cache})
         fns_compiled = compiled_fns()
     fns_eager = (step_start, layer, step_head)
     cap = a.context + a.steps + 1
@@ -340,6 +390,9 @@ def main():
                     if arm == "compiled":
                         row["mode"] = "max-autotune-no-cudagraphs"
                         row["autotune_backends"] = a.autotune_backends
+                        row["compile_cache"] = cache
+                        if a.compile_cache_out:
+                            save_compile_cache(a.compile_cache_out)
                     emit(row)
                     say(f"{d['model']} c={c} {arm}: {row['tok_s']:.1f} tok/s, p50 {row['step_p50_us']:.0f} us, built in {build_s:.1f} s")
                     other = first.get((d["model"], c, "eager"))
