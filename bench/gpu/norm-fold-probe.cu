@@ -412,11 +412,12 @@ static std::vector<uint16_t> down16(const uint16_t *p, size_t n) {
   return v;
 }
 
-/* largest |got - want| over largest |want| */
+/* largest |got - want| over largest |want|; NaN when some got is NaN (unwritten over the poison) */
 static double rel_err(const std::vector<uint16_t> &got, const std::vector<double> &want) {
   double e = 0.0, big = 0.0;
   for (size_t i = 0; i < want.size(); ++i) {
-    e = fmax(e, fabs((double)from_bf16(got[i]) - want[i]));
+    const double d = fabs((double)from_bf16(got[i]) - want[i]);
+    if (!(d <= e)) e = d; /* fmax would skip a NaN */
     big = fmax(big, fabs(want[i]));
   }
   return big > 0 ? e / big : e;
@@ -452,8 +453,11 @@ static const std::vector<double> &producer_ref(HostRef &h, int M) {
 static int check(int M, Chain c, cudaGraphExec_t g, const Bufs &b, const Consumer &cs, const std::vector<float> &wc,
                  HostRef &h, cudaStream_t s, double *err) {
   const size_t xs = (size_t)M * kHidden;
-  /* on s: a device-to-device cudaMemcpy would not order itself before s's work */
+  /* on s: a device-to-device cudaMemcpy would not order itself before s's work; the outputs
+   * poisoned (0xffff: a bf16 NaN), so one left unwritten fails */
   for (int i = 0; i < 2; ++i) CK(cudaMemcpyAsync(b.resid[i], b.resid0, xs * 4, cudaMemcpyDeviceToDevice, s));
+  for (int l = 0; l < kLayers; ++l) CK(cudaMemsetAsync(b.y[l], 0xff, xs * 2, s));
+  CK(cudaMemsetAsync(b.out, 0xff, (size_t)M * cs.nr * cs.n * 2, s));
   CK(cudaGraphLaunch(g, s));
   CK(cudaStreamSynchronize(s));
   std::vector<float> r(xs), got(xs);
@@ -464,7 +468,7 @@ static int check(int M, Chain c, cudaGraphExec_t g, const Bufs &b, const Consume
     for (size_t i = 0; i < xs; ++i) r[i] += from_bf16(ylast[i]); /* the kernels' one fp32 add */
   }
   const double ye = rel_err(ylast, producer_ref(h, M));
-  int ok = ye <= 0x1p-7;
+  int ok = ye <= 0x1p-7; /* false on NaN */
   if (!ok) printf("  CHECK FAILED %s m=%d: the producer's y at %.3g of its largest value\n", kChainName[c], M, ye);
   if (c == kBound) return ok;
   const bool in_place = c == kNorm || c == kNorm256; /* the norm adds into resid[0]; the fold alternates */
@@ -493,7 +497,7 @@ static int check(int M, Chain c, cudaGraphExec_t g, const Bufs &b, const Consume
       ref[m * cs.n + j] = cs.nr == 1 ? d[m][0] : d[m][0] / (1.0 + exp(-d[m][0])) * d[m][1];
   }
   *err = rel_err(down16(b.out, (size_t)M * cs.n), ref);
-  if (*err > 0x1p-6) {
+  if (!(*err <= 0x1p-6)) { /* NaN fails too */
     ok = 0;
     printf("  CHECK FAILED %s m=%d %s: output at %.3g of its largest value (bar %.3g)\n", kChainName[c], M, cs.name,
            *err, 0x1p-6);

@@ -81,13 +81,15 @@ static std::vector<double> kp_tile_reference(const kp_tile_weights &w, const std
   return ref;
 }
 
-/* the largest error of y against the reference's columns, over its largest value */
+/* the largest error of y against the reference's columns, over its largest value; NaN when
+ * some checked y is NaN (an output left unwritten over the 0xff poison) */
 static double kp_tile_error(const std::vector<uint16_t> &y, const std::vector<double> &ref, int M, int64_t N, double rmax) {
   double err = 0.0;
   for (int m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; n += 4) {
       const size_t i = (size_t)(m * N + n);
-      err = std::max(err, fabs(kp_bf16_to_f32(y[i]) - ref[i]));
+      const double e = fabs(kp_bf16_to_f32(y[i]) - ref[i]);
+      if (!(e <= err)) err = e; /* std::max would keep err over a NaN */
     }
   return rmax > 0.0 ? err / rmax : err;
 }
