@@ -31,7 +31,8 @@ the compiled kernels and the autotuner's choices) in FILE after each compiled (m
 earlier one did (a call short of time for every compile) and its compiled arm is the earlier
 run's draw of max-autotune, not a new one (each compile's search can pick other kernels:
 Qwen3-0.6B c=1 ran 893, 630 and 587 tok/s in three calls). A row says which cache it loaded
-(compile_cache: the file's sha256, first 16 hex digits; null: compiled afresh).
+(compile_cache: the file's sha256, first 16 hex digits, where every graph of that (model, c)
+came from it, by inductor's FX graph cache counters; null: compiled afresh).
 
 Also measured once: the read ceiling (the fastest of a Triton read kernel and
 torch reductions over an 8 GiB buffer, bytes read over time) and the copy rate.
@@ -296,9 +297,12 @@ def load_compile_cache(path):
         return None
     digest = hashlib.sha256(blob).hexdigest()[:16]
     try:
-        torch.compiler.load_cache_artifacts(blob)
+        info = torch.compiler.load_cache_artifacts(blob)
     except Exception as e:  # noqa: BLE001 - another torch, Triton or GPU: compile afresh
         say(f"compile cache {path} did not load ({e!r}); compiling afresh")
+        return None
+    if info is None:  # it logs why (an unpickling failure) and returns nothing
+        say(f"compile cache {path} did not load; compiling afresh")
         return None
     say(f"compile cache {path}: {len(blob)} bytes loaded, sha256 {digest}")
     return digest
@@ -318,6 +322,16 @@ def save_compile_cache(path):
     with open(tmp, "wb") as f:
         f.write(art[0])
     os.replace(tmp, path)
+
+
+def fx_cache_counts():
+    """(hits, misses) of inductor's FX graph cache so far in this process, or None"""
+    try:
+        from torch._dynamo.utils import counters
+
+        return counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]
+    except Exception:  # noqa: BLE001 - a torch without these counters: the rows say null
+        return None
 
 
 def compiled_fns():
@@ -374,6 +388,7 @@ def main():
                 m = Model(d, max(cs + compiled_cs), cap, a.seed)
                 say(f"{d['model']} {arm}: {m.weight_bytes() / 1e9:.2f} GB of weights, cache {cap} positions")
                 for c in compiled_cs if arm == "compiled" else cs:
+                    fx0 = fx_cache_counts()
                     t0 = time.time()
                     graph = capture(m, c, Step(m, c, fns, a.attention == "sdpa"), a.context)
                     build_s = time.time() - t0
@@ -390,7 +405,11 @@ def main():
                     if arm == "compiled":
                         row["mode"] = "max-autotune-no-cudagraphs"
                         row["autotune_backends"] = a.autotune_backends
-                        row["compile_cache"] = cache
+                        # the loaded cache's draw only where every graph of this (model, c) came from it
+                        fx1 = fx_cache_counts()
+                        hits, misses = (fx1[0] - fx0[0], fx1[1] - fx0[1]) if fx0 and fx1 else (None, None)
+                        row["fxgraph_cache_hits"], row["fxgraph_cache_misses"] = hits, misses
+                        row["compile_cache"] = cache if cache is not None and misses == 0 else None
                         if a.compile_cache_out:
                             save_compile_cache(a.compile_cache_out)
                     emit(row)
