@@ -55,17 +55,18 @@ __global__ void __launch_bounds__(512) kp_probe_floor_kernel(const kp_v16 *__res
   if (acc == 0x9e3779b9u) *sink = acc;
 }
 
-/* median us of a launch over `batches` batches of `per_batch` launches, copies rotating */
+/* median us of a launch over `batches` batches of `per_batch` launches, copies rotating; the
+ * events on `stream`, the one the launches go to */
 template <class Launch>
-static float kp_probe_median_us(Launch launch, int copies, int batches = 15, int per_batch = 20) {
+static float kp_probe_median_us(Launch launch, int copies, int batches = 15, int per_batch = 20, cudaStream_t stream = 0) {
   cudaEvent_t e0, e1;
   KP_PROBE_CK("probe", cudaEventCreate(&e0));
   KP_PROBE_CK("probe", cudaEventCreate(&e1));
   std::vector<float> per;
   for (int b = 0; b < batches; ++b) {
-    KP_PROBE_CK("probe", cudaEventRecord(e0));
+    KP_PROBE_CK("probe", cudaEventRecord(e0, stream));
     for (int i = 0; i < per_batch; ++i) launch((b * per_batch + i) % copies);
-    KP_PROBE_CK("probe", cudaEventRecord(e1));
+    KP_PROBE_CK("probe", cudaEventRecord(e1, stream));
     KP_PROBE_CK("probe", cudaEventSynchronize(e1));
     float ms = 0.0f;
     KP_PROBE_CK("probe", cudaEventElapsedTime(&ms, e0, e1));

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # probes.sh: build the standalone CUDA probes of bench/gpu in parallel, then run each in turn on
 # the GPU machine, one log each. Run from the repo root (no Node needed).
-#   PROBES="tile-read tile-split norm-fold"   which (bench/gpu/<name>-probe.cu), in run order
+#   PROBES="tile-read tile-split norm-fold moe-prefetch"   which (bench/gpu/<name>-probe.cu), in run order
 #   PROBE_LIMIT_S=180   seconds one probe may run
 # Logs: logs/probes/<name>.log (run) and <name>.build.log (nvcc -Xptxas -v); copied to $OUT/probes/
 # when OUT is set; a summary line per probe on stdout. Exit 1 when a probe failed to build or run.
 set -uo pipefail
 dir=logs/probes
 mkdir -p "$dir" build
-probes=${PROBES:-tile-read tile-split norm-fold}
+probes=${PROBES:-tile-read tile-split norm-fold moe-prefetch}
 for p in $probes; do
   [ -f "bench/gpu/$p-probe.cu" ] || { echo "probes: no bench/gpu/$p-probe.cu" >&2; exit 2; }
 done
