@@ -13,6 +13,17 @@
 #include "../../hip-lib/src/common/numeric.h"
 #include "probe.h"
 
+/* Llama-3.1-8B's linears (gate_up as one 28672-row linear), N x K; every N a multiple of 64 */
+static const int kp_tile_shapes[4][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
+/* the weights and the rows the tile serves them at: fp8 (e4m3 codes and row scales, 1 byte) at
+ * rows 4-16, bf16 (2 bytes) at rows 8-32 */
+struct kp_tile_weight_kind {
+  const char *name;
+  int bytes;
+  int rows[3];
+};
+static const kp_tile_weight_kind kp_tile_weight_kinds[2] = {{"fp8", 1, {4, 8, 16}}, {"bf16", 2, {8, 16, 32}}};
+
 /* a value in [-1, 1) */
 static inline float kp_tile_uniform(kp_probe_rng &rng) { return (float)(rng.next_u32() & 0xffffff) / 16777216.0f * 2.0f - 1.0f; }
 
@@ -63,6 +74,36 @@ static kp_tile_io kp_tile_inputs(kp_probe_rng &rng, int M, int64_t N, int64_t K)
   KP_PROBE_CK("tile-data", cudaMalloc(&io.dy, (size_t)M * N * 2));
   KP_PROBE_CK("tile-data", cudaMemcpy(io.dx, io.x.data(), io.x.size() * 2, cudaMemcpyHostToDevice));
   return io;
+}
+
+static void kp_tile_io_free(const kp_tile_io &io) {
+  KP_PROBE_CK("tile-data", cudaFree(io.dx));
+  KP_PROBE_CK("tile-data", cudaFree(io.dy));
+}
+
+/* the weights on the device: copies of W that together outsize the L2 four times (each launch
+ * reads a cold copy), and the row scales */
+struct kp_tile_device {
+  uint8_t *w = nullptr;
+  float *scales = nullptr;
+  int copies = 0;
+};
+
+static kp_tile_device kp_tile_upload(const kp_tile_weights &wt, int64_t l2_bytes) {
+  kp_tile_device d;
+  const int64_t wbytes = (int64_t)wt.bytes.size();
+  d.copies = (int)std::max<int64_t>(2, 4 * l2_bytes / wbytes + 1);
+  KP_PROBE_CK("tile-data", cudaMalloc(&d.w, (size_t)wbytes * d.copies));
+  for (int c = 0; c < d.copies; ++c)
+    KP_PROBE_CK("tile-data", cudaMemcpy(d.w + (size_t)c * wbytes, wt.bytes.data(), (size_t)wbytes, cudaMemcpyHostToDevice));
+  KP_PROBE_CK("tile-data", cudaMalloc(&d.scales, sizeof(float) * wt.scales.size()));
+  KP_PROBE_CK("tile-data", cudaMemcpy(d.scales, wt.scales.data(), sizeof(float) * wt.scales.size(), cudaMemcpyHostToDevice));
+  return d;
+}
+
+static void kp_tile_device_free(const kp_tile_device &d) {
+  KP_PROBE_CK("tile-data", cudaFree(d.w));
+  KP_PROBE_CK("tile-data", cudaFree(d.scales));
 }
 
 /* y[m, n] = scale[n] * W[n] . x[m] in fp64 for every 4th n (the rest stay 0); rmax: the largest |y| */

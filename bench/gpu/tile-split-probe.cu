@@ -152,14 +152,6 @@ static tile_fn pick(int T, int WB, int r, int s) {
   return T == 1 ? pick_t<1, 2>(r, s) : T == 2 ? pick_t<2, 2>(r, s) : pick_t<4, 2>(r, s);
 }
 
-/* the shapes: Llama-3.1-8B's linears (gate_up as one 28672-row linear); N % 64 == 0 */
-static const int shapes[][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
-struct weights {
-  const char *name;
-  int bytes;
-  int rows[3];
-};
-static const weights weight_kinds[] = {{"fp8", 1, {4, 8, 16}}, {"bf16", 2, {8, 16, 32}}};
 static kp_probe_rng rng{0x6a09e667f3bcc909ull};
 
 int main(void) {
@@ -176,27 +168,20 @@ int main(void) {
   CK(cudaMemset(counters, 0, sizeof(unsigned) * max_n / 16));
   CK(cudaMalloc(&part, sizeof(float) * max_s * max_rows * max_n));
   int failed = 0;
-  for (const weights &wk : weight_kinds)
-    for (const auto &sh : shapes) {
+  for (const kp_tile_weight_kind &wk : kp_tile_weight_kinds)
+    for (const auto &sh : kp_tile_shapes) {
       const int WB = wk.bytes;
       const int64_t N = sh[0], K = sh[1], wbytes = N * K * WB;
       const kp_tile_weights wt = kp_tile_make_weights(rng, N, K, WB);
-      const int copies = (int)std::max<int64_t>(2, (int64_t)(4 * prop.l2CacheSize) / wbytes + 1);
-      uint8_t *dw;
-      float *dsc;
-      CK(cudaMalloc(&dw, (size_t)wbytes * copies));
-      for (int c = 0; c < copies; ++c)
-        CK(cudaMemcpy(dw + (size_t)c * wbytes, wt.bytes.data(), (size_t)wbytes, cudaMemcpyHostToDevice));
-      CK(cudaMalloc(&dsc, sizeof(float) * N));
-      CK(cudaMemcpy(dsc, wt.scales.data(), sizeof(float) * N, cudaMemcpyHostToDevice));
+      const kp_tile_device dev = kp_tile_upload(wt, prop.l2CacheSize);
       char shape[32];
       snprintf(shape, sizeof shape, "%lldx%lld", (long long)N, (long long)K);
       const float floor_us = kp_probe_median_us(
           [&](int c) {
-            kp_probe_floor_kernel<<<2 * units, 512>>>(reinterpret_cast<const kp_v16 *>(dw + (size_t)c * wbytes), wbytes / 16,
+            kp_probe_floor_kernel<<<2 * units, 512>>>(reinterpret_cast<const kp_v16 *>(dev.w + (size_t)c * wbytes), wbytes / 16,
                                                       sink);
           },
-          copies);
+          dev.copies);
       CK(cudaGetLastError());
       printf("%-5s %-12s %5s %-9s %7d %9.2f %8.0f %9s %10s\n", wk.name, shape, "-", "floor", 2 * units, floor_us,
              wbytes / (floor_us * 1e3), "1.000", "-");
@@ -213,7 +198,7 @@ int main(void) {
           if (N % rows_a_block != 0) continue;
           const dim3 grid((unsigned)(N / rows_a_block), (unsigned)v.s), block(kWarps * 32);
           CK(cudaMemset(dy, 0xff, (size_t)M * N * 2));
-          k<<<grid, block>>>(dx, dw, dsc, dy, part, counters, M, N, K);
+          k<<<grid, block>>>(dx, dev.w, dev.scales, dy, part, counters, M, N, K);
           CK(cudaGetLastError());
           CK(cudaDeviceSynchronize());
           std::vector<uint16_t> yh((size_t)(M * N));
@@ -226,16 +211,14 @@ int main(void) {
             continue;
           }
           const float us = kp_probe_median_us(
-              [&](int c) { k<<<grid, block>>>(dx, dw + (size_t)c * wbytes, dsc, dy, part, counters, M, N, K); }, copies);
+              [&](int c) { k<<<grid, block>>>(dx, dev.w + (size_t)c * wbytes, dev.scales, dy, part, counters, M, N, K); }, dev.copies);
           CK(cudaGetLastError());
           printf("%-5s %-12s %5d %-9s %7u %9.2f %8.0f %9.3f %10.2e\n", wk.name, shape, M, v.name, grid.x * grid.y, us,
                  wbytes / (us * 1e3), us / floor_us, err);
         }
-        CK(cudaFree(dx));
-        CK(cudaFree(dy));
+        kp_tile_io_free(io);
       }
-      CK(cudaFree(dw));
-      CK(cudaFree(dsc));
+      kp_tile_device_free(dev);
     }
   printf("# %d variant runs failed their checks\n", failed);
   return failed ? 1 : 0;

@@ -65,15 +65,6 @@ static const variant variants[] = {
     {"ring.w4.s8.xr", 4, 8, 1},  {"ring.w4.s16.xr", 4, 16, 1}, {"ring.w16.s4.xr", 16, 4, 1},
     {"ring.w8.s4.xc", 8, 4, 2},  {"ring.w4.s8.xc", 4, 8, 2},  {"ring.w16.s4.xc", 16, 4, 2},
 };
-/* the shapes: Llama-3.1-8B's linears (gate_up as one 28672-row linear) */
-static const int shapes[][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
-/* the weights: fp8 (e4m3 codes and row scales, 1 byte) at rows 4-16, bf16 (2 bytes) at rows 8-32 */
-struct weights {
-  const char *name;
-  int bytes;
-  int rows[3];
-};
-static const weights weight_kinds[] = {{"fp8", 1, {4, 8, 16}}, {"bf16", 2, {8, 16, 32}}};
 
 #define CK(x) KP_PROBE_CK("w8a16-ring", x)
 
@@ -225,20 +216,15 @@ int main(void) {
   unsigned *sink;
   CK(cudaMalloc(&sink, sizeof(unsigned)));
   int failed = 0;
-  for (const weights &wk : weight_kinds)
-    for (const auto &sh : shapes) {
+  for (const kp_tile_weight_kind &wk : kp_tile_weight_kinds)
+    for (const auto &sh : kp_tile_shapes) {
       const int WB = wk.bytes;
       const int64_t N = sh[0], K = sh[1], wbytes = N * K * WB;
       const kp_tile_weights wt = kp_tile_make_weights(rng, N, K, WB);
-      const std::vector<uint8_t> &wh = wt.bytes;
-      const std::vector<float> &sc = wt.scales;
-      const int copies = (int)std::max<int64_t>(2, (int64_t)(4 * prop.l2CacheSize) / wbytes + 1);
-      uint8_t *dw;
-      CK(cudaMalloc(&dw, (size_t)wbytes * copies));
-      for (int c = 0; c < copies; ++c) CK(cudaMemcpy(dw + (size_t)c * wbytes, wh.data(), (size_t)wbytes, cudaMemcpyHostToDevice));
-      float *dsc;
-      CK(cudaMalloc(&dsc, sizeof(float) * N));
-      CK(cudaMemcpy(dsc, sc.data(), sizeof(float) * N, cudaMemcpyHostToDevice));
+      const kp_tile_device dev = kp_tile_upload(wt, prop.l2CacheSize);
+      uint8_t *const dw = dev.w;
+      float *const dsc = dev.scales;
+      const int copies = dev.copies;
       auto time_it = [&](auto launch) {
         if (once) {
           launch(0);
@@ -252,8 +238,7 @@ int main(void) {
       char tag[64];
       snprintf(tag, sizeof tag, "%s:%s:", wk.name, shape);
       if (only && strncmp(only, tag, strlen(tag)) != 0) {
-        CK(cudaFree(dw));
-        CK(cudaFree(dsc));
+        kp_tile_device_free(dev);
         continue;
       }
       const int64_t pieces = wbytes / 16;
@@ -302,11 +287,9 @@ int main(void) {
           printf("%-5s %-12s %5d %-12s %9.2f %8.0f %9.3f %10.2e %s\n", wk.name, shape, M, v.name, us, wbytes / (us * 1e3),
                  us / floor_us, err, bitwise);
         }
-        CK(cudaFree(dx));
-        CK(cudaFree(dy));
+        kp_tile_io_free(io);
       }
-      CK(cudaFree(dw));
-      CK(cudaFree(dsc));
+      kp_tile_device_free(dev);
     }
   printf("# %d variant runs failed their checks\n", failed);
   return failed ? 1 : 0;
