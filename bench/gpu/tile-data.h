@@ -106,6 +106,19 @@ static void kp_tile_device_free(const kp_tile_device &d) {
   KP_PROBE_CK("tile-data", cudaFree(d.scales));
 }
 
+/* body(kind, N, K, weights, device) for every weight kind and shape, in that order, the weights
+ * drawn from rng and on the device for the body's time */
+template <class Body>
+static void kp_tile_each_weights(kp_probe_rng &rng, int64_t l2_bytes, Body body) {
+  for (const kp_tile_weight_kind &wk : kp_tile_weight_kinds)
+    for (const auto &sh : kp_tile_shapes) {
+      const kp_tile_weights wt = kp_tile_make_weights(rng, sh[0], sh[1], wk.bytes);
+      const kp_tile_device dev = kp_tile_upload(wt, l2_bytes);
+      body(wk, (int64_t)sh[0], (int64_t)sh[1], wt, dev);
+      kp_tile_device_free(dev);
+    }
+}
+
 /* y[m, n] = scale[n] * W[n] . x[m] in fp64 for every 4th n (the rest stay 0); rmax: the largest |y| */
 static std::vector<double> kp_tile_reference(const kp_tile_weights &w, const std::vector<uint16_t> &x, int M, int64_t N,
                                              int64_t K, double *rmax) {

@@ -168,12 +168,10 @@ int main(void) {
   CK(cudaMemset(counters, 0, sizeof(unsigned) * max_n / 16));
   CK(cudaMalloc(&part, sizeof(float) * max_s * max_rows * max_n));
   int failed = 0;
-  for (const kp_tile_weight_kind &wk : kp_tile_weight_kinds)
-    for (const auto &sh : kp_tile_shapes) {
+  kp_tile_each_weights(rng, prop.l2CacheSize, [&](const kp_tile_weight_kind &wk, int64_t N, int64_t K,
+                                                 const kp_tile_weights &wt, const kp_tile_device &dev) {
       const int WB = wk.bytes;
-      const int64_t N = sh[0], K = sh[1], wbytes = N * K * WB;
-      const kp_tile_weights wt = kp_tile_make_weights(rng, N, K, WB);
-      const kp_tile_device dev = kp_tile_upload(wt, prop.l2CacheSize);
+      const int64_t wbytes = N * K * WB;
       char shape[32];
       snprintf(shape, sizeof shape, "%lldx%lld", (long long)N, (long long)K);
       const float floor_us = kp_probe_median_us(
@@ -218,8 +216,7 @@ int main(void) {
         }
         kp_tile_io_free(io);
       }
-      kp_tile_device_free(dev);
-    }
+    });
   printf("# %d variant runs failed their checks\n", failed);
   return failed ? 1 : 0;
 }

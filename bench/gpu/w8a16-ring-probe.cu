@@ -216,12 +216,10 @@ int main(void) {
   unsigned *sink;
   CK(cudaMalloc(&sink, sizeof(unsigned)));
   int failed = 0;
-  for (const kp_tile_weight_kind &wk : kp_tile_weight_kinds)
-    for (const auto &sh : kp_tile_shapes) {
+  kp_tile_each_weights(rng, prop.l2CacheSize, [&](const kp_tile_weight_kind &wk, int64_t N, int64_t K,
+                                                 const kp_tile_weights &wt, const kp_tile_device &dev) {
       const int WB = wk.bytes;
-      const int64_t N = sh[0], K = sh[1], wbytes = N * K * WB;
-      const kp_tile_weights wt = kp_tile_make_weights(rng, N, K, WB);
-      const kp_tile_device dev = kp_tile_upload(wt, prop.l2CacheSize);
+      const int64_t wbytes = N * K * WB;
       uint8_t *const dw = dev.w;
       float *const dsc = dev.scales;
       const int copies = dev.copies;
@@ -237,10 +235,7 @@ int main(void) {
       snprintf(shape, sizeof shape, "%lldx%lld", (long long)N, (long long)K);
       char tag[64];
       snprintf(tag, sizeof tag, "%s:%s:", wk.name, shape);
-      if (only && strncmp(only, tag, strlen(tag)) != 0) {
-        kp_tile_device_free(dev);
-        continue;
-      }
+      if (only && strncmp(only, tag, strlen(tag)) != 0) return;
       const int64_t pieces = wbytes / 16;
       const float floor_us = time_it([&](int c) {
         kp_probe_floor_kernel<<<2 * units, 512>>>(reinterpret_cast<const kp_v16 *>(dw + (size_t)c * wbytes), pieces, sink);
@@ -289,8 +284,7 @@ int main(void) {
         }
         kp_tile_io_free(io);
       }
-      kp_tile_device_free(dev);
-    }
+    });
   printf("# %d variant runs failed their checks\n", failed);
   return failed ? 1 : 0;
 }
