@@ -3,8 +3,8 @@
 # the GPU machine, one log each. Run from the repo root (no Node needed).
 #   PROBES="tile-read tile-split norm-fold moe-prefetch"   which (bench/gpu/<name>-probe.cu), in run order
 #   PROBE_LIMIT_S=180   seconds one probe may run
-# Logs: logs/probes/<name>.log (run) and <name>.build.log (nvcc -Xptxas -v); copied to $OUT/probes/
-# when OUT is set; a summary line per probe on stdout. Exit 1 when a probe failed to build or run.
+# Logs: logs/probes/<name>.log (run) and <name>.build.log (nvcc -Xptxas -v), packed as
+# $OUT/probes.tar.xz when OUT is set; a summary line per probe on stdout. Exit 1 when a probe failed to build or run.
 set -uo pipefail
 dir=logs/probes
 mkdir -p "$dir" build
@@ -31,5 +31,5 @@ for p in $probes; do
   echo "$p: exit $prc in $(($(date +%s) - t0)) s; $(tail -1 "$dir/$p.log")"
   [ $prc -eq 0 ] || rc=1
 done
-if [ -n "${OUT:-}" ]; then mkdir -p "$OUT/probes" && cp "$dir"/* "$OUT/probes/"; fi
+[ -n "${OUT:-}" ] && tar cJf "$OUT/probes.tar.xz" -C logs probes
 exit $rc
