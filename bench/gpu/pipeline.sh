@@ -14,8 +14,8 @@
 #   the 60 s target; serve: serve-bench of the presets through the table; pdl-rows: the same serve-bench through a
 #   second table promoted from the same store with the old rule, --pdl-rows 2, into tables-pdl2/; peer: the whole-step
 #   check, then serve-bench and the PyTorch peer of bench/peers/ on $PEER_MODELS at $PEER_C, joined in
-#   $OUT/peer-summary.jsonl (torch.compile's artifacts back as $OUT/peer-compile-cache.xz.NN; PEER_CACHE_IN, the
-#   path of such parts less its NN, loads them first: no compile twice, one draw of max-autotune over calls); shard: a sharded sweep on one GPU against an unsharded one, their tables compared, and the
+#   $OUT/peer-summary.jsonl (torch.compile's new artifacts back as $OUT/peer-compile-cache.xz.NN; PEER_CACHE_IN, the
+#   paths of such parts less their NN, loads them first: no compile twice, one draw of max-autotune over calls); shard: a sharded sweep on one GPU against an unsharded one, their tables compared, and the
 #   fleet check plain and beside a bandwidth hog; x2: the same on a two-GPU host, one shard per GPU against one GPU
 #   alone (the two-GPU records join stores/h200), and again on each GPU alone; repeat: on one GPU, the same sweep
 #   twice in two processes and the buffer-placement probe (placement.c), and the fleet check beside a hog under MPS; SWEEP_GPUS=0,1 makes the sweep step shard each preset over GPUs;
@@ -257,14 +257,17 @@ for want in $steps; do
         grep -E '^ +[0-9]+ ' "logs/serve-$m.log" | sed "s/^/$m: /" >> "$summary"
       done
       node --import tsx bench/peers/dims.ts --models "$(echo $pm | tr ' ' ,)" --max-batch 64 --context 256 --max-new "$psteps" > logs/peer-dims.jsonl
-      # torch.compile's artifacts: PEER_CACHE_IN (the xz parts an earlier call returned, e.g. a carried
-      # .peercache/peer-compile-cache.xz.) loaded first; this call's kept as $OUT/peer-compile-cache.xz.NN
+      # torch.compile's artifacts: PEER_CACHE_IN (the xz parts earlier calls returned, each call's path less its
+      # NN, space separated, e.g. carried .peercache/c2/peer-compile-cache.xz.) loaded first; this call's new
+      # ones kept as $OUT/peer-compile-cache.xz.NN (only those: keep the earlier calls' parts too)
       cache_args=(--compile-cache-out build/peer-compile-cache.bin)
-      rm -f build/peer-compile-cache.bin
-      if [ -n "${PEER_CACHE_IN:-}" ]; then
-        cat "$PEER_CACHE_IN"* | xz -dc > build/peer-compile-cache-in.bin && cache_args+=(--compile-cache-in build/peer-compile-cache-in.bin) ||
-          log "peer: PEER_CACHE_IN=$PEER_CACHE_IN did not unpack; compiling afresh"
-      fi
+      rm -f build/peer-compile-cache.bin build/peer-compile-cache-in-*.bin
+      ci=0
+      for prefix in ${PEER_CACHE_IN:-}; do
+        ci=$((ci + 1))
+        cat "$prefix"* | xz -dc > "build/peer-compile-cache-in-$ci.bin" && cache_args+=(--compile-cache-in "build/peer-compile-cache-in-$ci.bin") ||
+          log "peer: PEER_CACHE_IN part $prefix did not unpack; left out"
+      done
       step peer ${PEER_LIMIT_S:-420} env PYTHONUNBUFFERED=1 python3 bench/peers/decode_step.py --dims logs/peer-dims.jsonl \
         --c $pcs --compiled-c "${PEER_COMPILED_C:-$pcs}" --context 256 --steps $psteps --runs $pruns --arms ${PEER_ARMS:-eager,compiled} --attention ${PEER_ATTENTION:-bmm} \
         "${cache_args[@]}"

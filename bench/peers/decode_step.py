@@ -27,12 +27,12 @@ the median over runs.
 
 --compile-cache-out FILE keeps torch.compile's artifacts (torch.compiler.save_cache_artifacts:
 the compiled kernels and the autotuner's choices) in FILE after each compiled (model, c);
---compile-cache-in FILE loads such a file first, so that a later run compiles nothing the
-earlier one did (a call short of time for every compile) and its compiled arm is the earlier
+--compile-cache-in FILE (repeatable: a run keeps only the artifacts it made, not those it
+loaded) loads such files first, so that a later run compiles nothing the earlier ones did (a call short of time for every compile) and its compiled arm is the earlier
 run's draw of max-autotune, not a new one (each compile's search can pick other kernels:
 Qwen3-0.6B c=1 ran 893, 630 and 587 tok/s in three calls). A row says which cache it loaded
-(compile_cache: the file's sha256, first 16 hex digits, where every graph of that (model, c)
-came from it, by inductor's FX graph cache counters; null: compiled afresh).
+(compile_cache: the files' sha256s, first 16 hex digits, joined by +, where every graph of that
+(model, c) came from them, by inductor's FX graph cache counters; null: compiled afresh).
 
 Also measured once: the read ceiling (the fastest of a Triton read kernel and
 torch reductions over an 8 GiB buffer, bytes read over time) and the copy rate.
@@ -351,7 +351,8 @@ def main():
     ap.add_argument("--autotune-backends", default="ATEN,TRITON", help="inductor's max_autotune_gemm_backends")
     ap.add_argument("--no-ceiling", action="store_true", help="skip the read-ceiling measurement")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--compile-cache-in", default="", help="torch.compile artifacts of an earlier run to load first")
+    ap.add_argument("--compile-cache-in", action="append", default=[],
+                    help="torch.compile artifacts of an earlier run to load first (repeat: each run keeps only what it compiled)")
     ap.add_argument("--compile-cache-out", default="", help="where to keep this run's torch.compile artifacts (after each compile)")
     ap.add_argument("--attention", choices=("bmm", "sdpa"), default="bmm",
                     help="bmm: q grouped per KV head against the cache by batched matmul (measured); sdpa: scaled_dot_product_attention with enable_gqa")
@@ -373,9 +374,13 @@ def main():
     cache = None
     if "compiled" in arms:
         configure_compile(a.autotune_backends)
-        if a.compile_cache_in:
-            cache = load_compile_cache(a.compile_cache_in)
-            emit({"kind": "compile_cache", "path": a.compile_cache_in, "sha256": cache})
+        loaded = []
+        for path in a.compile_cache_in:
+            digest = load_compile_cache(path)
+            emit({"kind": "compile_cache", "path": path, "sha256": digest})
+            if digest is not None:
+                loaded.append(digest)
+        cache = "+".join(loaded) if loaded else None
         fns_compiled = compiled_fns()
     fns_eager = (step_start, layer, step_head)
     cap = a.context + a.steps + 1
