@@ -19,8 +19,8 @@
  * reference (host, from the same hashed values: hash-data.h) before it is timed.
  *   nvcc -O3 -std=c++17 -arch=sm_90 -DKPICK_GPU_CUDA -DKPICK_BACKEND_GPU -o build/moe-prefetch \
  *     bench/gpu/moe-prefetch-probe.cu && build/moe-prefetch          # exit 1: a check failed
- * Not part of the library or its space token. Written in session 22 without a device:
- * compiled, not yet run. */
+ * Not part of the library or its space token. Run in session 22 at 111fb16: no gain from the
+ * prefetch (bench/results/h200-2026-12-05-probes-peer-111fb16/NOTES.md). */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -102,24 +102,10 @@ __global__ void __launch_bounds__(8 * KP_WARP) down_kernel(Call c) {
   }
 }
 
-template <class... Params, class... Args>
-static void launch(void (*k)(Params...), int64_t blocks, bool pdl, cudaStream_t s, Args... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)blocks);
-  cfg.blockDim = dim3(kWarpsPerBlock * 32);
-  cfg.stream = s;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = pdl ? 1 : 0;
-  CK(cudaLaunchKernelEx(&cfg, k, args...));
-}
-
 static void run(int pf, const Call &c, cudaStream_t s) {
   const int64_t gu_blocks = (int64_t)c.M * kTopk * kInter / kWarpsPerBlock, down_blocks = kHidden / kWarpsPerBlock;
-  launch(pf == 0 ? gate_up_kernel<0> : pf == 1 ? gate_up_kernel<1> : gate_up_kernel<2>, gu_blocks, false, s, c);
-  launch(down_kernel, down_blocks, true, s, c);
+  kp_probe_launch(pf == 0 ? gate_up_kernel<0> : pf == 1 ? gate_up_kernel<1> : gate_up_kernel<2>, gu_blocks, kWarpsPerBlock * 32, false, s, c);
+  kp_probe_launch(down_kernel, down_blocks, kWarpsPerBlock * 32, true, s, c);
 }
 
 int main() {

@@ -34,8 +34,8 @@
  * batches of graph replays, per layer.
  *   nvcc -O3 -std=c++17 -arch=sm_90 -DKPICK_GPU_CUDA -DKPICK_BACKEND_GPU -o build/norm-fold \
  *     bench/gpu/norm-fold-probe.cu && build/norm-fold      # exit 1: a check failed
- * Not part of the library or its space token. Written in session 22 without a device:
- * compiled, not yet run. */
+ * Not part of the library or its space token. Run in session 22 at 111fb16: the fold costs more
+ * than the norm everywhere (bench/results/h200-2026-12-05-probes-peer-111fb16/NOTES.md). */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -294,18 +294,10 @@ __global__ void __launch_bounds__(256) fold_tile_kernel(const float *rin, const 
 }
 
 /* ---- host ---- */
+/* every launch of a chain is PDL, as the step's */
 template <class... Params, class... Args>
 static void launch(void (*k)(Params...), int64_t blocks, int threads, cudaStream_t s, Args... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)blocks);
-  cfg.blockDim = dim3((unsigned)threads);
-  cfg.stream = s;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = 1;
-  CK(cudaLaunchKernelEx(&cfg, k, args...));
+  kp_probe_launch(k, blocks, threads, true, s, args...);
 }
 
 enum Chain { kNorm, kNorm256, kFold, kFoldHalf, kBound };

@@ -2,7 +2,8 @@
  * probe's name, the call, its error, exit 2); the device, named on the probe's first line;
  * a seeded xorshift for their data; and the time of one launch as the median over batches of
  * back-to-back launches, each launch given the index of the W copy to read (copies that
- * together outsize the L2, so every launch reads from DRAM); and a grid-stride read floor. */
+ * together outsize the L2, so every launch reads from DRAM); a grid-stride read floor; a launch
+ * with or without PDL. */
 #ifndef KPICK_PROBE_H
 #define KPICK_PROBE_H
 #include <cuda_runtime.h>
@@ -53,6 +54,23 @@ __global__ void __launch_bounds__(512) kp_probe_floor_kernel(const kp_v16 *__res
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
   }
   if (acc == 0x9e3779b9u) *sink = acc;
+}
+
+/* k on `blocks` blocks of `threads` on stream s, through cudaLaunchKernelEx: with pdl, as a
+ * programmatic dependent launch (it may start before the kernel ahead of it ends, as the decode
+ * step's kernels do); a launch error exits as KP_PROBE_CK does */
+template <class... Params, class... Args>
+static void kp_probe_launch(void (*k)(Params...), int64_t blocks, int threads, bool pdl, cudaStream_t s, Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)blocks);
+  cfg.blockDim = dim3((unsigned)threads);
+  cfg.stream = s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = pdl ? 1 : 0;
+  KP_PROBE_CK("probe", cudaLaunchKernelEx(&cfg, k, args...));
 }
 
 /* median us of a launch over `batches` batches of `per_batch` launches, copies rotating; the

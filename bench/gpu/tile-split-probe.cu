@@ -23,8 +23,8 @@
  * back; ptxas' spills are the build's to read (-Xptxas -v).
  *   nvcc -O3 -std=c++17 -arch=sm_90 -DKPICK_GPU_CUDA -o build/tile-split \
  *     bench/gpu/tile-split-probe.cu && build/tile-split        # exit 1: a check failed
- * Not part of the library or its space token. Written in session 22 without a device:
- * compiled, not yet run. */
+ * Not part of the library or its space token. Run in session 22 at 111fb16: r1.s1 beats tile.lib
+ * on qkv and gate_up (bench/results/h200-2026-12-05-probes-peer-111fb16/NOTES.md). */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
