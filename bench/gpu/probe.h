@@ -56,21 +56,12 @@ __global__ void __launch_bounds__(512) kp_probe_floor_kernel(const kp_v16 *__res
   if (acc == 0x9e3779b9u) *sink = acc;
 }
 
-/* k on `blocks` blocks of `threads` on stream s, through cudaLaunchKernelEx: with pdl, as a
- * programmatic dependent launch (it may start before the kernel ahead of it ends, as the decode
- * step's kernels do); a launch error exits as KP_PROBE_CK does */
+/* k on `blocks` blocks of `threads` on stream s: compat.h's kp_launch (with pdl, a programmatic
+ * dependent launch: it may start before the kernel ahead of it ends, as the decode step's kernels
+ * do); a launch error exits as KP_PROBE_CK does */
 template <class... Params, class... Args>
 static void kp_probe_launch(void (*k)(Params...), int64_t blocks, int threads, bool pdl, cudaStream_t s, Args... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)blocks);
-  cfg.blockDim = dim3((unsigned)threads);
-  cfg.stream = s;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = pdl ? 1 : 0;
-  KP_PROBE_CK("probe", cudaLaunchKernelEx(&cfg, k, args...));
+  KP_PROBE_CK("probe", kp_launch(k, dim3((unsigned)blocks), dim3((unsigned)threads), s, pdl, args...));
 }
 
 /* median us of a launch over `batches` batches of `per_batch` launches, copies rotating; the
