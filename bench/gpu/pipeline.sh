@@ -9,7 +9,7 @@
 #   (default: sweep promote bench parity; build: only the build every call does; newrows: parity of new rows
 #   ($NEW_PARITY, "model:dtype:globs") and the whole-step check with one forced onto every call of its op
 #   ($NEW_FORCE, "model:dtype:c:candidate"), before a re-sweep; verify: step-verify of every preset's
-#   picks into stores/h200/steps/ (and the fp8 models'), then promote again with the step's veto;
+#   picks into $STORE/steps/ (and the fp8 models'), then promote again with the step's veto;
 #   timing: a fresh Llama-3.1-8B sweep, for
 #   the 60 s target; serve: serve-bench of the presets through the table; pdl-rows: the same serve-bench through a
 #   second table promoted from the same store with the old rule, --pdl-rows 2, into tables-pdl2/; peer: the whole-step
@@ -17,7 +17,7 @@
 #   $OUT/peer-summary.jsonl (torch.compile's new artifacts back as $OUT/peer-compile-cache.xz.NN; PEER_CACHE_IN, the
 #   paths of such parts less their NN, loads them first: no compile twice, one draw of max-autotune over calls); shard: a sharded sweep on one GPU against an unsharded one, their tables compared, and the
 #   fleet check plain and beside a bandwidth hog; x2: the same on a two-GPU host, one shard per GPU against one GPU
-#   alone (the two-GPU records join stores/h200), and again on each GPU alone; repeat: on one GPU, the same sweep
+#   alone (the two-GPU records join $STORE), and again on each GPU alone; repeat: on one GPU, the same sweep
 #   twice in two processes and the buffer-placement probe (placement.c), and the fleet check beside a hog under MPS; SWEEP_GPUS=0,1 makes the sweep step shard each preset over GPUs;
 #   SWEEP_PRESETS replaces its preset list (" ": none), SWEEP_FP8=0 leaves its fp8 models out, VERIFY_MODELS and
 #   VERIFY_FP8_MODELS (" ": none) replace verify's: a re-sweep or a verify split over calls; abi: the route, route-fuzz and kpick_linear suites of tests/ against
@@ -70,19 +70,21 @@ step() {
 
 presets="Llama-3.1-8B Qwen3-8B Qwen3-4B Qwen3-1.7B Qwen3-0.6B Qwen3-30B-A3B" # the last: moe (bf16) beside its dense linears
 rows=1,2,4,8,16,32,64,128
+# the sweep's store: $STORE, default stores/h200 (stores/h100 where a call lands on an H100)
+store=${STORE:-stores/h200}
 # fp8 weights (issue 14) on Llama-3.1-8B and on Qwen3-30B-A3B (fp8 experts), after the dense presets in
 # each step (fp8: all of them, alone)
 fp8_models="Llama-3.1-8B Qwen3-30B-A3B"
-# sweep_into_table NAME SWEEP-ARGS...: one sweep into stores/h200, as one shard per GPU
+# sweep_into_table NAME SWEEP-ARGS...: one sweep into $STORE, as one shard per GPU
 # of $SWEEP_GPUS (deploy/one-host.sh, logs under logs/NAME/) when it is set; 200 s a
 # preset (Qwen3-30B-A3B's moe is timed under both routings: 62 s under one at f80264d)
 sweep_into_table() {
   local name=$1; shift
   if [ -n "${SWEEP_GPUS:-}" ]; then
-    step "$name" 200 env KPICK_GPUS="$SWEEP_GPUS" KPICK_LOG_DIR="logs/$name" bash deploy/one-host.sh "$@" --rows $rows --store stores/h200
+    step "$name" 200 env KPICK_GPUS="$SWEEP_GPUS" KPICK_LOG_DIR="logs/$name" bash deploy/one-host.sh "$@" --rows $rows --store "$store"
     grep -h 'sweep:' logs/"$name"/shard-*.log >> "$summary"
   else
-    step "$name" 200 node --import tsx scripts/sweep.ts "$@" --rows $rows --store stores/h200
+    step "$name" 200 node --import tsx scripts/sweep.ts "$@" --rows $rows --store "$store"
   fi
 }
 fp8_sweep() { local m; for m in $fp8_models; do sweep_into_table "sweep-fp8-$m" --model "$m" --dtype fp8; done; }
@@ -184,7 +186,7 @@ for want in $steps; do
       for m in ${SWEEP_PRESETS:-$presets}; do sweep_into_table "sweep-$m" --model "$m"; done
       [ "${SWEEP_FP8:-1}" = 1 ] && fp8_sweep ;;
     promote)
-      step promote 60 node --import tsx scripts/promote.ts --store stores/h200 --tables-dir tables --json
+      step promote 60 node --import tsx scripts/promote.ts --store "$store" --tables-dir tables --json
       step refuse-check 30 node --import tsx scripts/refuse-check.ts --tables-dir tables --json
       cat logs/refuse-check.log >> "$summary" ;;
     verify)
@@ -194,16 +196,16 @@ for want in $steps; do
       # default where the pick made it slower (lib/step-verdict.ts).
       # Promote first: a call's copy of the tree brings the committed table, which after a re-sweep in an
       # earlier call is of another space, and step-verify refuses it (session 16, call 3)
-      step promote-before-verify 60 node --import tsx scripts/promote.ts --store stores/h200 --tables-dir tables --json
+      step promote-before-verify 60 node --import tsx scripts/promote.ts --store "$store" --tables-dir tables --json
       for m in ${VERIFY_MODELS:-$presets}; do
-        step "step-verify-$m" 240 node --import tsx scripts/step-verify.ts --model "$m" --store stores/h200 --alternatives 2 --json
+        step "step-verify-$m" 240 node --import tsx scripts/step-verify.ts --model "$m" --store "$store" --alternatives 2 --json
         tail -n 1 "logs/step-verify-$m.log" >> "$summary"
       done
       for m in ${VERIFY_FP8_MODELS:-$fp8_models}; do
-        step "step-verify-fp8-$m" 240 node --import tsx scripts/step-verify.ts --model "$m" --dtype fp8 --store stores/h200 --alternatives 2 --json
+        step "step-verify-fp8-$m" 240 node --import tsx scripts/step-verify.ts --model "$m" --dtype fp8 --store "$store" --alternatives 2 --json
         tail -n 1 "logs/step-verify-fp8-$m.log" >> "$summary"
       done
-      step promote-verified 60 node --import tsx scripts/promote.ts --store stores/h200 --tables-dir tables --json
+      step promote-verified 60 node --import tsx scripts/promote.ts --store "$store" --tables-dir tables --json
       grep 'step record' logs/promote-verified.log >> "$summary"
       step refuse-check-verified 30 node --import tsx scripts/refuse-check.ts --tables-dir tables --json ;;
     bench)
@@ -233,7 +235,7 @@ for want in $steps; do
     pdl-rows)
       # promote's old rule (.pdl picks only at rows <= PDL_ROWS, default 2) against
       # its default (any rows), on one store: compare serve-pdl2-* with serve-* of this call
-      step promote-pdl2 60 node --import tsx scripts/promote.ts --store stores/h200 --pdl-rows "${PDL_ROWS:-2}" --out tables-pdl2/decode_gemm.json --json
+      step promote-pdl2 60 node --import tsx scripts/promote.ts --store "$store" --pdl-rows "${PDL_ROWS:-2}" --out tables-pdl2/decode_gemm.json --json
       for m in ${SERVE_MODELS:-Qwen3-0.6B Qwen3-1.7B Qwen3-8B Llama-3.1-8B}; do
         step "serve-pdl2-$m" 90 node --import tsx scripts/serve-bench.ts --model "$m" --table tables-pdl2/decode_gemm.json --c 1,4,8,16,32,64 --steps ${SERVE_STEPS:-32} --runs 2 --identity-steps 0 --json
         tail -n 12 "logs/serve-pdl2-$m.log" | sed "s/^/pdl-rows ${PDL_ROWS:-2}: /" >> "$summary"
@@ -323,7 +325,7 @@ for want in $steps; do
       log "x2: the $xm sweep took $two s on two GPUs (one shard each), $one s on one GPU: ratio $(awk "BEGIN{printf \"%.3f\", $two/$one}") (target <= 0.6)"
       grep -h 'sweep:' logs/x2-two/shard-*.log logs/x2-one.log >> "$summary"
       # the two-GPU records are also the table's (promote pools shards of one identity)
-      mkdir -p stores/h200 && cp stores/x2-two/*.jsonl stores/h200/
+      mkdir -p "$store" && cp stores/x2-two/*.jsonl "$store"/
       CUDA_VISIBLE_DEVICES=0 node --import tsx scripts/sweep.ts --model "$xl" --rows $rows --store stores/x2-again > logs/x2-again.jsonl 2> logs/x2-again.log & again=$!
       step x2-gpu1 200 env CUDA_VISIBLE_DEVICES=1 node --import tsx scripts/sweep.ts --model "$xl" --rows $rows --store stores/x2-gpu1
       wait $again; log "x2-again: exit $?"
@@ -377,7 +379,7 @@ for want in $steps; do
     fp8)
       # the fp8 parts of parity, sweep, promote, bench and serve, alone
       fp8_parity; fp8_sweep
-      step promote 60 node --import tsx scripts/promote.ts --store stores/h200 --tables-dir tables --json
+      step promote 60 node --import tsx scripts/promote.ts --store "$store" --tables-dir tables --json
       fp8_bench; fp8_serve_check ;;
   esac
 done
