@@ -87,6 +87,16 @@ sweep_into_table() {
     step "$name" 200 node --import tsx scripts/sweep.ts "$@" --rows $rows --store "$store"
   fi
 }
+# table_in_use NAME: true where this build loads the table in tables/ for this card; else a summary
+# line and false. bench and serve set the table against the defaults: on a card with no table of its
+# own (a call for the nvidia-h200 kind may get an H100) both arms are the defaults and the ratios
+# say nothing (session 26, call 4). Asked just before each, as a promote in the same call writes it.
+table_in_use() {
+  node --import tsx scripts/info.ts --json > "logs/info-$1.json" 2> /dev/null
+  node -e 'const v = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).verdict; if (!v || !v.used) { console.log(v ? v.line : "no verdict"); process.exit(1); }' "logs/info-$1.json" > "logs/info-$1.txt" && return 0
+  log "$1: skipped, the table is not in use here: $(cat "logs/info-$1.txt")"
+  return 1
+}
 fp8_sweep() { local m; for m in $fp8_models; do sweep_into_table "sweep-fp8-$m" --model "$m" --dtype fp8; done; }
 fp8_bench() {
   step table-bench-fp8 150 node --import tsx bench/table-bench.ts --model Llama-3.1-8B --dtype fp8 --rows $rows
@@ -209,6 +219,7 @@ for want in $steps; do
       grep 'step record' logs/promote-verified.log >> "$summary"
       step refuse-check-verified 30 node --import tsx scripts/refuse-check.ts --tables-dir tables --json ;;
     bench)
+      table_in_use bench || continue
       step table-bench 150 node --import tsx bench/table-bench.ts --model "$(echo $presets | tr ' ' ,)" --rows $rows
       grep -E '^(rows|target)' logs/table-bench.log >> "$summary"
       fp8_bench ;;
@@ -217,6 +228,7 @@ for want in $steps; do
       step sweep-timing-Llama-3.1-8B 120 node --import tsx scripts/sweep.ts --model Llama-3.1-8B --rows $rows --store stores/timing
       grep -h 'sweep:' logs/sweep-timing-*.log >> "$summary" ;;
     serve)
+      table_in_use serve || continue
       step serve-check 60 node --import tsx scripts/serve-bench.ts --model Qwen3-0.6B --layers 2 --c 1,8 --steps 8 --runs 1 --identity-steps 16 --check-step --json
       fp8_serve_check
       step serve-check-moe 60 node --import tsx scripts/serve-bench.ts --model Qwen3-30B-A3B --layers 2 --c 1,8 --steps 8 --runs 1 --identity-steps 16 --check-step --json
