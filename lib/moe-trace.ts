@@ -78,7 +78,9 @@ export function groupMoeLaunches(launches: readonly MoeLaunch[], upSplitUs: numb
   const sideOf = (l: MoeLaunch) => (upSplitUs === null ? null : l.us.up < upSplitUs ? 'fast' : 'slow');
   for (const l of launches) {
     const key = `${l.tile} ${l.grid.join('x')} ${sideOf(l) ?? ''}`;
-    groups.set(key, [...(groups.get(key) ?? []), l]);
+    const group = groups.get(key);
+    if (group) group.push(l);
+    else groups.set(key, [l]);
   }
   return [...groups.entries()]
     .sort(([a], [b]) => a.localeCompare(b))

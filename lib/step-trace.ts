@@ -13,6 +13,8 @@
 //             op's sum in one step.
 //   floor     the op's bytes at the read ceiling: a linear's weights, the
 //             attention's KV cache (each row up to its position)
+import { readFileSync } from 'node:fs';
+import { UsageError } from './cli.ts';
 import type { ModelDims } from './model-ffi.ts';
 import { median } from './stats.ts';
 
@@ -37,6 +39,21 @@ export function parseTrace(text: string, source = 'trace'): TraceKernel[] {
     out.push({ start: nums[0]!, end: nums[1]!, graph: nums[2]!, grid: [nums[5]!, nums[6]!, nums[7]!], block: nums[8]!, name: f.slice(9).join(' ') });
   });
   return out;
+}
+
+/** A trace file read and parsed; a file that cannot be read or holds a line that is not a trace line is a UsageError (exit 2). */
+export function readTraceFile(path: string): TraceKernel[] {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new UsageError(`${path}: cannot read (${(err as Error).message})`);
+  }
+  try {
+    return parseTrace(text, path);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
 }
 
 export const OPS = ['embed', 'norm_attn', 'qkv', 'attention', 'o', 'norm_mlp', 'gate_up', 'down', 'mlp', 'norm_final', 'lm_head', 'argmax'] as const;

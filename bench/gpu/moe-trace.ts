@@ -3,15 +3,15 @@
 // preset under the tracer), per tile, grid and (--up-split) routing, as medians
 // (lib/moe-trace.ts). A table on stderr; one JSON line per group with --json.
 //   tsx bench/gpu/moe-trace.ts --trace t/trace.txt --up-split 120 --json
-import { readFileSync } from 'node:fs';
 import { asUsage, EXIT, isMainModule, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../../lib/cli.ts';
+import * as opt from '../../lib/options.ts';
 import { groupMoeLaunches, MOE_NODES, moeLaunches } from '../../lib/moe-trace.ts';
-import { parseTrace } from '../../lib/step-trace.ts';
+import { readTraceFile } from '../../lib/step-trace.ts';
 
 const OPTIONS = {
   trace: { flag: '--trace <file>', help: "kernel-trace.c's output (required)" },
   upSplit: { flag: '--up-split <us>', help: 'group launches apart by whether gate/up ran under this many us (uniform and skewed routing read different experts); default: no split' },
-  json: { flag: '--json', help: 'one JSON line per group on stdout' },
+  json: opt.json('one JSON line per group on stdout'),
 } satisfies Record<string, OptionSpec>;
 
 export function main(argv: readonly string[]): number {
@@ -26,13 +26,7 @@ export function main(argv: readonly string[]): number {
     if (upSplit !== null && !(upSplit > 0)) throw new Error('--up-split must be a positive number of us');
     return { trace, upSplit };
   });
-  let text: string;
-  try {
-    text = readFileSync(args.trace, 'utf8');
-  } catch (err) {
-    throw new UsageError(`${args.trace}: cannot read (${(err as Error).message})`);
-  }
-  const { launches, skipped } = moeLaunches(asUsage(() => parseTrace(text, args.trace)));
+  const { launches, skipped } = moeLaunches(readTraceFile(args.trace));
   if (launches.length === 0) throw new UsageError(`${args.trace}: no moe.wgmma launch (plan, gather, gate/up, down, combine)`);
   say(`| tile | grid | side | launches | ${MOE_NODES.join(' | ')} | span | gaps |`);
   say(`|${' --- |'.repeat(MOE_NODES.length + 6)}`);

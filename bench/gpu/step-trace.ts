@@ -3,11 +3,10 @@
 // model), each graph's ops against their read floor (lib/step-trace.ts).
 // JSON lines on stdout, one per (graph, op); a Markdown table per graph on stderr.
 //   tsx bench/gpu/step-trace.ts --trace logs/step-variants/trace-Llama-3.1-8B.txt --model Llama-3.1-8B
-import { readFileSync } from 'node:fs';
 import { asUsage, EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../../lib/cli.ts';
 import { findModel } from '../../lib/models.ts';
 import { dimsOf } from '../../lib/serve.ts';
-import { opBytes, parseTrace, timelineMarkdown, timelines } from '../../lib/step-trace.ts';
+import { opBytes, readTraceFile, timelineMarkdown, timelines } from '../../lib/step-trace.ts';
 
 const OPTIONS = {
   trace: { flag: '--trace <file>', help: "kernel-trace.c's output (required)" },
@@ -37,13 +36,8 @@ export function main(argv: readonly string[]): number {
       ceiling,
     };
   });
-  let text: string;
-  try {
-    text = readFileSync(args.trace, 'utf8');
-  } catch (err) {
-    throw new UsageError(`${args.trace}: cannot read (${(err as Error).message})`);
-  }
-  const graphs = asUsage(() => timelines(parseTrace(text, args.trace), args.skip));
+  const kernels = readTraceFile(args.trace);
+  const graphs = asUsage(() => timelines(kernels, args.skip));
   if (graphs.length === 0) throw new UsageError(`${args.trace}: no graph kernels`);
   const d = dimsOf(args.preset, { layers: args.preset.layers, maxBatch: 1, context: 0, maxNew: 1, dtype: 'bf16' });
   const len = args.context + (args.steps + 1) / 2;
