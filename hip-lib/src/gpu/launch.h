@@ -86,7 +86,9 @@ struct kp_wgmma_moe_op {
   int chunk, items;     /* the plan's rows per item, the grid's items (at least the plan's) */
 };
 int kp_wgmma_moe_built(int32_t cand);
-int kp_wgmma_moe_fits(int wg, int stages, int kb);
+/* an item's most rows (the widest x box) of a moe.wgmma or moe.wgmma.x128 row: 64 or 128 */
+int kp_wgmma_moe_chunk(int32_t cand);
+int kp_wgmma_moe_fits(int wg, int stages, int kb, int chunk);
 int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, int kb, const struct kp_wgmma_moe_op *op);
 /* cmma.hip: mma.sync tile of B W rows over w warps, x staged once in shared memory, split-K over a cluster of s blocks (CUDA sm_90) */
 int kp_cmma_built(int32_t cand);

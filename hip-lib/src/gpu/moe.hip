@@ -1014,25 +1014,26 @@ __global__ void __launch_bounds__(256)
   for (int64_t i = threadIdx.x; i < k / 8; i += blockDim.x) dst[i] = src[i];
 }
 
-static constexpr int kp_moe_wgmma_chunk = 64; /* rows of one expert an item takes: the widest x box */
-
+/* rows of one expert an item takes: the row's widest x box (64; moe.wgmma.x128 128, so that an
+ * expert of 65-128 rows is one item reading its weights once, not two) */
 int kp_moe_wgmma_launch(const struct kp_call *c, int wg, int stages, int kb) {
   const struct kp_moe_call *mc = c->moe;
-  if (c->k % 8 != 0 || c->n % 8 != 0 || !kp_wgmma_moe_fits(wg, stages, kb))
+  const int chunk = kp_wgmma_moe_chunk(c->cand);
+  if (c->k % 8 != 0 || c->n % 8 != 0 || !kp_wgmma_moe_fits(wg, stages, kb, chunk))
     return kp_fail(KPICK_E_UNSUPPORTED, "moe.wgmma", "N %lld and K %lld must be multiples of 8, WG=%d T=%d KB=%d must fit",
                    (long long)c->n, (long long)c->k, wg, stages, kb);
   const kp_moe_layout l = kp_moe_layout_of(c->dtype, c->m, mc->topk, c->n, c->k);
   char *base = (char *)mc->ws->temp;
   kp_moe_plan *pl = (kp_moe_plan *)(base + l.plan);
   uint16_t *xg = (uint16_t *)(base + l.xg), *h = (uint16_t *)(base + l.h);
-  const int P = c->m * mc->topk, items = kp_moe_items_for(P, mc->experts, kp_moe_wgmma_chunk);
-  KP_TRY(kp_moe_plan_launch(mc->ids, c->m, mc->topk, mc->experts, kp_moe_wgmma_chunk, pl, c->stream, false));
+  const int P = c->m * mc->topk, items = kp_moe_items_for(P, mc->experts, chunk);
+  KP_TRY(kp_moe_plan_launch(mc->ids, c->m, mc->topk, mc->experts, chunk, pl, c->stream, false));
   KP_GPU(kp_launch(kp_moe_gather_kernel, dim3((unsigned)P), dim3(256), c->stream, false, (const uint16_t *)c->x,
                    (const kp_moe_plan *)pl, mc->topk, c->k, xg));
   const int64_t E = mc->experts;
-  const kp_wgmma_moe_op up = {1, c->w, E * 2 * c->n, c->k, 2 * c->n, xg, P, h, c->n, pl, kp_moe_wgmma_chunk, items};
+  const kp_wgmma_moe_op up = {1, c->w, E * 2 * c->n, c->k, 2 * c->n, xg, P, h, c->n, pl, chunk, items};
   KP_TRY(kp_wgmma_moe_launch(c, wg, stages, kb, &up));
-  const kp_wgmma_moe_op down = {0, mc->w_down, E * c->k, c->n, c->k, h, P, base + l.o, c->k, pl, kp_moe_wgmma_chunk, items};
+  const kp_wgmma_moe_op down = {0, mc->w_down, E * c->k, c->n, c->k, h, P, base + l.o, c->k, pl, chunk, items};
   KP_TRY(kp_wgmma_moe_launch(c, wg, stages, kb, &down));
   return kp_moe_combine(c, base + l.o, pl, KP_MOE_O_PLAN);
 }

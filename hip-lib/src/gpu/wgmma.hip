@@ -265,8 +265,9 @@ __global__ void kp_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const 
  * experts (gate/up: E x 2N rows of K; down: E x K rows of N), so the W rows a
  * tile reads past its expert's are never stored. x is the item's rows of a
  * buffer in plan order (gate/up: x gathered by moe.hip; down: h), one TMA box
- * of BN rows, BN the narrowest of 16, 32 and 64 holding the item (the rows past
- * it are multiplied, never stored). A stage holds KB K boxes (the row's), one
+ * of BN rows, BN the narrowest of 16, 32, 64 (and 128 in a BNMAX = 128 kernel,
+ * moe.wgmma.x128's) holding the item (the rows past it are multiplied, never
+ * stored). A stage holds KB K boxes (the row's), one
  * row's K chunks requested back to back as in kp_wgmma_kernel. gate/up stores h = silu(g) * u rounded to the dtype, down o in fp32,
  * both at the item's places in plan order (moe.hip's combine sums each row's
  * pairs). An output is one warpgroup's chain of wgmmas over the K boxes in
@@ -373,11 +374,11 @@ __device__ __forceinline__ void kp_wgmma_moe_tile(const CUtensorMap *wmap, const
   }
 }
 
-template <int DT, int WG, int MODE>
+template <int DT, int WG, int MODE, int BNMAX>
 __global__ void __launch_bounds__(128 * WG + 32)
     kp_wgmma_moe_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap x16,
                         const __grid_constant__ CUtensorMap x32, const __grid_constant__ CUtensorMap x64,
-                        kp_wgmma_moe_args p) {
+                        const __grid_constant__ CUtensorMap x128, kp_wgmma_moe_args p) {
   extern __shared__ uint8_t kp_wg_raw[];
   __shared__ uint64_t full[kp_wg_max_stages], empty[kp_wg_max_stages];
   uint8_t *const ring = (uint8_t *)(((uintptr_t)kp_wg_raw + 1023) & ~(uintptr_t)1023);
@@ -398,13 +399,14 @@ __global__ void __launch_bounds__(128 * WG + 32)
   __syncthreads();
   if (cnt <= 16) kp_wgmma_moe_tile<DT, 16, WG, MODE>(&wmap, &x16, p, ring, full, empty, e, s, cnt);
   else if (cnt <= 32) kp_wgmma_moe_tile<DT, 32, WG, MODE>(&wmap, &x32, p, ring, full, empty, e, s, cnt);
-  else kp_wgmma_moe_tile<DT, 64, WG, MODE>(&wmap, &x64, p, ring, full, empty, e, s, cnt);
+  else if (BNMAX == 64 || cnt <= 64) kp_wgmma_moe_tile<DT, 64, WG, MODE>(&wmap, &x64, p, ring, full, empty, e, s, cnt);
+  else if constexpr (BNMAX == 128) kp_wgmma_moe_tile<DT, 128, WG, MODE>(&wmap, &x128, p, ring, full, empty, e, s, cnt);
 }
 #elif defined(KPICK_GPU_CUDA)
-template <int DT, int WG, int MODE>
+template <int DT, int WG, int MODE, int BNMAX>
 __global__ void kp_wgmma_moe_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap x16,
                                     const __grid_constant__ CUtensorMap x32, const __grid_constant__ CUtensorMap x64,
-                                    kp_wgmma_moe_args p) {
+                                    const __grid_constant__ CUtensorMap x128, kp_wgmma_moe_args p) {
   __builtin_trap();
 }
 #endif
@@ -587,27 +589,32 @@ int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const vo
 }
 
 /* ---- moe.wgmma's host side ---- */
-static constexpr int kp_wg_moe_bn_max = 64; /* an item's rows: BN = 16, 32 or 64 */
+/* an item's most rows, by family: moe.wgmma 64, moe.wgmma.x128 128 */
+static constexpr int kp_wgmma_moe_family_bn(int family) { return family == KP_FAM_moe_wgmma_x128 ? 128 : 64; }
 typedef void (*kp_wgmma_moe_fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
-                                kp_wgmma_moe_args);
-/* the kernels of one moe.wgmma row: k[dtype slot: bf16, fp16][linear, gated] */
+                                const CUtensorMap, kp_wgmma_moe_args);
+/* the kernels of one moe.wgmma row: k[dtype slot: bf16, fp16][linear, gated],
+ * and the widest x box they take (an item's most rows: 64, moe.wgmma.x128 128) */
 struct kp_wgmma_moe_set {
   kp_wgmma_moe_fn k[2][2];
+  int bn_max;
 };
 
 template <int ID>
 static kp_wgmma_moe_set kp_wgmma_moe_row() {
   constexpr kp_def r = kp_defs[ID];
   kp_wgmma_moe_set s = {};
-  if constexpr (r.family == KP_FAM_moe_wgmma) {
+  if constexpr (r.family == KP_FAM_moe_wgmma || r.family == KP_FAM_moe_wgmma_x128) {
     static_assert(r.p0 == 1 || r.p0 == 2, "moe.wgmma: WG is 1 or 2 consumer warpgroups");
     static_assert(r.p1 >= 2 && r.p1 <= kp_wg_max_stages, "moe.wgmma: T is 2..kp_wg_max_stages stages");
     static_assert(r.p2 == 1 || r.p2 == 2 || r.p2 == 4, "moe.wgmma: KB is 1, 2 or 4 K boxes a stage");
     static_assert(!r.pdl(), "moe.wgmma: no .pdl rows");
-    s.k[0][0] = kp_wgmma_moe_kernel<KP_DT_BF16, r.p0, KP_WG_LINEAR>;
-    s.k[0][1] = kp_wgmma_moe_kernel<KP_DT_BF16, r.p0, KP_WG_GATED>;
-    s.k[1][0] = kp_wgmma_moe_kernel<KP_DT_FP16, r.p0, KP_WG_LINEAR>;
-    s.k[1][1] = kp_wgmma_moe_kernel<KP_DT_FP16, r.p0, KP_WG_GATED>;
+    constexpr int bn = kp_wgmma_moe_family_bn(r.family);
+    s.k[0][0] = kp_wgmma_moe_kernel<KP_DT_BF16, r.p0, KP_WG_LINEAR, bn>;
+    s.k[0][1] = kp_wgmma_moe_kernel<KP_DT_BF16, r.p0, KP_WG_GATED, bn>;
+    s.k[1][0] = kp_wgmma_moe_kernel<KP_DT_FP16, r.p0, KP_WG_LINEAR, bn>;
+    s.k[1][1] = kp_wgmma_moe_kernel<KP_DT_FP16, r.p0, KP_WG_GATED, bn>;
+    s.bn_max = bn;
   }
   return s;
 }
@@ -620,26 +627,31 @@ static const kp_wgmma_moe_set kp_wgmma_moe_sets[KP_NCAND] = {
 
 int kp_wgmma_moe_built(int32_t cand) { return kp_wgmma_moe_sets[cand].k[0][0] != nullptr && kp_encode_fn() != nullptr; }
 
-int kp_wgmma_moe_fits(int wg, int stages, int kb) {
-  return kb >= 1 && kb <= 4 && kp_wgmma_fits(wg, stages, 1, kp_wg_moe_bn_max) &&
-         kp_wg_smem(wg, stages, kb, kp_wg_moe_bn_max) <= kp_wg_smem_cap;
+int kp_wgmma_moe_chunk(int32_t cand) { return kp_wgmma_moe_sets[cand].bn_max; }
+
+int kp_wgmma_moe_fits(int wg, int stages, int kb, int chunk) {
+  return kb >= 1 && kb <= 4 && (chunk == 64 || chunk == 128) && kp_wgmma_fits(wg, stages, 1, chunk) &&
+         kp_wg_smem(wg, stages, kb, chunk) <= kp_wg_smem_cap;
 }
 
 int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, int kb, const struct kp_wgmma_moe_op *op) {
   const int slot = c->dtype == KP_DT_FP16 ? 1 : 0;
   const kp_wgmma_moe_fn k = c->dtype == KP_DT_BF16 || c->dtype == KP_DT_FP16 ? kp_wgmma_moe_sets[c->cand].k[slot][op->gated ? 1 : 0] : nullptr;
-  if (!k || wg != kp_defs[c->cand].p0 || !kp_wgmma_moe_fits(wg, stages, kb) || op->chunk < 1 ||
-      op->chunk > kp_wg_moe_bn_max)
+  if (!k || wg != kp_defs[c->cand].p0 || op->chunk != kp_wgmma_moe_sets[c->cand].bn_max ||
+      !kp_wgmma_moe_fits(wg, stages, kb, op->chunk))
     return kp_fail(KPICK_E_UNSUPPORTED, "moe.wgmma", "no kernel for dtype %d, WG=%d, T=%d, KB=%d, chunk %d",
                    (int)c->dtype, wg, stages, kb, op->chunk);
   if (op->items < 1) return KPICK_OK;
   const int bm = op->gated ? 32 * wg : 64 * wg;
-  CUtensorMap wmap, x16, x32, x64;
+  CUtensorMap wmap, x16, x32, x64, x128;
   KP_TRY(kp_wg_map(&wmap, c->dtype, op->w, op->wrows, op->len, bm));
   KP_TRY(kp_wg_map(&x16, c->dtype, op->x, op->xrows, op->len, 16));
   KP_TRY(kp_wg_map(&x32, c->dtype, op->x, op->xrows, op->len, 32));
   KP_TRY(kp_wg_map(&x64, c->dtype, op->x, op->xrows, op->len, 64));
-  const size_t smem = kp_wg_smem(wg, stages, kb, kp_wg_moe_bn_max);
+  /* the 64-row kernels never read x128: the 64-row map again, no second encoding */
+  if (op->chunk == 128) KP_TRY(kp_wg_map(&x128, c->dtype, op->x, op->xrows, op->len, 128));
+  else x128 = x64;
+  const size_t smem = kp_wg_smem(wg, stages, kb, op->chunk);
   const int kbox = kp_wg_kbox(c->dtype);
   kp_wgmma_moe_args a = {op->out, (const kp_moe_plan *)op->plan, op->ncols, op->wexp,
                          (int32_t)((op->len + kbox - 1) / kbox), stages, kb, op->chunk};
@@ -650,7 +662,7 @@ int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, int kb, con
   cfg.blockDim = dim3(128 * wg + 32);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = c->stream;
-  KP_GPU(cudaLaunchKernelEx(&cfg, k, wmap, x16, x32, x64, a));
+  KP_GPU(cudaLaunchKernelEx(&cfg, k, wmap, x16, x32, x64, x128, a));
   return KPICK_OK;
 }
 #else
@@ -662,7 +674,8 @@ int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const vo
   return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "this build has no sm_90a kernels");
 }
 int kp_wgmma_moe_built(int32_t cand) { return 0; }
-int kp_wgmma_moe_fits(int wg, int stages, int kb) { return 0; }
+int kp_wgmma_moe_chunk(int32_t cand) { return 64; }
+int kp_wgmma_moe_fits(int wg, int stages, int kb, int chunk) { return 0; }
 int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, int kb, const struct kp_wgmma_moe_op *op) {
   return kp_fail(KPICK_E_UNSUPPORTED, "moe.wgmma", "this build has no sm_90a kernels");
 }
