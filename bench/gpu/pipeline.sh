@@ -87,14 +87,18 @@ sweep_into_table() {
     step "$name" 200 node --import tsx scripts/sweep.ts "$@" --rows $rows --store "$store"
   fi
 }
-# table_in_use NAME: true where this build loads the table in tables/ for this card; else a summary
-# line and false. bench and serve set the table against the defaults: on a card with no table of its
-# own (a call for the nvidia-h200 kind may get an H100) both arms are the defaults and the ratios
-# say nothing (session 26, call 4). Asked just before each, as a promote in the same call writes it.
+# table_in_use NAME: true where this build loads the table in tables/ for this card and its .route
+# agrees (an engine reads the .route); else a summary line and false. bench and serve set the table
+# against the defaults: on a card with no table of its own (a call for the nvidia-h200 kind may get an
+# H100) both arms are the defaults and the ratios say nothing (session 26, call 4); with a stale .route
+# (a table copied in without it) the tools time the JSON's picks while an engine would run the
+# defaults (session 27, call 3). Asked just before each, as a promote in the same call writes both.
 table_in_use() {
   node --import tsx scripts/info.ts --json > "logs/info-$1.json" 2> /dev/null
-  node -e 'const v = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).verdict; if (!v || !v.used) { console.log(v ? v.line : "no verdict"); process.exit(1); }' "logs/info-$1.json" > "logs/info-$1.txt" && return 0
-  log "$1: skipped, the table is not in use here: $(cat "logs/info-$1.txt")"
+  node -e 'const d = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")), v = d.verdict, r = d.route_verdict;
+    if (!v || !v.used) { console.log(v ? v.line : "no verdict"); process.exit(1); }
+    if (r && !r.agree) { console.log(`${r.disagreement} (${r.line})`); process.exit(1); }' "logs/info-$1.json" > "logs/info-$1.txt" && return 0
+  log "$1: skipped, the table is not what an engine here runs: $(cat "logs/info-$1.txt")"
   return 1
 }
 fp8_sweep() { local m; for m in $fp8_models; do sweep_into_table "sweep-fp8-$m" --model "$m" --dtype fp8; done; }
