@@ -39,6 +39,8 @@ export const copies = () => ({ flag: '--copies <n>', help: 'rotating weight copi
 /** --gate: what the gate fraction means to this script */
 export const gate = (help: string, fallback: number) => ({ flag: '--gate <fraction>', help, default: fallback } satisfies OptionSpec);
 
+/** bench/gpu/kernel-trace.c's output, which the trace readers (step-trace, moe-trace) take */
+export const trace = () => ({ flag: '--trace <file>', help: "kernel-trace.c's output (required)" } satisfies OptionSpec);
 export const json = (help: string) => ({ flag: '--json', help, default: false } satisfies OptionSpec);
 
 export const quiet = (help: string) => ({ flag: '--quiet', help, default: false } satisfies OptionSpec);

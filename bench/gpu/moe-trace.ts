@@ -9,7 +9,7 @@ import { groupMoeLaunches, MOE_NODES, moeLaunches } from '../../lib/moe-trace.ts
 import { readTraceFile } from '../../lib/step-trace.ts';
 
 const OPTIONS = {
-  trace: { flag: '--trace <file>', help: "kernel-trace.c's output (required)" },
+  trace: opt.trace(),
   upSplit: { flag: '--up-split <us>', help: 'group launches apart by whether gate/up ran under this many us (uniform and skewed routing read different experts); default: no split' },
   json: opt.json('one JSON line per group on stdout'),
 } satisfies Record<string, OptionSpec>;

@@ -4,12 +4,13 @@
 // JSON lines on stdout, one per (graph, op); a Markdown table per graph on stderr.
 //   tsx bench/gpu/step-trace.ts --trace logs/step-variants/trace-Llama-3.1-8B.txt --model Llama-3.1-8B
 import { asUsage, EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../../lib/cli.ts';
+import * as opt from '../../lib/options.ts';
 import { findModel } from '../../lib/models.ts';
 import { dimsOf } from '../../lib/serve.ts';
 import { opBytes, readTraceFile, timelineMarkdown, timelines } from '../../lib/step-trace.ts';
 
 const OPTIONS = {
-  trace: { flag: '--trace <file>', help: "kernel-trace.c's output (required)" },
+  trace: opt.trace(),
   model: { flag: '--model <name>', help: 'the preset serve-bench ran (required)' },
   context: { flag: '--context <n>', help: "serve-bench's --context", default: 256 },
   steps: { flag: '--steps <n>', help: "serve-bench's --steps (the KV length is the mean over them)", default: 8 },
