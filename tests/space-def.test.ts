@@ -202,40 +202,30 @@ test('the w8a16.mma family: params W,U,R; names [gated.]w8a16.mma.wW.uU[.rR][.pd
   }
 });
 
-test('the moe wgmma family: params WG,T,KB; names moe.wgmma.mB.tT.kKB with B = 64 WG; five nodes; one class head; no .pdl', () => {
-  assert.is(families.get('moe_wgmma'), 'WG,T,KB');
-  const rows = gpu.filter((r) => r.family === 'moe_wgmma');
-  assert.ok(rows.length > 0, 'the family has rows');
-  const heads = rows.filter((r) => r.bitwiseWith === r.id);
-  assert.is(heads.length, 1, 'WG, T and KB change no bits: one head');
-  for (const r of rows) {
-    const [wg, t, kb] = r.p;
-    assert.is(r.name, `moe.wgmma.m${64 * wg}.t${t}.k${kb}`, `${r.id}: name from its params`);
-    assert.ok([1, 2].includes(wg) && t >= 2 && t <= 16 && [1, 2, 4].includes(kb), `${r.name}: WG ${wg}, T ${t}, KB ${kb}`);
-    assert.is(r.op, 'MOE');
-    assert.is(r.nodes, 5, `${r.name}: plan, gather, gate/up, down, combine`);
-    assert.not.ok(r.flags.includes('KF_PDL'), `${r.name}: no .pdl rows`);
-    assert.is(r.bitwiseWith, heads[0]!.id, `${r.name}: bitwise with the family's head`);
-  }
-});
-
-test('moe.wgmma.x128: moe.wgmma\'s params and names with .x128, rows 65-128 only (items of up to 128 rows), its own class head', () => {
-  assert.is(families.get('moe_wgmma_x128'), 'WG,T,KB');
-  const rows = gpu.filter((r) => r.family === 'moe_wgmma_x128');
-  assert.ok(rows.length > 0, 'the family has rows');
-  const heads = rows.filter((r) => r.bitwiseWith === r.id);
-  assert.is(heads.length, 1, 'WG, T and KB change no bits: one head');
-  for (const r of rows) {
-    const [wg, t, kb] = r.p;
-    assert.is(r.name, `moe.wgmma.x128.m${64 * wg}.t${t}.k${kb}`, `${r.id}: name from its params`);
-    assert.ok([1, 2].includes(wg) && t >= 2 && t <= 16 && [1, 2, 4].includes(kb), `${r.name}: WG ${wg}, T ${t}, KB ${kb}`);
-    assert.is(r.op, 'MOE');
-    assert.is(r.nodes, 5, `${r.name}: plan, gather, gate/up, down, combine`);
-    assert.is(r.rowsMin, 65, `${r.name}: below 65 rows every item fits moe.wgmma's 64`);
-    assert.is(r.rowsMax, 128);
-    assert.not.ok(r.flags.includes('KF_PDL'), `${r.name}: no .pdl rows`);
-    assert.is(r.bitwiseWith, heads[0]!.id, `${r.name}: bitwise with the family's head`);
-  }
-});
+// the grouped wgmma tile over the moe plan, and its .x128 twin (items of up to 128 rows of one
+// expert, at rows 65-128 only, where an item over 64 rows is one chain: its own class)
+for (const f of [
+  { family: 'moe_wgmma', prefix: 'moe.wgmma', rowsMin: 16, why: 'at rows 4 and 8 it ran behind moe.tiles' },
+  { family: 'moe_wgmma_x128', prefix: 'moe.wgmma.x128', rowsMin: 65, why: 'below 65 rows every item fits moe.wgmma\'s 64' },
+]) {
+  test(`${f.prefix}: params WG,T,KB; names ${f.prefix}.mB.tT.kKB with B = 64 WG; five nodes; rows ${f.rowsMin}-128; one class head; no .pdl`, () => {
+    assert.is(families.get(f.family), 'WG,T,KB');
+    const rows = gpu.filter((r) => r.family === f.family);
+    assert.ok(rows.length > 0, 'the family has rows');
+    const heads = rows.filter((r) => r.bitwiseWith === r.id);
+    assert.is(heads.length, 1, 'WG, T and KB change no bits: one head');
+    for (const r of rows) {
+      const [wg, t, kb] = r.p;
+      assert.is(r.name, `${f.prefix}.m${64 * wg}.t${t}.k${kb}`, `${r.id}: name from its params`);
+      assert.ok([1, 2].includes(wg) && t >= 2 && t <= 16 && [1, 2, 4].includes(kb), `${r.name}: WG ${wg}, T ${t}, KB ${kb}`);
+      assert.is(r.op, 'MOE');
+      assert.is(r.nodes, 5, `${r.name}: plan, gather, gate/up, down, combine`);
+      assert.is(r.rowsMin, f.rowsMin, `${r.name}: ${f.why}`);
+      assert.is(r.rowsMax, 128);
+      assert.not.ok(r.flags.includes('KF_PDL'), `${r.name}: no .pdl rows`);
+      assert.is(r.bitwiseWith, heads[0]!.id, `${r.name}: bitwise with the family's head`);
+    }
+  });
+}
 
 test.run();
