@@ -14,7 +14,7 @@ const patches = readdirSync(dir).filter((f) => f.endsWith('.patch'));
 for (const name of patches) {
   test(`${name} applies to this tree (git apply --check)`, () => {
     try {
-      execFileSync('git', ['apply', '--check', join('bench', 'gpu', 'patches', name)], { cwd: root, stdio: 'pipe' });
+      execFileSync('git', ['apply', '--check', join(dir, name)], { cwd: root, stdio: 'pipe' });
     } catch (e) {
       const err = e as { stderr?: Buffer };
       assert.unreachable(`${name} does not apply: ${err.stderr?.toString().trim() ?? String(e)}`);

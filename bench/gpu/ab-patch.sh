@@ -20,10 +20,7 @@ gpu=${AB_GPU-cuda}
 runs=${AB_RUNS:-2}
 root=$PWD
 if [ -n "$gpu" ]; then
-  if [ -s .devcarry/node.xz ] && ! command -v node > /dev/null; then
-    xz -dc .devcarry/node.xz > /usr/local/bin/node && chmod +x /usr/local/bin/node
-  fi
-  [ -d node_modules ] || tar xJf .devcarry/nm.tar.xz
+  . bench/gpu/node-env.sh # node and node_modules from .devcarry
   . bench/gpu/nvcc-env.sh # sets nvcc_cmd
   export KPICK_BACKEND=$gpu
 fi

@@ -39,8 +39,7 @@ summary="$out/summary.txt"
 t0=$(date +%s)
 log() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$summary"; }
 
-xz -dc .devcarry/node.xz > /usr/local/bin/node && chmod +x /usr/local/bin/node
-[ -d node_modules ] || tar xJf .devcarry/nm.tar.xz
+. bench/gpu/node-env.sh # node and node_modules from .devcarry
 {
   echo "commit: ${KPICK_COMMIT:-unknown}"
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"

@@ -61,8 +61,7 @@ check() {
 }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader >> "$dir/summary.txt" 2>&1
-xz -dc .devcarry/node.xz > /usr/local/bin/node && chmod +x /usr/local/bin/node
-[ -d node_modules ] || tar xJf .devcarry/nm.tar.xz
+. bench/gpu/node-env.sh # node and node_modules from .devcarry
 # cuBLASLt's header: the toolkit's include folder, else wherever the image keeps it (as pipeline.sh)
 . bench/gpu/nvcc-env.sh # sets nvcc_cmd
 if [ -n "${BASE_DIR:-}" ]; then

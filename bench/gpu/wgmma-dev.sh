@@ -32,8 +32,7 @@ log() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/summary.txt"; }
 room() { [ $(( $(date +%s) - t0 + $1 )) -le "${BUDGET_S:-250}" ] || { log "skipped past the budget: $2"; return 1; }; }
 left() { echo $(( ${BUDGET_S:-250} - ($(date +%s) - t0) )); } # seconds of the budget left: a step's timeout
 
-xz -dc .devcarry/node.xz > /usr/local/bin/node && chmod +x /usr/local/bin/node
-[ -d node_modules ] || tar xJf .devcarry/nm.tar.xz
+. bench/gpu/node-env.sh # node and node_modules from .devcarry
 . bench/gpu/nvcc-env.sh # sets nvcc_cmd
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader >> "$out/summary.txt" 2>&1
 
