@@ -4,7 +4,7 @@
 # ("patch") are built side by side, then COMMAND runs in each tree in turns, main
 # first, AB_RUNS times (default 2), so both sides see the same machine and warmth.
 #   bash bench/gpu/ab-patch.sh PATCH COMMAND...
-#   bash bench/gpu/ab-patch.sh bench/gpu/patches/moe-plan-gather.patch \
+#   bash bench/gpu/ab-patch.sh bench/gpu/patches/NAME.patch \
 #     node --import tsx bench/moe-routings.ts --rows 16,32,64,128 --candidates 'moe.wgmma.*'
 # Each run's stdout and stderr go to <side>-<run>.out / .log, the builds' to
 # build-<side>.log; all of them packed as $OUT/ab.tar.xz (the device returns few
