@@ -75,10 +75,11 @@ export async function main(argv: readonly string[]): Promise<number> {
   const copies = optionInt(o, 'copies', OPTIONS.copies.default, 0, 4096);
   const backend = optionText(o, 'backend');
   if (dtype === undefined) throw new UsageError('--dtype needs one of bf16, fp16, fp8');
+  const { table, tablesDir } = asUsage(() => opt.tableChoice(o, OPTIONS.tablesDir.default!));
 
   const kpick = openKpick(backend);
   const build = buildOf(kpick);
-  const tableFile = optionText(o, 'table') ?? defaultTablePath(optionText(o, 'tablesDir', OPTIONS.tablesDir.default)!, build.identity);
+  const tableFile = table ?? defaultTablePath(tablesDir, build.identity);
   const route = loadRoute(tableFile, build);
   say(route.verdict.line);
   if (!route.verdict.used) say('table-bench: no table in use: every pick is the default');

@@ -267,37 +267,56 @@ export function optionInt(options: Record<string, unknown>, name: string, fallba
 
 /**
  * Progress on stderr: "12/80 label ETA 1m20s", when enabled. On a terminal it
- * is redrawn in place; into a pipe or a file (a log, CI) it is one line each
- * time the label changes, so a long run shows where it is without a line per update.
+ * is redrawn in place; into a pipe or a file (a log, CI) it is a line when the
+ * phase changes (the label with its numbers masked: "step 3/256" and "step 4/256"
+ * are one phase) or every `pipeEverySeconds`, so a long run shows where it is
+ * without a line per update.
  */
 export class Progress {
-  private readonly started = Date.now();
+  private readonly started: number;
   private readonly enabled: boolean;
-  private readonly inPlace = Boolean(process.stderr.isTTY);
+  private readonly inPlace: boolean;
+  private readonly write: (text: string) => void;
+  private readonly now: () => number;
+  private readonly pipeEveryMs: number;
   private drawn = false;
-  private lastLabel: string | null = null;
+  private lastPhase: string | null = null;
+  private lastLineAt = 0;
 
-  constructor(enabled: boolean) {
+  constructor(
+    enabled: boolean,
+    io: { inPlace?: boolean; write?: (text: string) => void; now?: () => number; pipeEverySeconds?: number } = {},
+  ) {
     this.enabled = enabled;
+    this.inPlace = io.inPlace ?? Boolean(process.stderr.isTTY);
+    this.write = io.write ?? ((text) => process.stderr.write(text));
+    this.now = io.now ?? Date.now;
+    this.pipeEveryMs = (io.pipeEverySeconds ?? 10) * 1000;
+    this.started = this.now();
   }
 
   update(done: number, total: number, label: string): void {
     if (!this.enabled) return;
-    const elapsed = (Date.now() - this.started) / 1000;
+    const at = this.now();
+    const elapsed = (at - this.started) / 1000;
     const eta = done > 0 && total > done ? ` ETA ${formatSeconds((elapsed / done) * (total - done))}` : '';
     if (!this.inPlace) {
-      if (label !== this.lastLabel) process.stderr.write(`${done}/${total} ${label} (${formatSeconds(elapsed)}${eta})\n`);
-      this.lastLabel = label;
+      const phase = label.replace(/\d+/g, '#');
+      if (phase !== this.lastPhase || at - this.lastLineAt >= this.pipeEveryMs) {
+        this.write(`${done}/${total} ${label} (${formatSeconds(elapsed)}${eta})\n`);
+        this.lastPhase = phase;
+        this.lastLineAt = at;
+      }
       return;
     }
     const dim = colorsFor(process.stderr).dim;
-    process.stderr.write(`\r\x1b[K${done}/${total} ${label}${dim(eta)}`);
+    this.write(`\r\x1b[K${done}/${total} ${label}${dim(eta)}`);
     this.drawn = true;
   }
 
   /** Clears the progress line so the next text starts clean. */
   end(): void {
-    if (this.drawn) process.stderr.write('\r\x1b[K');
+    if (this.drawn) this.write('\r\x1b[K');
     this.drawn = false;
   }
 }

@@ -1,6 +1,7 @@
 // The options several scripts share, declared once: flag, help and default.
 // A script's table picks these (some with its own default or help) and adds
 // its own; lib/cli.ts's declareOptions puts them on the command.
+import { statSync } from 'node:fs';
 import { optionText, type OptionSpec } from './cli.ts';
 import { BACKENDS } from './ffi.ts';
 import { findModel, modelNames, parseDtypes, type ModelPreset } from './models.ts';
@@ -73,10 +74,15 @@ export function parseMemLimit(o: Parsed): number | null {
   return gib * 1024 ** 3;
 }
 
-/** --table (null: the default path under --tables-dir) and --tables-dir. */
+/**
+ * --table (null: the default path under --tables-dir) and --tables-dir. A table
+ * named on the command line must be a file: a typo would otherwise run a whole
+ * benchmark on the defaults (a missing default table is a fresh machine's case).
+ */
 export function tableChoice(o: Parsed, tablesDirDefault: string): { table: string | null; tablesDir: string } {
   const table = optionText(o, 'table') ?? null;
   if (table === '') throw new Error('--table needs a file');
+  if (table !== null && !statSync(table, { throwIfNoEntry: false })?.isFile()) throw new Error(`--table ${table}: not a file`);
   const tablesDir = optionText(o, 'tablesDir', tablesDirDefault) as string;
   if (tablesDir === '') throw new Error('--tables-dir needs a folder');
   return { table, tablesDir };

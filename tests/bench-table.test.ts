@@ -181,13 +181,17 @@ test('table-bench: no moe shape timed, no moe summary, target or note', async ()
   assert.not.match(r.stderr, /moe/);
 });
 
-test('table-bench: bad usage (a rows bucket, a model) exits 2 and says why', async () => {
+test('table-bench: bad usage (a rows bucket, a model, a named table that is not there) exits 2 and says why', async () => {
   const r = await run('bench/table-bench', ['--backend', 'cpu', '--rows', '3']);
   const unknown = await run('bench/table-bench', ['--backend', 'cpu', '--model', 'nope']);
+  const missing = await run('bench/table-bench', ['--backend', 'cpu', '--table', path.join(tables, 'none.json')]);
   assert.is(unknown.code, 2, unknown.stderr);
   assert.match(unknown.stderr, /unknown model 'nope'/);
   assert.is(r.code, 2, r.stderr);
   assert.match(r.stderr, /rows '3' is not a bucket/);
+  assert.is(missing.code, 2, missing.stderr);
+  assert.match(missing.stderr, /table-bench: --table .*none\.json: not a file/);
+  assert.is(missing.stderr.trim().split('\n').length, 1, missing.stderr);
 });
 
 test.run();

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { optionAll, optionFraction, optionInt, parseWithCac, scriptCli, UsageError } from '../lib/cli.ts';
+import { optionAll, optionFraction, optionInt, parseWithCac, Progress, scriptCli, UsageError } from '../lib/cli.ts';
 import { ROOT, run } from './helpers/run-script.ts';
 
 const SCRIPTS = readdirSync(join(ROOT, 'scripts')).filter((f) => f.endsWith('.ts'));
@@ -101,6 +101,41 @@ test('a repeatable option reads as its values in order (none when absent); a fra
   assert.is(optionFraction({ gate: '.5' }, 'gate', 0.02), 0.5);
   for (const bad of ['2', '-0.1', '1e-2', 'x'])
     assert.throws(() => optionFraction({ gate: bad }, 'gate', 0.02), (e: unknown) => e instanceof UsageError && e.message === `--gate must be a fraction in 0..1, got '${bad}'`);
+});
+
+test('progress into a pipe is a line per phase, not per step, and one every 10 s within a phase', () => {
+  const lines: string[] = [];
+  let clock = 0;
+  const p = new Progress(true, { inPlace: false, write: (t) => lines.push(t), now: () => clock });
+  for (let i = 1; i <= 256; ++i) {
+    clock += 20; // 256 steps in 5.1 s: no 10 s line
+    p.update(i, 512, `c=1 identity default step ${i}/256`);
+  }
+  for (let i = 1; i <= 256; ++i) {
+    clock += 100; // 25.6 s: two more lines past the phase's first
+    p.update(256 + i, 512, `c=1 identity table step ${i}/256`);
+  }
+  p.end();
+  assert.equal(
+    lines.map((l) => l.split(' (')[0]),
+    ['1/512 c=1 identity default step 1/256', '257/512 c=1 identity table step 1/256', '357/512 c=1 identity table step 101/256', '457/512 c=1 identity table step 201/256'],
+  );
+  assert.ok(lines.every((l) => l.endsWith('\n') && !l.includes('\r')));
+});
+
+test('progress on a terminal redraws one line in place and clears it at the end; disabled, it writes nothing', () => {
+  const out: string[] = [];
+  const p = new Progress(true, { inPlace: true, write: (t) => out.push(t), now: () => 0 });
+  p.update(1, 2, 'a');
+  p.update(2, 2, 'b');
+  p.end();
+  assert.ok(out.slice(0, 2).every((t) => t.startsWith('\r\x1b[K') && !t.includes('\n')));
+  assert.is(out.at(-1), '\r\x1b[K');
+  const none: string[] = [];
+  const off = new Progress(false, { inPlace: false, write: (t) => none.push(t) });
+  off.update(1, 1, 'x');
+  off.end();
+  assert.equal(none, []);
 });
 
 test.run();

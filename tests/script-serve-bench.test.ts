@@ -119,10 +119,10 @@ test('a table of tolerance-class choices: any difference is explained, never a f
   }
 });
 
-test('no table: a warning, both arms on the defaults, identical tokens', async () => {
-  const r = await bench([...FAST, '--table', join(scratch, 'none.json')]);
+test('no table for this build under --tables-dir: a warning, both arms on the defaults, identical tokens', async () => {
+  const r = await bench([...FAST, '--tables-dir', mkdtempSync(join(scratch, 'empty-'))]);
   assert.is(r.code, 0, r.stderr);
-  assert.match(r.stderr, /no table at .*none\.json: using the defaults/);
+  assert.match(r.stderr, /no table at .*empty-.*decode_gemm\.json: using the defaults/);
   assert.match(r.stderr, /warning: the table route is the default route/);
   assert.match(r.stderr, /^ +1 .* identical$/m);
 });
@@ -139,6 +139,9 @@ test('bad input: one line and exit 2, before any model is built', async () => {
     [['--model', 'tiny', '--mem-limit', '0'], /--mem-limit must be a positive number of GiB, got '0'/],
     [['--model', 'tiny', '--mem-limit', 'lots'], /--mem-limit must be a positive number of GiB, got 'lots'/],
     [['--model', 'tiny', '--steps', '0'], /--steps must be an integer in 1\.\.8192/],
+    // a table named on the command line that is not there is a typo, not a fresh machine
+    [['--model', 'tiny', '--table', join(scratch, 'none.json')], /--table .*none\.json: not a file/],
+    [['--model', 'tiny', '--table', scratch], /--table .*: not a file/],
   ];
   for (const [args, message] of cases) {
     const r = await bench(args);
@@ -153,7 +156,7 @@ test('a model too large for memory: one line naming the --layers and --c that wo
   const native = new NativeModels(kpick);
   const dims = dimsOf(findModel('tiny'), { layers: 2, maxBatch: 4, context: 32, maxNew: 8, dtype: 'bf16' });
   const limit = (native.bytes({ ...dims, layers: 1 }) + native.bytes(dims)) / 2 / 1024 ** 3;
-  const r = await bench([...FAST, '--table', join(scratch, 'none.json'), '--mem-limit', limit.toFixed(6), '--quiet']);
+  const r = await bench([...FAST, '--tables-dir', mkdtempSync(join(scratch, 'empty-')), '--mem-limit', limit.toFixed(6), '--quiet']);
   assert.is(r.code, 2, r.stderr);
   assert.is(r.stderr.trim().split('\n').length, 1, r.stderr);
   assert.match(r.stderr, /^serve-bench: tiny \(2 layers, batch 4, 40 positions\) needs [\d.]+ MiB, [\d.]+ MiB usable \(--mem-limit\); would fit: --layers 1/);

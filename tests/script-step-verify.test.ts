@@ -143,6 +143,7 @@ test('bad input: one line and exit 2', async () => {
     [['--model', 'tiny'], /--store <dir> is required/],
     [['--model', 'nope', '--store', 's'], /unknown model 'nope'/],
     [['--model', 'tiny', '--store', 's', '--c', '0'], /--c '0' is not an integer in 1\.\.128/],
+    [['--model', 'tiny', '--store', 's', '--table', join(scratch, 'none.json')], /--table .*none\.json: not a file/],
   ] as [string[], RegExp][]) {
     const r = await run('step-verify', args);
     assert.is(r.code, 2, r.stderr);
