@@ -12,7 +12,7 @@
 // for scripts/fleet.ts to pool. Exit 0 pass, 1 flagged, 3 table refused.
 //   tsx scripts/check.ts --quick [--table file] [--node name] > node.jsonl
 import * as path from 'node:path';
-import { asUsage, EXIT, isMainModule, optionInt, optionText, parseWithCac, runMain, say, scriptCli, type OptionSpec } from '../lib/cli.ts';
+import { asUsage, EXIT, flagOf, isMainModule, optionInt, optionText, parseWithCac, runMain, say, scriptCli, type OptionSpec } from '../lib/cli.ts';
 import { parseBackend } from '../lib/ffi.ts';
 import { DEFAULT_BOUNDS } from '../lib/fleet.ts';
 import { parseBound, quickCheck, type QuickTarget } from '../lib/fleet-check.ts';
@@ -80,6 +80,11 @@ export function parseCheckArgs(argv: readonly string[], now = new Date()): Check
     parseRows(optionText(o, 'rows', OPTIONS.rows.default)!);
     parseDtypes(optionText(o, 'dtype', OPTIONS.dtype.default)!);
     parseBackend(optionText(o, 'backend'));
+    // the fleet check's options mean nothing to the main job: say so rather than ignore them
+    if (o.quick !== true) {
+      const quickOnly = (['table', 'node', 'maxGeomean', 'maxRatio'] as const).filter((k) => o[k] !== undefined);
+      if (quickOnly.length > 0) throw new Error(`${quickOnly.map(flagOf).join(', ')}: only with --quick (the fleet check)`);
+    }
   });
   return {
     model: optionText(o, 'model', OPTIONS.model.default)!,

@@ -20,7 +20,13 @@ test('parseCheckArgs defaults to Qwen3-0.6B at rows 1,2,4,8 and a fresh store pe
 });
 
 test('bad input stops the job before any step, with one line and exit 2', async () => {
-  for (const [flag, value, says] of [['--rows', '3', "rows '3' is not a bucket"], ['--model', 'nope', 'nope'], ['--dtype', 'fp32', 'fp32']] as const) {
+  for (const [flag, value, says] of [
+    ['--rows', '3', "rows '3' is not a bucket"],
+    ['--model', 'nope', 'nope'],
+    ['--dtype', 'fp32', 'fp32'],
+    ['--table', 'a.json', '--table: only with --quick'], // the fleet check's, not silently ignored
+    ['--max-ratio', '2', '--max-ratio: only with --quick'],
+  ] as const) {
     const tables = join(scratch, `tables-bad-${flag}`);
     const model = flag === '--model' ? [] : ['--model', 'tiny'];
     const r = await check([...model, '--store', join(scratch, `bad-${flag}`), '--tables-dir', tables, flag, value]);
