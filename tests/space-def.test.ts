@@ -28,8 +28,6 @@ const byId = new Map(gpu.map((r) => [r.id, r]));
 const cmma = gpu.filter((r) => r.family === 'cmma');
 const wgmma = gpu.filter((r) => r.family === 'wgmma');
 const isW8a8 = (r: Row) => r.flags.includes('KF_W8A8');
-const isW8a16 = (r: Row) => r.flags.includes('KF_W8A16');
-const wgmmaClass = (r: Row) => (isW8a8(r) ? 'w8a8' : isW8a16(r) ? 'w8a16' : 'w16a16');
 
 test('the list parses: GPU rows, ids unique, every family named by a GPU_FAMILY line', () => {
   assert.ok(gpu.length > 50, `${gpu.length} GPU rows`);
@@ -91,21 +89,21 @@ test('cmma bits depend on S only: one class head per op and S, shared by every B
   oneHeadPerSplit(cmma, 1, (r) => `${r.op}/${r.p[1]}`);
 });
 
-test('the wgmma family: params WG,T,S; names [gated.][w8a8.|w8a16.]wgmma.mB.tT.sS[.pdl] with B = 64 WG', () => {
+test('the wgmma family: params WG,T,S; names [gated.][w8a8.]wgmma.mB.tT.sS[.pdl] with B = 64 WG', () => {
   assert.is(families.get('wgmma'), 'WG,T,S');
-  for (const c of ['w16a16', 'w8a8', 'w8a16']) assert.ok(wgmma.some((r) => wgmmaClass(r) === c), `${c} rows exist`);
+  assert.ok(wgmma.some(isW8a8) && wgmma.some((r) => !isW8a8(r)), 'both the 16-bit and the W8A8 rows exist');
   for (const r of wgmma) {
     const [wg, t, s] = r.p;
-    const cls = wgmmaClass(r) === 'w16a16' ? '' : `${wgmmaClass(r)}.`;
-    const name = `${r.op === 'GATED' ? 'gated.' : ''}${cls}wgmma.m${64 * wg}.t${t}.s${s}${r.flags.includes('KF_PDL') ? '.pdl' : ''}`;
+    const name = `${r.op === 'GATED' ? 'gated.' : ''}${isW8a8(r) ? 'w8a8.' : ''}wgmma.m${64 * wg}.t${t}.s${s}${r.flags.includes('KF_PDL') ? '.pdl' : ''}`;
     assert.is(r.name, name, `${r.id}: name from its params and class`);
     assert.is(r.id, name.replaceAll('.', '_'), `${r.name}: id from its name`);
     assert.ok([1, 2, 4].includes(wg) && t >= 2 && t <= 16 && s >= 1 && s <= 8, `${r.name}: WG ${wg}, T ${t}, S ${s}`);
+    assert.not.ok(r.flags.includes('KF_W8A16'), `${r.name}: fp8 rows are W8A8 (x quantized, e4m3 x e4m3)`);
     assert.not.ok(r.flags.includes('KF_DEFAULT'), `${r.name}: never a class default`);
   }
 });
 
-test('a W8A8 wgmma row is two nodes (the default\'s own quant, then the tile), a W8A16 or 16-bit one one', () => {
+test('a W8A8 wgmma row is two nodes (the default\'s own quant, then the tile), a 16-bit one one', () => {
   for (const r of wgmma) assert.is(r.nodes, isW8a8(r) ? 2 : 1, r.name);
   const w8a8Default = gpu.find((r) => r.op === 'LINEAR' && isW8a8(r) && r.flags.includes('KF_DEFAULT'));
   assert.ok(w8a8Default, 'the linear op has a W8A8 default');
@@ -113,7 +111,7 @@ test('a W8A8 wgmma row is two nodes (the default\'s own quant, then the tile), a
 });
 
 test('wgmma bits depend on S only: one class head per op, class and S', () => {
-  oneHeadPerSplit(wgmma, 2, (r) => `${r.op}/${wgmmaClass(r)}/${r.p[2]}`);
+  oneHeadPerSplit(wgmma, 2, (r) => `${r.op}/${isW8a8(r) ? 'w8a8' : 'w16a16'}/${r.p[2]}`);
 });
 
 test('the moe fused family: params W,U,T; names moe.fused.wW.uU.tT[.pdl]; rows 1-8; two nodes; bitwise with moe.mma of its W', () => {

@@ -51,26 +51,21 @@ __device__ __forceinline__ void kp_e4m3_pair(uint32_t word, float &lo, float &hi
 #define KP_E4M3_BF16_BITS 1
 #endif
 
-/* codes 2i, 2i+1 of a word as a bf16 pair, low first, i picked at run time (sel
- * 0x1404: the low pair, 0x3424: the high); exact for every finite code */
-__device__ __forceinline__ uint32_t kp_e4m3_bf16x2_sel(uint32_t word, uint32_t sel) {
+/* codes 2i, 2i+1 of a word (i = 0: the low pair) as a bf16 pair, low first;
+ * exact for every finite code */
+template <int I>
+__device__ __forceinline__ uint32_t kp_e4m3_bf16x2(uint32_t word) {
 #if defined(KPICK_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && KP_E4M3_BF16_BITS
-  const uint32_t t = __byte_perm(word, 0u, sel); /* bytes 2i, 2i+1 into bytes 1, 3 */
+  const uint32_t t = __byte_perm(word, 0u, I ? 0x3424u : 0x1404u); /* bytes 2i, 2i+1 into bytes 1, 3 */
   const uint32_t b = (t & 0x80008000u) | ((t >> 4) & 0x07f007f0u);
   uint32_t r;
   asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(b), "r"(0x7b807b80u), "r"(0x80008000u)); /* x 2^120, + -0 */
   return r;
 #else
   float lo, hi;
-  kp_e4m3_pair<0>(sel == 0x1404u ? word : word >> 16, lo, hi); /* every e4m3 value is a bf16: the fp32's upper half */
+  kp_e4m3_pair<I>(word, lo, hi); /* every e4m3 value is a bf16: the fp32's upper half */
   return (__float_as_uint(hi) & 0xffff0000u) | (__float_as_uint(lo) >> 16);
 #endif
-}
-
-/* codes 2i, 2i+1 of a word (i = 0: the low pair) as a bf16 pair, low first */
-template <int I>
-__device__ __forceinline__ uint32_t kp_e4m3_bf16x2(uint32_t word) {
-  return kp_e4m3_bf16x2_sel(word, I ? 0x3424u : 0x1404u);
 }
 
 /* the 8 weights of two words (8 codes), in memory order */

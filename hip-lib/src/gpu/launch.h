@@ -65,12 +65,10 @@ int kp_gated_gemv_launch(const struct kp_call *c, int rows_per_block);
 int kp_gated_mma_built(int32_t cand);
 int kp_gated_mma_launch(const struct kp_call *c, int warps);
 /* wgmma.hip: the Hopper (sm_90a) swap-AB tile, TMA ring, split-K over a cluster of s blocks.
- * fp8: sw is W's channel scales; for the W8A8 rows xq[m, k] and sx[m] are x's e4m3 codes and
- * row scales (kp_e4m3_quant_launch), null for the W8A16 rows and for bf16 and fp16, which read
- * c->x. xb: x boxes a K box, 2 for a W8A16 row (kp_wgmma_xboxes), else 1 */
+ * fp8 (the W8A8 rows): xq[m, k] and sx[m] are x's e4m3 codes and row scales
+ * (kp_e4m3_quant_launch), sw W's channel scales; null for bf16 and fp16, which read c->x */
 int kp_wgmma_built(int32_t cand);
-int kp_wgmma_xboxes(int32_t cand);
-int kp_wgmma_fits(int wg, int stages, int s, int32_t m, int xb);
+int kp_wgmma_fits(int wg, int stages, int s, int32_t m);
 int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const void *xq, const float *sx,
                     const float *sw);
 /* wgmma.hip, moe.wgmma: one GEMM of a moe call (gate/up or down) over the work

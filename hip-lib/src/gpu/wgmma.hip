@@ -38,7 +38,6 @@
  * an sm_90a pass (gpu.mk builds this file for compute_90a when ARCH=sm_90). */
 #include "../common/error.h"
 #include "check.h"
-#include "fp8_core.h"
 #include "launch.h"
 #include "moe_plan.h"
 #include "rows.h"
@@ -65,31 +64,13 @@ struct kp_wgmma_args {
 };
 
 #if defined(KP_WGMMA_DEVICE)
-/* W8A16 (A16): A operand rows of W's codes decoded into registers, a box's
- * 8 k16 slices; the A of the next box is decoded while this box's wgmmas run */
-template <int BN>
-__device__ __forceinline__ void kp_wg_a16_decode(uint32_t (&a)[8][4], uint32_t rows, uint32_t g, uint32_t sel) {
-#pragma unroll
-  for (int s = 0; s < 8; ++s) {
-    /* 128-byte swizzle: 16-byte chunk s of a row sits at chunk s ^ (row % 8) */
-    const uint32_t c = rows + (((uint32_t)s ^ g) << 4);
-    a[s][0] = kp_e4m3_bf16x2_sel(kp_lds32(c), sel);
-    a[s][2] = kp_e4m3_bf16x2_sel(kp_lds32(c + 8), sel);
-    a[s][1] = kp_e4m3_bf16x2_sel(kp_lds32(c + 8 * 128), sel);
-    a[s][3] = kp_e4m3_bf16x2_sel(kp_lds32(c + 8 * 128 + 8), sel);
-  }
-}
-
-template <int DT, int BN, int WG, int MODE, bool PDL, bool A16>
+template <int DT, int BN, int WG, int MODE, bool PDL>
 __global__ void __launch_bounds__(128 * WG + 32)
     kp_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap,
                     kp_wgmma_args p) {
-  static_assert(!A16 || DT == KP_DT_FP8, "W8A16: the weights are e4m3 codes");
   constexpr int BM = 64 * WG, consumers = 128 * WG, KBOX = kp_wg_kbox(DT);
   constexpr int YT = DT == KP_DT_FP8 ? KP_DT_BF16 : DT; /* y's storage type */
-  /* A16: a box of 128 codes a row takes two x boxes of 64 bf16 */
-  constexpr int XB = A16 ? 2 : 1;
-  constexpr uint32_t wbox = BM * 128, xbox = BN * 128, box_bytes = wbox + XB * xbox;
+  constexpr uint32_t wbox = BM * 128, xbox = BN * 128, box_bytes = wbox + xbox;
   constexpr int LD = BN + kp_wg_pad; /* epilogue tile row stride, in floats */
   constexpr int OUT = MODE == KP_WG_GATED ? BM / 2 : BM;
   if (PDL) kp_pdl_trigger();
@@ -155,10 +136,8 @@ __global__ void __launch_bounds__(128 * WG + 32)
           load_w(i, s);
         }
         for (int j = 0; j < boxes(i); ++j)
-#pragma unroll
-          for (int h = 0; h < XB; ++h)
-            kp_tma_load(ring + (size_t)s * stage_bytes + (size_t)j * box_bytes + wbox + h * xbox, &xmap,
-                        (b0 + i * KB + j) * KBOX + h * 64, 0, &full[s], pol_x);
+          kp_tma_load(ring + (size_t)s * stage_bytes + (size_t)j * box_bytes + wbox, &xmap,
+                      (b0 + i * KB + j) * KBOX, 0, &full[s], pol_x);
       }
     }
     __syncwarp();
@@ -180,63 +159,20 @@ __global__ void __launch_bounds__(128 * WG + 32)
    * at a stage's first box only (b8d363c looped over a stage's boxes around the
    * wgmmas and ran N = 64 and 128 4-50 % slower than one box per stage did) */
   const int nbx = b1 - b0;
-  if constexpr (A16) {
-    /* two register sets of A: box x + 1 is decoded while box x's wgmmas run, and
-     * a set is written again only after the wgmmas that read it have retired */
-    const uint32_t g = (uint32_t)lane / 4, t = (uint32_t)lane % 4;
-    const uint32_t sel = (t & 1) ? 0x3424u : 0x1404u; /* the pair 2t, 2t + 1 of a word at byte 4 (t / 2) */
-    const uint32_t rows = (uint32_t)(role * 64 + warp * 16) * 128 + g * 128 + (t >> 1) * 4;
-    auto at = [&](int x) {
-      const int i = x / KB, j = x - i * KB;
-      return ring_addr + (uint32_t)(i % T) * stage_bytes + (uint32_t)j * box_bytes;
-    };
-    auto fill = [&](int x, uint32_t (&a)[8][4]) {
-      const int i = x / KB;
-      if (x - i * KB == 0) kp_mbar_wait(&full[i % T], (uint32_t)(i / T) & 1u);
-      kp_wg_a16_decode<BN>(a, at(x) + rows, g, sel);
-    };
-    auto mult = [&](int x, uint32_t (&a)[8][4]) {
-      const uint32_t b = at(x) + wbox;
-      kp_wg_fence();
-#pragma unroll
-      for (int s = 0; s < 8; ++s) kp_wgmma_rs<BN>(d, a[s], kp_wg_desc(b + (s / 4) * xbox + (s % 4) * 32));
-      kp_wg_commit();
-    };
-    /* box x's wgmmas have retired: after a stage's last box, its buffers may be refilled */
-    auto retire = [&](int x) {
-      kp_wg_wait<0>();
-      const int i = x / KB;
-      if ((x - i * KB == KB - 1 || x == nbx - 1) && lane == 0) kp_mbar_arrive(&empty[i % T]);
-    };
-    uint32_t a0[8][4], a1[8][4];
-    if (nbx > 0) fill(0, a0);
 #pragma unroll 1
-    for (int x = 0; x < nbx; x += 2) {
-      mult(x, a0);
-      if (x + 1 < nbx) fill(x + 1, a1);
-      retire(x);
-      if (x + 1 < nbx) {
-        mult(x + 1, a1);
-        if (x + 2 < nbx) fill(x + 2, a0);
-        retire(x + 1);
-      }
-    }
-  } else {
-#pragma unroll 1
-    for (int x = 0; x < nbx; ++x) {
-      const int i = x / KB, j = x - i * KB, s = i % T;
-      if (j == 0) kp_mbar_wait(&full[s], (uint32_t)(i / T) & 1u);
-      const uint32_t box = ring_addr + (uint32_t)s * stage_bytes + (uint32_t)j * box_bytes;
-      const uint32_t a = box + (uint32_t)role * 64 * 128, b = box + wbox;
-      kp_wg_fence();
+  for (int x = 0; x < nbx; ++x) {
+    const int i = x / KB, j = x - i * KB, s = i % T;
+    if (j == 0) kp_mbar_wait(&full[s], (uint32_t)(i / T) & 1u);
+    const uint32_t box = ring_addr + (uint32_t)s * stage_bytes + (uint32_t)j * box_bytes;
+    const uint32_t a = box + (uint32_t)role * 64 * 128, b = box + wbox;
+    kp_wg_fence();
 #pragma unroll
-      for (int kk = 0; kk < kp_wg_slices; ++kk) kp_wgmma<DT, BN>(d, kp_wg_desc(a + kk * 32), kp_wg_desc(b + kk * 32));
-      kp_wg_commit();
-      /* the previous box's wgmmas have retired: at a stage's first box, the
-       * previous stage's buffers may be refilled */
-      kp_wg_wait<1>();
-      if (j == 0 && i > 0 && lane == 0) kp_mbar_arrive(&empty[(i - 1) % T]);
-    }
+    for (int kk = 0; kk < kp_wg_slices; ++kk) kp_wgmma<DT, BN>(d, kp_wg_desc(a + kk * 32), kp_wg_desc(b + kk * 32));
+    kp_wg_commit();
+    /* the previous box's wgmmas have retired: at a stage's first box, the
+     * previous stage's buffers may be refilled */
+    kp_wg_wait<1>();
+    if (j == 0 && i > 0 && lane == 0) kp_mbar_arrive(&empty[(i - 1) % T]);
   }
   kp_wg_wait<0>();
   if (PDL) asm volatile("griddepcontrol.wait;" ::: "memory"); /* before any global write */
@@ -285,15 +221,9 @@ __global__ void __launch_bounds__(128 * WG + 32)
       }
     return v;
   };
-  /* W8A8: the sums times x's row scale times W's channel scale, each factor as the default's epilogue forms it;
-   * W8A16: times W's channel scale (gated: g and u rounded to bf16, as the w8a16 rows round them) */
+  /* fp8: the sums times x's row scale times W's channel scale, each factor as the default's epilogue forms it */
   auto scaled = [&](float4 v, int64_t wrow, int m4) {
-    if constexpr (A16) {
-      const float sw = p.sw[wrow];
-      v = make_float4(v.x * sw, v.y * sw, v.z * sw, v.w * sw);
-      if constexpr (MODE == KP_WG_GATED)
-        v = make_float4(kp_bf16_round(v.x), kp_bf16_round(v.y), kp_bf16_round(v.z), kp_bf16_round(v.w));
-    } else if constexpr (DT == KP_DT_FP8) {
+    if constexpr (DT == KP_DT_FP8) {
       const float sw = p.sw[wrow];
       v.x *= p.sx[m4] * sw;
       if (m4 + 1 < M) v.y *= p.sx[m4 + 1] * sw;
@@ -322,7 +252,7 @@ __global__ void __launch_bounds__(128 * WG + 32)
 }
 #elif defined(KPICK_GPU_CUDA)
 /* no sm_90a pass in this build: the host never launches these */
-template <int DT, int BN, int WG, int MODE, bool PDL, bool A16>
+template <int DT, int BN, int WG, int MODE, bool PDL>
 __global__ void kp_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap,
                                 kp_wgmma_args p) {
   __builtin_trap();
@@ -520,18 +450,17 @@ static constexpr int kp_wg_bn(int32_t m) { return m <= 8 ? 8 : m <= 16 ? 16 : m 
 
 static constexpr size_t kp_wg_smem_cap = 227 * 1024; /* sm_90 opt-in limit per block */
 
-/* xb: x boxes a K box (2 for W8A16: 128 codes against 64 bf16 a box row) */
-static size_t kp_wg_smem(int wg, int stages, int kb, int32_t m, int xb) {
+static size_t kp_wg_smem(int wg, int stages, int kb, int32_t m) {
   const size_t bn = (size_t)kp_wg_bn(m), bm = 64 * (size_t)wg;
   /* the tile's stride must be the kernel's: a stale one under-allocated the
    * configurations whose tile outgrows the ring (h200-2026-12-01-wgmma-12adcac) */
-  const size_t ring = (size_t)stages * kb * (bm + xb * bn) * 128, tile = bm * (bn + kp_wg_pad) * 4;
+  const size_t ring = (size_t)stages * kb * (bm + bn) * 128, tile = bm * (bn + kp_wg_pad) * 4;
   return (ring > tile ? ring : tile) + 1024; /* + the 1024-byte alignment of the ring */
 }
 
-int kp_wgmma_fits(int wg, int stages, int s, int32_t m, int xb) {
-  return stages >= 2 && stages <= kp_wg_max_stages && s >= 1 && s <= kp_wg_max_split && (xb == 1 || xb == 2) &&
-         kp_wg_smem(wg, stages, 1, m, xb) <= kp_wg_smem_cap;
+int kp_wgmma_fits(int wg, int stages, int s, int32_t m) {
+  return stages >= 2 && stages <= kp_wg_max_stages && s >= 1 && s <= kp_wg_max_split &&
+         kp_wg_smem(wg, stages, 1, m) <= kp_wg_smem_cap;
 }
 
 #if defined(KPICK_GPU_CUDA) && defined(KPICK_WGMMA_BUILT)
@@ -553,28 +482,28 @@ static constexpr size_t kp_wg_sm_smem = 228 * 1024; /* shared memory of one sm_9
  * a grid of many blocks per SM keeps one box per stage, so they stay resident
  * (multi-box stages there cost 10-50 %). The stage shrinks until one wave of
  * the grid fits the SMs' shared memory. The bits do not depend on it. */
-static int kp_wg_boxes(int wg, int stages, int32_t m, int xb, int64_t blocks, int sms) {
+static int kp_wg_boxes(int wg, int stages, int32_t m, int64_t blocks, int sms) {
   const int64_t per_sm = (blocks + sms - 1) / sms;
   if (per_sm > KP_WG_KB_SPREAD) return 1;
   size_t room = kp_wg_sm_smem / (size_t)per_sm - 2048; /* its reserved KB and the static barriers */
   if (room > kp_wg_smem_cap) room = kp_wg_smem_cap;
   int kb = KP_WG_KB_MAX;
-  while (kb > 1 && kp_wg_smem(wg, stages, kb, m, xb) > room) kb /= 2;
+  while (kb > 1 && kp_wg_smem(wg, stages, kb, m) > room) kb /= 2;
   return kb;
 }
 
 /* The kernels of one wgmma row of space.def (rows.h): k[slot][log2(BN / 8)]
  * for every BN its rows reach (kp_wg_bn), slot 0 bf16 and 1 fp16, or for a
- * W8A8 or W8A16 row slot 0 fp8 alone; empty for rows of other families. */
+ * W8A8 row slot 0 fp8 alone; empty for rows of other families. */
 static constexpr int kp_wg_bn_slots = 5; /* BN = 8, 16, 32, 64, 128 */
 struct kp_wgmma_set {
   kp_wgmma_fn k[2][kp_wg_bn_slots];
 };
 
-template <int DT, int WG, int MODE, bool PDL, int BN, bool A16 = false>
+template <int DT, int WG, int MODE, bool PDL, int BN>
 static void kp_wgmma_fill(kp_wgmma_fn (&k)[kp_wg_bn_slots]) {
-  k[kp_log2(BN / 8)] = kp_wgmma_kernel<DT, BN, WG, MODE, PDL, A16>;
-  if constexpr (BN > 8) kp_wgmma_fill<DT, WG, MODE, PDL, BN / 2, A16>(k);
+  k[kp_log2(BN / 8)] = kp_wgmma_kernel<DT, BN, WG, MODE, PDL>;
+  if constexpr (BN > 8) kp_wgmma_fill<DT, WG, MODE, PDL, BN / 2>(k);
 }
 
 template <int ID>
@@ -587,10 +516,9 @@ static kp_wgmma_set kp_wgmma_row() {
     static_assert(r.p2 >= 1 && r.p2 <= kp_wg_max_split, "wgmma: S is 1..8 blocks of a portable cluster");
     static_assert(r.rows_max >= 1 && r.rows_max <= kp_rows_limit, "wgmma: rows stop at 128 (kp_wg_bn's widest N)");
     constexpr int mode = r.op == KPICK_OP_GATED ? KP_WG_GATED : KP_WG_LINEAR, bn = kp_wg_bn(r.rows_max);
+    static_assert((r.flags & KF_W8A16) == 0, "wgmma: fp8 rows are W8A8 (x quantized to e4m3)");
     if constexpr ((r.flags & KF_W8A8) != 0) {
       kp_wgmma_fill<KP_DT_FP8, r.p0, mode, r.pdl(), bn>(s.k[0]);
-    } else if constexpr ((r.flags & KF_W8A16) != 0) {
-      kp_wgmma_fill<KP_DT_FP8, r.p0, mode, r.pdl(), bn, true>(s.k[0]);
     } else {
       kp_wgmma_fill<KP_DT_BF16, r.p0, mode, r.pdl(), bn>(s.k[0]);
       kp_wgmma_fill<KP_DT_FP16, r.p0, mode, r.pdl(), bn>(s.k[1]);
@@ -639,8 +567,6 @@ static int kp_wg_map(CUtensorMap *map, int32_t dtype, const void *base, int64_t 
   return KPICK_OK;
 }
 
-int kp_wgmma_xboxes(int32_t cand) { return (kp_defs[cand].flags & KF_W8A16) ? 2 : 1; }
-
 /* the row's kernels, and the driver's tensor-map encoder they need */
 int kp_wgmma_built(int32_t cand) { return kp_wgmma_sets[cand].k[0][0] != nullptr && kp_encode_fn() != nullptr; }
 
@@ -648,12 +574,10 @@ int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const vo
                     const float *sw) {
   const int gated = c->op == KPICK_OP_GATED, bn = kp_wg_bn(c->m), fp8 = c->dtype == KP_DT_FP8;
   const kp_wgmma_fn k = c->m >= 1 && c->m <= kp_rows_limit ? kp_wgmma_sets[c->cand].k[c->dtype == KP_DT_FP16 ? 1 : 0][kp_log2(bn / 8)] : nullptr;
-  const int w8a8 = (kp_defs[c->cand].flags & KF_W8A8) != 0, a16 = (kp_defs[c->cand].flags & KF_W8A16) != 0;
-  const int xb = kp_wgmma_xboxes(c->cand);
-  if ((w8a8 || a16) != fp8 || (w8a8 && (!xq || !sx)) || (fp8 && !sw))
-    return kp_fail(KPICK_E_UNSUPPORTED, "wgmma",
-                   "a W8A8 row takes fp8 weights and x's codes and scales, a W8A16 row fp8 weights, the others bf16 or fp16");
-  if (!k || wg != kp_defs[c->cand].p0 || !kp_wgmma_fits(wg, stages, s, c->m, xb))
+  const int w8a8 = (kp_defs[c->cand].flags & KF_W8A8) != 0;
+  if (w8a8 != fp8 || (fp8 && (!xq || !sx)))
+    return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "a W8A8 row takes fp8 weights and x's codes and scales, the others bf16 or fp16");
+  if (!k || wg != kp_defs[c->cand].p0 || !kp_wgmma_fits(wg, stages, s, c->m))
     return kp_fail(KPICK_E_UNSUPPORTED, "wgmma", "no kernel for m=%d, WG=%d, T=%d, S=%d, pdl=%d", (int)c->m, wg,
                    stages, s, c->pdl);
   static const int sms = [] {
@@ -665,13 +589,12 @@ int kp_wgmma_launch(const struct kp_call *c, int wg, int stages, int s, const vo
   /* built per launch: encoding is host work only (no device call) */
   CUtensorMap wmap, xmap;
   KP_TRY(kp_wg_map(&wmap, c->dtype, c->w, gated ? 2 * c->n : c->n, c->k, gated ? 32 * wg : 64 * wg));
-  if (a16) KP_TRY(kp_wg_map(&xmap, KP_DT_BF16, c->x, c->m, c->k, bn)); /* x stays bf16: 64 a box row */
-  else KP_TRY(kp_wg_map(&xmap, c->dtype, fp8 ? xq : c->x, c->m, c->k, bn));
+  KP_TRY(kp_wg_map(&xmap, c->dtype, fp8 ? xq : c->x, c->m, c->k, bn));
   const int64_t rows = gated ? 32 * wg : 64 * wg, tiles = (c->n + rows - 1) / rows;
-  const int kb = kp_wg_boxes(wg, stages, c->m, xb, tiles * s, sms);
-  const size_t smem = kp_wg_smem(wg, stages, kb, c->m, xb);
+  const int kb = kp_wg_boxes(wg, stages, c->m, tiles * s, sms);
+  const size_t smem = kp_wg_smem(wg, stages, kb, c->m);
   const int kbox = kp_wg_kbox(c->dtype);
-  kp_wgmma_args a = {(uint16_t *)c->y, w8a8 ? sx : nullptr, fp8 ? sw : nullptr, c->m, c->n, (int32_t)((c->k + kbox - 1) / kbox), stages, kb};
+  kp_wgmma_args a = {(uint16_t *)c->y, fp8 ? sx : nullptr, fp8 ? sw : nullptr, c->m, c->n, (int32_t)((c->k + kbox - 1) / kbox), stages, kb};
   KP_GPU(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[2];
@@ -740,8 +663,8 @@ int kp_wgmma_moe_built(int32_t cand) { return kp_wgmma_moe_sets[cand].k[0][0] !=
 int kp_wgmma_moe_chunk(int32_t cand) { return kp_wgmma_moe_sets[cand].bn_max; }
 
 int kp_wgmma_moe_fits(int wg, int stages, int kb, int chunk) {
-  return kb >= 1 && kb <= 4 && (chunk == 64 || chunk == 128) && kp_wgmma_fits(wg, stages, 1, chunk, 1) &&
-         kp_wg_smem(wg, stages, kb, chunk, 1) <= kp_wg_smem_cap;
+  return kb >= 1 && kb <= 4 && (chunk == 64 || chunk == 128) && kp_wgmma_fits(wg, stages, 1, chunk) &&
+         kp_wg_smem(wg, stages, kb, chunk) <= kp_wg_smem_cap;
 }
 
 int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, int kb, const struct kp_wgmma_moe_op *op) {
@@ -761,7 +684,7 @@ int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, int kb, con
   /* the 64-row kernels never read x128: the 64-row map again, no second encoding */
   if (op->chunk == 128) KP_TRY(kp_wg_map(&x128, c->dtype, op->x, op->xrows, op->len, 128));
   else x128 = x64;
-  const size_t smem = kp_wg_smem(wg, stages, kb, op->chunk, 1);
+  const size_t smem = kp_wg_smem(wg, stages, kb, op->chunk);
   const int kbox = kp_wg_kbox(c->dtype);
   kp_wgmma_moe_args a = {op->out, (const kp_moe_plan *)op->plan, op->ncols, op->wexp,
                          (int32_t)((op->len + kbox - 1) / kbox), stages, kb, op->chunk};
