@@ -1,14 +1,11 @@
-// moe.wgmma's nodes in a kernel trace (bench/gpu/kernel-trace.c's lines,
+// moe.wgmma's five nodes in a kernel trace (bench/gpu/kernel-trace.c's lines,
 // lib/step-trace.ts's parser), e.g. of a sweep run under the tracer:
-//   plan     kp_moe_plan_kernel (ids -> active experts, their pairs, work items;
-//            today's builds also gather x's rows in plan order in it)
-//   gather   kp_moe_gather_kernel (x's rows in plan order), in builds before
-//            the plan kernel took it over: 0 where the trace has none
+//   plan     kp_moe_plan_kernel (ids -> active experts, their pairs, work items)
+//   gather   kp_moe_gather_kernel (x's rows in plan order)
 //   up       kp_wgmma_moe_kernel, gated (gate/up, silu * mul)
 //   down     kp_wgmma_moe_kernel, linear (each pair's o in fp32)
 //   combine  kp_moe_combine_kernel (each row's weighted sum)
-// A launch is a plan kernel, a gather kernel if one follows it, and the three
-// moe kernels after them in start order;
+// A launch is a plan kernel and the four moe kernels after it in start order;
 // anything else (another family's moe kernels, a cut-off launch) is counted as
 // skipped. Each group (tile, x box, grid, and optionally the routing told by
 // how long gate/up took) gets each node's median duration, the median span
@@ -46,11 +43,9 @@ export function moeLaunches(kernels: readonly TraceKernel[]): { launches: MoeLau
   let skipped = 0;
   for (let i = 0; i < moe.length; i++) {
     if (!isPlan(moe[i]!)) continue;
-    const plan = moe[i]!, gather = moe[i + 1] && isGather(moe[i + 1]!) ? moe[i + 1]! : null;
-    const at = gather ? i + 2 : i + 1;
-    const [up, down, combine] = moe.slice(at, at + 3);
+    const [plan, gather, up, down, combine] = moe.slice(i, i + 5);
     const a = up && wgmmaMoeArgs(up.name), b = down && wgmmaMoeArgs(down.name);
-    if (!a?.gated || !b || b.gated || !combine || !isCombine(combine)) {
+    if (!gather || !isGather(gather) || !a?.gated || !b || b.gated || !combine || !isCombine(combine)) {
       skipped++;
       continue;
     }
@@ -58,10 +53,10 @@ export function moeLaunches(kernels: readonly TraceKernel[]): { launches: MoeLau
     launches.push({
       tile: `m${64 * a.wg}${a.bnMax === 128 ? '.x128' : ''}`,
       grid: [up!.grid[0], up!.grid[1]],
-      us: { plan: us(plan), gather: gather ? us(gather) : 0, up: us(up!), down: us(down!), combine: us(combine) },
-      span: (combine.end - plan.start) / 1000,
+      us: { plan: us(plan!), gather: us(gather), up: us(up!), down: us(down!), combine: us(combine) },
+      span: (combine.end - plan!.start) / 1000,
     });
-    i = at + 2;
+    i += 4;
   }
   return { launches, skipped };
 }

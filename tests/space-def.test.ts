@@ -208,7 +208,7 @@ for (const f of [
   { family: 'moe_wgmma', prefix: 'moe.wgmma', rowsMin: 16, why: 'at rows 4 and 8 it ran behind moe.tiles' },
   { family: 'moe_wgmma_x128', prefix: 'moe.wgmma.x128', rowsMin: 65, why: 'below 65 rows every item fits moe.wgmma\'s 64' },
 ]) {
-  test(`${f.prefix}: params WG,T,KB; names ${f.prefix}.mB.tT.kKB[.pdl] with B = 64 WG; four nodes; rows ${f.rowsMin}-128; one class head; each .pdl row the twin of a plain one`, () => {
+  test(`${f.prefix}: params WG,T,KB; names ${f.prefix}.mB.tT.kKB with B = 64 WG; five nodes; rows ${f.rowsMin}-128; one class head; no .pdl`, () => {
     assert.is(families.get(f.family), 'WG,T,KB');
     const rows = gpu.filter((r) => r.family === f.family);
     assert.ok(rows.length > 0, 'the family has rows');
@@ -216,14 +216,13 @@ for (const f of [
     assert.is(heads.length, 1, 'WG, T and KB change no bits: one head');
     for (const r of rows) {
       const [wg, t, kb] = r.p;
-      const pdl = r.flags.includes('KF_PDL');
-      assert.is(r.name, `${f.prefix}.m${64 * wg}.t${t}.k${kb}${pdl ? '.pdl' : ''}`, `${r.id}: name from its params`);
+      assert.is(r.name, `${f.prefix}.m${64 * wg}.t${t}.k${kb}`, `${r.id}: name from its params`);
       assert.ok([1, 2].includes(wg) && t >= 2 && t <= 16 && [1, 2, 4].includes(kb), `${r.name}: WG ${wg}, T ${t}, KB ${kb}`);
       assert.is(r.op, 'MOE');
-      assert.is(r.nodes, 4, `${r.name}: plan with the gather, gate/up, down, combine`);
+      assert.is(r.nodes, 5, `${r.name}: plan, gather, gate/up, down, combine`);
       assert.is(r.rowsMin, f.rowsMin, `${r.name}: ${f.why}`);
       assert.is(r.rowsMax, 128);
-      if (pdl) assert.ok(rows.some((q) => q.name === r.name.slice(0, -'.pdl'.length)), `${r.name}: measured beside its plain twin`);
+      assert.not.ok(r.flags.includes('KF_PDL'), `${r.name}: no .pdl rows`);
       assert.is(r.bitwiseWith, heads[0]!.id, `${r.name}: bitwise with the family's head`);
     }
   });

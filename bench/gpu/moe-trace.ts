@@ -1,4 +1,4 @@
-// moe-trace: moe.wgmma's nodes (plan, gather where a build has its own, gate/up, down, combine) from
+// moe-trace: moe.wgmma's five nodes (plan, gather, gate/up, down, combine) from
 // bench/gpu/kernel-trace.c's trace of a run that launches them (a sweep of a moe
 // preset under the tracer), per tile, grid and (--up-split) routing, as medians
 // (lib/moe-trace.ts). A table on stderr; one JSON line per group with --json.
@@ -27,7 +27,7 @@ export function main(argv: readonly string[]): number {
     return { trace, upSplit };
   });
   const { launches, skipped } = moeLaunches(readTraceFile(args.trace));
-  if (launches.length === 0) throw new UsageError(`${args.trace}: no moe.wgmma launch (plan, gate/up, down, combine)`);
+  if (launches.length === 0) throw new UsageError(`${args.trace}: no moe.wgmma launch (plan, gather, gate/up, down, combine)`);
   say(`| tile | grid | side | launches | ${MOE_NODES.join(' | ')} | span | gaps |`);
   say(`|${' --- |'.repeat(MOE_NODES.length + 6)}`);
   for (const g of groupMoeLaunches(launches, args.upSplit)) {

@@ -88,12 +88,11 @@ struct __attribute__((aligned(16))) kp_v16 {
   uint32_t x, y, z, w;
 };
 
-/* Launch k on stream s with smem bytes of dynamic shared memory; pdl asks for
- * programmatic dependent launch, which only CUDA has (the caller checks
- * availability first; HIP answers NotSupported). */
+/* Launch k on stream s; pdl asks for programmatic dependent launch, which only
+ * CUDA has (the caller checks availability first; HIP answers NotSupported). */
 template <class... P, class... A>
-static inline hipError_t kp_launch_smem(void (*k)(P...), dim3 grid, dim3 block, size_t smem, hipStream_t s, bool pdl,
-                                        A... args) {
+static inline hipError_t kp_launch(void (*k)(P...), dim3 grid, dim3 block, hipStream_t s, bool pdl,
+                                   A... args) {
 #if defined(KPICK_GPU_CUDA)
   if (pdl) {
     cudaLaunchConfig_t cfg = {};
@@ -102,7 +101,7 @@ static inline hipError_t kp_launch_smem(void (*k)(P...), dim3 grid, dim3 block, 
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.gridDim = grid;
     cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
+    cfg.dynamicSmemBytes = 0;
     cfg.stream = s;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
@@ -111,13 +110,8 @@ static inline hipError_t kp_launch_smem(void (*k)(P...), dim3 grid, dim3 block, 
 #else
   if (pdl) return hipErrorNotSupported;
 #endif
-  k<<<grid, block, smem, s>>>(args...);
+  k<<<grid, block, 0, s>>>(args...);
   return hipGetLastError();
-}
-/* the same without dynamic shared memory */
-template <class... P, class... A>
-static inline hipError_t kp_launch(void (*k)(P...), dim3 grid, dim3 block, hipStream_t s, bool pdl, A... args) {
-  return kp_launch_smem(k, grid, block, 0, s, pdl, args...);
 }
 
 #if defined(__CUDACC__) || defined(__HIPCC__)

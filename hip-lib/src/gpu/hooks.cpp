@@ -329,15 +329,15 @@ static int launch_moe_wgmma(const kp_row *r, const kp_call *c) {
   return kp_moe_wgmma_launch(c, r->params[0], r->params[1], r->params[2]);
 }
 static int available_moe_wgmma(int32_t cand) { return g.has_wgmma && kp_wgmma_moe_built(cand); }
-/* an item's most rows (64; moe.wgmma.x128 128) as the row's kernels were built with */
 static int supports_moe_wgmma(const struct kpick_problem *p, const kp_row *r) {
-  return p->n % 8 == 0 && p->k % 8 == 0 &&
-         kp_wgmma_moe_fits(r->params[0], r->params[1], r->params[2], kp_wgmma_moe_chunk((int32_t)(r - kp_space)));
+  return p->n % 8 == 0 && p->k % 8 == 0 && kp_wgmma_moe_fits(r->params[0], r->params[1], r->params[2], 64);
 }
 /* moe.wgmma.x128: the same tile with items of up to 128 rows of one expert */
 static int launch_moe_wgmma_x128(const kp_row *r, const kp_call *c) { return launch_moe_wgmma(r, c); }
 static int available_moe_wgmma_x128(int32_t cand) { return available_moe_wgmma(cand); }
-static int supports_moe_wgmma_x128(const struct kpick_problem *p, const kp_row *r) { return supports_moe_wgmma(p, r); }
+static int supports_moe_wgmma_x128(const struct kpick_problem *p, const kp_row *r) {
+  return p->n % 8 == 0 && p->k % 8 == 0 && kp_wgmma_moe_fits(r->params[0], r->params[1], r->params[2], 128);
+}
 
 /* fp8 experts (moe.hip): the W8A8 default over cuBLASLt's pointer-array fp8 batch and the
  * W8A16 grouped gemv, offered only beside the W8A8 default, as the dense fp8 rows (a HIP

@@ -104,31 +104,15 @@ size_t kp_moe_scratch_bytes(int32_t dtype, int32_t m, int32_t topk, int64_t n, i
   return kp_moe_layout_of(dtype, m, topk, n, k).total;
 }
 
-/* ---- the plan ----
- * One block computes it (GATHER false). With GATHER (moe.wgmma), every block of
- * the grid computes it in its own shared memory, block 0 alone stores it, and
- * each block copies x's rows of its share of the pairs to their places in plan
- * order (xg[pos[i]] = x[i / topk], K % 8 == 0): the gather without a kernel of
- * its own, which waited for the plan's (h100-2026-12-06-moe-x128-fef2a67:
- * plan 4.6 us, gather 3.1 us of a skewed rows-128 call). Pairs that repeat an
- * (expert, row) copy the same row to the same place. */
-static constexpr int kp_moe_gather_pairs = 8; /* pairs a block copies */
-struct kp_moe_gather_args {
-  const uint16_t *x;
-  uint16_t *xg;
-  int64_t k;
-};
-
-template <bool PDL, bool GATHER>
+/* ---- the plan ---- */
+template <bool PDL>
 __global__ void __launch_bounds__(kp_moe_plan_threads)
-    kp_moe_plan_kernel(const int32_t *ids, int32_t m, int32_t topk, int32_t E, int32_t chunk, kp_moe_plan *pl,
-                       kp_moe_gather_args g) {
+    kp_moe_plan_kernel(const int32_t *ids, int32_t m, int32_t topk, int32_t E, int32_t chunk, kp_moe_plan *pl) {
   __shared__ uint32_t mask[KPICK_MAX_EXPERTS][4]; /* bit t: row t routes to the expert */
   __shared__ int32_t off[KPICK_MAX_EXPERTS];
   __shared__ int32_t sc[3][kp_moe_plan_threads];
   if (PDL) kp_pdl_trigger();
   const int tid = threadIdx.x, nt = blockDim.x, P = m * topk;
-  const bool store = !GATHER || blockIdx.x == 0;
   if (tid < E)
     for (int w = 0; w < 4; ++w) mask[tid][w] = 0u;
   kp_batch_fence(true); /* under PDL: ids are the previous kernel's output */
@@ -144,8 +128,7 @@ __global__ void __launch_bounds__(kp_moe_plan_threads)
   const int used = cnt > 0, nit = used ? (cnt + chunk - 1) / chunk : 0;
   sc[0][tid] = used, sc[1][tid] = cnt, sc[2][tid] = nit;
   __syncthreads();
-  /* inclusive scans over the experts (threads past E hold zeros and are never read) */
-  for (int d = 1; d < E; d <<= 1) {
+  for (int d = 1; d < nt; d <<= 1) { /* inclusive scans */
     int a = 0, b = 0, c = 0;
     if (tid >= d) a = sc[0][tid - d], b = sc[1][tid - d], c = sc[2][tid - d];
     __syncthreads();
@@ -154,85 +137,40 @@ __global__ void __launch_bounds__(kp_moe_plan_threads)
   }
   const int u = sc[0][tid] - used, at = sc[1][tid] - cnt, it = sc[2][tid] - nit;
   if (tid < E) off[tid] = at;
-  if (store) {
-    if (used) {
-      pl->used[u] = tid;
-      pl->start[u] = at;
-      for (int q = 0; q < nit; ++q) pl->item_u[it + q] = u, pl->item_r0[it + q] = q * chunk;
-    }
-    if (tid == E - 1) {
-      pl->nused = sc[0][tid];
-      pl->nitems = sc[2][tid];
-      pl->start[sc[0][tid]] = sc[1][tid];
-    }
-    for (int i = tid; i < P; i += nt) pl->order[i] = 0; /* a repeated id leaves a slot */
+  if (used) {
+    pl->used[u] = tid;
+    pl->start[u] = at;
+    for (int q = 0; q < nit; ++q) pl->item_u[it + q] = u, pl->item_r0[it + q] = q * chunk;
   }
+  if (tid == nt - 1) {
+    pl->nused = sc[0][tid];
+    pl->nitems = sc[2][tid];
+    pl->start[sc[0][tid]] = sc[1][tid];
+  }
+  for (int i = tid; i < P; i += nt) pl->order[i] = 0; /* a repeated id leaves a slot */
   __syncthreads();
-  if (store)
-    for (int i = tid; i < P; i += nt) {
-      const int e = ids[i], t = i / topk;
-      if (e < 0 || e >= E) {
-        pl->pos[i] = -1;
-        continue;
-      }
-      int rank = __popc(mask[e][t >> 5] & ((1u << (t & 31)) - 1u));
-      for (int w = 0; w < (t >> 5); ++w) rank += __popc(mask[e][w]);
-      pl->order[off[e] + rank] = i;
-      pl->pos[i] = off[e] + rank;
+  for (int i = tid; i < P; i += nt) {
+    const int e = ids[i], t = i / topk;
+    if (e < 0 || e >= E) {
+      pl->pos[i] = -1;
+      continue;
     }
-  if constexpr (GATHER) {
-    /* the block's pairs' source rows and places, then every piece of them in flight
-     * at once: a loop over pairs waited out one round trip a pair */
-    __shared__ int32_t gsrc[kp_moe_gather_pairs], gdst[kp_moe_gather_pairs];
-    const int i0 = blockIdx.x * kp_moe_gather_pairs;
-    if (tid < kp_moe_gather_pairs) {
-      const int i = i0 + tid, e = i < P ? ids[i] : -1, t = i / topk;
-      int at = -1;
-      if (e >= 0 && e < E) {
-        int rank = __popc(mask[e][t >> 5] & ((1u << (t & 31)) - 1u));
-        for (int w = 0; w < (t >> 5); ++w) rank += __popc(mask[e][w]);
-        at = off[e] + rank;
-      }
-      gsrc[tid] = t, gdst[tid] = at;
-    }
-    __syncthreads();
-    const int64_t pieces = g.k / 8; /* 16-byte pieces of a row */
-    for (int64_t q = tid; q < kp_moe_gather_pairs * pieces; q += nt) {
-      const int j = (int)(q / pieces);
-      if (gdst[j] < 0) continue;
-      const int64_t c = q - j * pieces;
-      ((kp_v16 *)(g.xg + (int64_t)gdst[j] * g.k))[c] = ((const kp_v16 *)(g.x + (int64_t)gsrc[j] * g.k))[c];
-    }
+    int rank = __popc(mask[e][t >> 5] & ((1u << (t & 31)) - 1u));
+    for (int w = 0; w < (t >> 5); ++w) rank += __popc(mask[e][w]);
+    pl->order[off[e] + rank] = i;
+    pl->pos[i] = off[e] + rank;
   }
-}
-
-/* a thread per expert or per pair, whichever are more (up to the block's limit): a
- * thread looping over pairs waits out one L2 round trip per pair (a block of E alone
- * took 8.7 us at 1024 pairs, h200-2026-12-02-moe-wgmma) */
-static int kp_moe_plan_threads_for(int P, int E) {
-  const int want = E > P ? E : P < kp_moe_plan_threads ? P : kp_moe_plan_threads;
-  return want < 32 ? 32 : (want + 31) / 32 * 32;
 }
 
 static int kp_moe_plan_launch(const int32_t *ids, int32_t m, int32_t topk, int32_t E, int32_t chunk, kp_moe_plan *pl,
                               hipStream_t s, bool pdl) {
-  const auto k = pdl ? kp_moe_plan_kernel<kp_pdl_built, false> : kp_moe_plan_kernel<false, false>;
-  const kp_moe_gather_args none = {nullptr, nullptr, 0};
-  KP_GPU(kp_launch(k, dim3(1), dim3((unsigned)kp_moe_plan_threads_for(m * topk, E)), s, pdl, ids, m, topk, E, chunk,
-                   pl, none));
-  return KPICK_OK;
-}
-
-/* the plan and x's rows in plan order (moe.wgmma's gate/up reads them as boxes):
- * a block per kp_moe_gather_pairs pairs, at least 256 threads for the copy */
-static int kp_moe_plan_gather_launch(const int32_t *ids, int32_t m, int32_t topk, int32_t E, int32_t chunk,
-                                     kp_moe_plan *pl, const uint16_t *x, int64_t k, uint16_t *xg, hipStream_t s,
-                                     bool pdl) {
-  const int P = m * topk, threads = kp_moe_plan_threads_for(P, E);
-  const kp_moe_gather_args g = {x, xg, k};
-  const auto kern = pdl ? kp_moe_plan_kernel<kp_pdl_built, true> : kp_moe_plan_kernel<false, true>;
-  KP_GPU(kp_launch(kern, dim3((unsigned)((P + kp_moe_gather_pairs - 1) / kp_moe_gather_pairs)),
-                   dim3((unsigned)(threads < 256 ? 256 : threads)), s, pdl, ids, m, topk, E, chunk, pl, g));
+  const auto k = pdl ? kp_moe_plan_kernel<kp_pdl_built> : kp_moe_plan_kernel<false>;
+  /* a thread per expert or per pair, whichever are more (up to the block's limit): a
+   * thread looping over pairs waits out one L2 round trip per pair (a block of E alone
+   * took 8.7 us at 1024 pairs, h200-2026-12-02-moe-wgmma) */
+  const int P = m * topk, want = E > P ? E : P < kp_moe_plan_threads ? P : kp_moe_plan_threads;
+  const int threads = want < 32 ? 32 : (want + 31) / 32 * 32;
+  KP_GPU(kp_launch(k, dim3(1), dim3((unsigned)threads), s, pdl, ids, m, topk, E, chunk, pl));
   return KPICK_OK;
 }
 
@@ -718,18 +656,13 @@ enum {
 
 /* y[t, c] = sum over t's valid slots in ascending expert id of weight * o,
  * fp32, rounded once; SRC says what o is (sh, sw: KP_MOE_O_FP8's h scales per
- * pair and W_down's row scales, else unused). A block per (row, 256 columns).
- * PDL (moe.wgmma's .pdl rows): launched while down ends, it waits before any read. */
-template <int DT, int SRC, bool PDL = false>
+ * pair and W_down's row scales, else unused). A block per (row, 256 columns). */
+template <int DT, int SRC>
 __global__ void __launch_bounds__(256)
     kp_moe_combine_kernel(const void *__restrict__ o, const kp_moe_plan *pl, const int32_t *__restrict__ ids,
                           const float *__restrict__ weights, const float *__restrict__ sh, const float *__restrict__ sw,
                           uint16_t *__restrict__ y, int32_t topk, int32_t E, int64_t K) {
   constexpr bool PAIR = SRC != KP_MOE_O_PLAN;
-  if (PDL) {
-    kp_pdl_trigger();
-    kp_batch_fence(true);
-  }
   __shared__ int32_t where[KPICK_MAX_TOPK], expert[KPICK_MAX_TOPK];
   __shared__ float gate[KPICK_MAX_TOPK];
   __shared__ int n;
@@ -879,17 +812,15 @@ static int kp_moe_blas_gemms(const struct kp_call *c, const void **ptr, int P) {
 /* y from the per-pair outputs o (src: KP_MOE_O_*; sh, sw for KP_MOE_O_FP8), in c's
  * dtype (fp8 experts: bf16) */
 static int kp_moe_combine(const struct kp_call *c, const void *o, const kp_moe_plan *pl, int src,
-                          const float *sh = nullptr, const float *sw = nullptr, bool pdl = false) {
+                          const float *sh = nullptr, const float *sw = nullptr) {
   const struct kp_moe_call *mc = c->moe;
   const bool fp16 = c->dtype == KP_DT_FP16;
   const auto k = src == KP_MOE_O_FP8  ? kp_moe_combine_kernel<KP_DT_BF16, KP_MOE_O_FP8>
                  : src == KP_MOE_O_PAIR ? (fp16 ? kp_moe_combine_kernel<KP_DT_FP16, KP_MOE_O_PAIR>
                                                 : kp_moe_combine_kernel<KP_DT_BF16, KP_MOE_O_PAIR>)
-                 : pdl ? (fp16 ? kp_moe_combine_kernel<KP_DT_FP16, KP_MOE_O_PLAN, kp_pdl_built>
-                               : kp_moe_combine_kernel<KP_DT_BF16, KP_MOE_O_PLAN, kp_pdl_built>)
-                       : (fp16 ? kp_moe_combine_kernel<KP_DT_FP16, KP_MOE_O_PLAN>
-                               : kp_moe_combine_kernel<KP_DT_BF16, KP_MOE_O_PLAN>);
-  KP_GPU(kp_launch(k, dim3((unsigned)c->m, (unsigned)((c->k + 255) / 256)), dim3(256), c->stream, pdl, o, pl, mc->ids,
+                                        : (fp16 ? kp_moe_combine_kernel<KP_DT_FP16, KP_MOE_O_PLAN>
+                                                : kp_moe_combine_kernel<KP_DT_BF16, KP_MOE_O_PLAN>);
+  KP_GPU(kp_launch(k, dim3((unsigned)c->m, (unsigned)((c->k + 255) / 256)), dim3(256), c->stream, false, o, pl, mc->ids,
                    mc->weights, sh, sw, (uint16_t *)c->y, mc->topk, mc->experts, c->k));
   return KPICK_OK;
 }
@@ -1069,9 +1000,19 @@ int kp_moe_mma_launch(const struct kp_call *c, int warps) {
   return kp_moe_combine(c, base + l.o, pl, KP_MOE_O_PLAN);
 }
 
-/* moe.wgmma: the plan with x's rows gathered in plan order (the copy engine reads
+/* moe.wgmma: the plan, x's rows gathered in plan order (the copy engine reads
  * whole boxes of rows), gate/up and down by the grouped wgmma tile (wgmma.hip),
- * the combine: 4 nodes. */
+ * the combine: 5 nodes. xg[q] = x[order[q] / topk], a block per valid pair
+ * (K % 8 == 0: 16-byte pieces). */
+__global__ void __launch_bounds__(256)
+    kp_moe_gather_kernel(const uint16_t *__restrict__ x, const kp_moe_plan *pl, int32_t topk, int64_t k,
+                         uint16_t *__restrict__ xg) {
+  const int q = blockIdx.x;
+  if (q >= pl->start[pl->nused]) return;
+  const kp_v16 *src = (const kp_v16 *)(x + (int64_t)(pl->order[q] / topk) * k);
+  kp_v16 *dst = (kp_v16 *)(xg + (int64_t)q * k);
+  for (int64_t i = threadIdx.x; i < k / 8; i += blockDim.x) dst[i] = src[i];
+}
 
 /* rows of one expert an item takes: the row's widest x box (64; moe.wgmma.x128 128, so that an
  * expert of 65-128 rows is one item reading its weights once, not two) */
@@ -1086,15 +1027,15 @@ int kp_moe_wgmma_launch(const struct kp_call *c, int wg, int stages, int kb) {
   kp_moe_plan *pl = (kp_moe_plan *)(base + l.plan);
   uint16_t *xg = (uint16_t *)(base + l.xg), *h = (uint16_t *)(base + l.h);
   const int P = c->m * mc->topk, items = kp_moe_items_for(P, mc->experts, chunk);
-  const bool pdl = c->pdl != 0;
-  KP_TRY(kp_moe_plan_gather_launch(mc->ids, c->m, mc->topk, mc->experts, chunk, pl, (const uint16_t *)c->x, c->k, xg,
-                                   c->stream, pdl));
+  KP_TRY(kp_moe_plan_launch(mc->ids, c->m, mc->topk, mc->experts, chunk, pl, c->stream, false));
+  KP_GPU(kp_launch(kp_moe_gather_kernel, dim3((unsigned)P), dim3(256), c->stream, false, (const uint16_t *)c->x,
+                   (const kp_moe_plan *)pl, mc->topk, c->k, xg));
   const int64_t E = mc->experts;
   const kp_wgmma_moe_op up = {1, c->w, E * 2 * c->n, c->k, 2 * c->n, xg, P, h, c->n, pl, chunk, items};
   KP_TRY(kp_wgmma_moe_launch(c, wg, stages, kb, &up));
   const kp_wgmma_moe_op down = {0, mc->w_down, E * c->k, c->n, c->k, h, P, base + l.o, c->k, pl, chunk, items};
   KP_TRY(kp_wgmma_moe_launch(c, wg, stages, kb, &down));
-  return kp_moe_combine(c, base + l.o, pl, KP_MOE_O_PLAN, nullptr, nullptr, pdl);
+  return kp_moe_combine(c, base + l.o, pl, KP_MOE_O_PLAN);
 }
 
 /* ---- fp8 experts (kpick.h KPICK_FP8: W_gate_up one buffer of E * 2N rows x K,

@@ -271,11 +271,7 @@ __global__ void kp_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const 
  * row's K chunks requested back to back as in kp_wgmma_kernel. gate/up stores h = silu(g) * u rounded to the dtype, down o in fp32,
  * both at the item's places in plan order (moe.hip's combine sums each row's
  * pairs). An output is one warpgroup's chain of wgmmas over the K boxes in
- * order: the bits depend on nothing of WG or T.
- * PDL (the .pdl rows): gate/up waits for the plan before it reads it and only
- * then lets down launch, so down may read the plan before its own wait; down
- * issues its item's first T stages of W before that wait (the weights stream
- * while gate/up ends) and h only after it. */
+ * order: the bits depend on nothing of WG or T. */
 struct kp_wgmma_moe_args {
   void *out;
   const kp_moe_plan *pl;
@@ -286,12 +282,10 @@ struct kp_wgmma_moe_args {
 };
 
 #if defined(KP_WGMMA_DEVICE)
-/* a block's item: `early` (down under PDL) issues the first stages' W before
- * griddepcontrol.wait, x after it */
 template <int DT, int BN, int WG, int MODE>
 __device__ __forceinline__ void kp_wgmma_moe_tile(const CUtensorMap *wmap, const CUtensorMap *xmap,
                                                   const kp_wgmma_moe_args &p, uint8_t *ring, uint64_t *full,
-                                                  uint64_t *empty, int64_t e, int s, int cnt, bool early) {
+                                                  uint64_t *empty, int64_t e, int s, int cnt) {
   constexpr int BM = 64 * WG, consumers = 128 * WG, KBOX = kp_wg_kbox(DT);
   constexpr uint32_t wbox = BM * 128, box_bytes = wbox + BN * 128;
   constexpr int LD = BN + kp_wg_pad, OUT = MODE == KP_WG_GATED ? BM / 2 : BM;
@@ -305,8 +299,11 @@ __device__ __forceinline__ void kp_wgmma_moe_tile(const CUtensorMap *wmap, const
       kp_prefetch_tensormap(wmap);
       kp_prefetch_tensormap(xmap);
       const uint64_t pol_w = kp_policy_evict_first(), pol_x = kp_policy_evict_last();
-      auto load_w = [&](int i, int st, int boxes) { /* the W boxes of a stage back to back */
-        for (int j = 0; j < boxes; ++j) {
+      for (int i = 0; i < nst; ++i) {
+        const int st = i % T, round = i / T, boxes = min(KB, nbx - i * KB);
+        if (round > 0) kp_mbar_wait(&empty[st], (uint32_t)(round - 1) & 1u);
+        kp_mbar_expect_tx(&full[st], (uint32_t)boxes * box_bytes);
+        for (int j = 0; j < boxes; ++j) { /* the W boxes of the stage back to back */
           uint8_t *dst = ring + (size_t)st * stage_bytes + (size_t)j * box_bytes;
           const int32_t k = (i * KB + j) * KBOX;
           if constexpr (MODE == KP_WG_GATED) {
@@ -316,30 +313,11 @@ __device__ __forceinline__ void kp_wgmma_moe_tile(const CUtensorMap *wmap, const
             kp_tma_load(dst, wmap, k, (int32_t)(wrow + n0), &full[st], pol_w);
           }
         }
-      };
-      const int pre = early ? (T < nst ? T : nst) : 0;
-      for (int i = 0; i < pre; ++i) {
-        const int boxes = min(KB, nbx - i * KB);
-        kp_mbar_expect_tx(&full[i], (uint32_t)boxes * box_bytes);
-        load_w(i, i, boxes);
-      }
-      if (early) {
-        asm volatile("griddepcontrol.wait;" ::: "memory");
-        kp_pdl_trigger(); /* the combine may launch: it waits for this grid too */
-      }
-      for (int i = 0; i < nst; ++i) {
-        const int st = i % T, round = i / T, boxes = min(KB, nbx - i * KB);
-        if (i >= pre) {
-          if (round > 0) kp_mbar_wait(&empty[st], (uint32_t)(round - 1) & 1u);
-          kp_mbar_expect_tx(&full[st], (uint32_t)boxes * box_bytes);
-          load_w(i, st, boxes);
-        }
         for (int j = 0; j < boxes; ++j)
           kp_tma_load(ring + (size_t)st * stage_bytes + (size_t)j * box_bytes + wbox, xmap, (i * KB + j) * KBOX, s,
                       &full[st], pol_x);
       }
     }
-    __syncwarp();
     return;
   }
 
@@ -396,7 +374,7 @@ __device__ __forceinline__ void kp_wgmma_moe_tile(const CUtensorMap *wmap, const
   }
 }
 
-template <int DT, int WG, int MODE, int BNMAX, bool PDL>
+template <int DT, int WG, int MODE, int BNMAX>
 __global__ void __launch_bounds__(128 * WG + 32)
     kp_wgmma_moe_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap x16,
                         const __grid_constant__ CUtensorMap x32, const __grid_constant__ CUtensorMap x64,
@@ -404,17 +382,13 @@ __global__ void __launch_bounds__(128 * WG + 32)
   extern __shared__ uint8_t kp_wg_raw[];
   __shared__ uint64_t full[kp_wg_max_stages], empty[kp_wg_max_stages];
   uint8_t *const ring = (uint8_t *)(((uintptr_t)kp_wg_raw + 1023) & ~(uintptr_t)1023);
-  /* gate/up under PDL: the plan is the previous kernel's; down may launch once every
-   * block is past this wait, and then reads the plan before its own */
-  if constexpr (PDL && MODE == KP_WG_GATED) {
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    kp_pdl_trigger();
-  }
   const kp_moe_plan *pl = p.pl;
   const int it = blockIdx.y;
-  /* block-uniform, before any barrier: under skewed routing most of the grid has no
-   * item, and such a block should leave at once */
-  if (it >= kp_ld_coherent(&pl->nitems)) return;
+  if (it >= pl->nitems) return; /* block-uniform, before any barrier */
+  const int u = pl->item_u[it], s = pl->start[u] + pl->item_r0[it], left = pl->start[u + 1] - s;
+  /* visibly warp-uniform, so that the BN branch holds no divergent wgmma */
+  const int cnt = __shfl_sync(0xffffffffu, left < p.chunk ? left : p.chunk, 0);
+  const int64_t e = pl->used[u];
   if (threadIdx.x == 0) {
     for (int q = 0; q < p.stages; ++q) {
       kp_mbar_init(&full[q], 1);
@@ -423,20 +397,13 @@ __global__ void __launch_bounds__(128 * WG + 32)
     kp_mbar_init_fence();
   }
   __syncthreads();
-  const int u = kp_ld_coherent(&pl->item_u[it]);
-  const int s = kp_ld_coherent(&pl->start[u]) + kp_ld_coherent(&pl->item_r0[it]);
-  const int left = kp_ld_coherent(&pl->start[u + 1]) - s;
-  /* visibly warp-uniform, so that the BN branch holds no divergent wgmma */
-  const int cnt = __shfl_sync(0xffffffffu, left < p.chunk ? left : p.chunk, 0);
-  const int64_t e = kp_ld_coherent(&pl->used[u]);
-  constexpr bool early = PDL && MODE == KP_WG_LINEAR;
-  if (cnt <= 16) kp_wgmma_moe_tile<DT, 16, WG, MODE>(&wmap, &x16, p, ring, full, empty, e, s, cnt, early);
-  else if (cnt <= 32) kp_wgmma_moe_tile<DT, 32, WG, MODE>(&wmap, &x32, p, ring, full, empty, e, s, cnt, early);
-  else if (BNMAX == 64 || cnt <= 64) kp_wgmma_moe_tile<DT, 64, WG, MODE>(&wmap, &x64, p, ring, full, empty, e, s, cnt, early);
-  else if constexpr (BNMAX == 128) kp_wgmma_moe_tile<DT, 128, WG, MODE>(&wmap, &x128, p, ring, full, empty, e, s, cnt, early);
+  if (cnt <= 16) kp_wgmma_moe_tile<DT, 16, WG, MODE>(&wmap, &x16, p, ring, full, empty, e, s, cnt);
+  else if (cnt <= 32) kp_wgmma_moe_tile<DT, 32, WG, MODE>(&wmap, &x32, p, ring, full, empty, e, s, cnt);
+  else if (BNMAX == 64 || cnt <= 64) kp_wgmma_moe_tile<DT, 64, WG, MODE>(&wmap, &x64, p, ring, full, empty, e, s, cnt);
+  else if constexpr (BNMAX == 128) kp_wgmma_moe_tile<DT, 128, WG, MODE>(&wmap, &x128, p, ring, full, empty, e, s, cnt);
 }
 #elif defined(KPICK_GPU_CUDA)
-template <int DT, int WG, int MODE, int BNMAX, bool PDL>
+template <int DT, int WG, int MODE, int BNMAX>
 __global__ void kp_wgmma_moe_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap x16,
                                     const __grid_constant__ CUtensorMap x32, const __grid_constant__ CUtensorMap x64,
                                     const __grid_constant__ CUtensorMap x128, kp_wgmma_moe_args p) {
@@ -641,12 +608,12 @@ static kp_wgmma_moe_set kp_wgmma_moe_row() {
     static_assert(r.p0 == 1 || r.p0 == 2, "moe.wgmma: WG is 1 or 2 consumer warpgroups");
     static_assert(r.p1 >= 2 && r.p1 <= kp_wg_max_stages, "moe.wgmma: T is 2..kp_wg_max_stages stages");
     static_assert(r.p2 == 1 || r.p2 == 2 || r.p2 == 4, "moe.wgmma: KB is 1, 2 or 4 K boxes a stage");
+    static_assert(!r.pdl(), "moe.wgmma: no .pdl rows");
     constexpr int bn = kp_wgmma_moe_family_bn(r.family);
-    constexpr bool pdl = r.pdl();
-    s.k[0][0] = kp_wgmma_moe_kernel<KP_DT_BF16, r.p0, KP_WG_LINEAR, bn, pdl>;
-    s.k[0][1] = kp_wgmma_moe_kernel<KP_DT_BF16, r.p0, KP_WG_GATED, bn, pdl>;
-    s.k[1][0] = kp_wgmma_moe_kernel<KP_DT_FP16, r.p0, KP_WG_LINEAR, bn, pdl>;
-    s.k[1][1] = kp_wgmma_moe_kernel<KP_DT_FP16, r.p0, KP_WG_GATED, bn, pdl>;
+    s.k[0][0] = kp_wgmma_moe_kernel<KP_DT_BF16, r.p0, KP_WG_LINEAR, bn>;
+    s.k[0][1] = kp_wgmma_moe_kernel<KP_DT_BF16, r.p0, KP_WG_GATED, bn>;
+    s.k[1][0] = kp_wgmma_moe_kernel<KP_DT_FP16, r.p0, KP_WG_LINEAR, bn>;
+    s.k[1][1] = kp_wgmma_moe_kernel<KP_DT_FP16, r.p0, KP_WG_GATED, bn>;
     s.bn_max = bn;
   }
   return s;
@@ -690,8 +657,12 @@ int kp_wgmma_moe_launch(const struct kp_call *c, int wg, int stages, int kb, con
                          (int32_t)((op->len + kbox - 1) / kbox), stages, kb, op->chunk};
   KP_GPU(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   const int64_t tiles = (op->ncols + bm - 1) / bm;
-  KP_GPU(kp_launch_smem(k, dim3((unsigned)tiles, (unsigned)op->items), dim3(128 * wg + 32), smem, c->stream, c->pdl != 0,
-                        wmap, x16, x32, x64, x128, a));
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)tiles, (unsigned)op->items);
+  cfg.blockDim = dim3(128 * wg + 32);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = c->stream;
+  KP_GPU(cudaLaunchKernelEx(&cfg, k, wmap, x16, x32, x64, x128, a));
   return KPICK_OK;
 }
 #else
