@@ -119,6 +119,32 @@ static void kp_tile_each_weights(kp_probe_rng &rng, int64_t l2_bytes, Body body)
     }
 }
 
+/* a checked tile probe's first lines: the device (kp_probe_device) and the table's columns */
+static cudaDeviceProp kp_tile_probe_start(const char *probe) {
+  const cudaDeviceProp prop =
+      kp_probe_device(probe, "median us a launch over batches of 20, W rotating over copies past the L2");
+  printf("%-5s %-12s %5s %-9s %7s %9s %8s %9s %10s\n", "w", "shape", "rows", "variant", "blocks", "us", "GB/s", "x floor",
+         "rel_err");
+  return prop;
+}
+
+/* the read floor of one copy of W's wbytes (kp_probe_floor_kernel on 2 blocks a unit), us a launch,
+ * printed as the shape's first line; shape gets the shape's name */
+static float kp_tile_floor_line(const char *kind, int64_t N, int64_t K, const kp_tile_device &dev, int64_t wbytes, int units,
+                                unsigned *sink, char (&shape)[32]) {
+  snprintf(shape, sizeof shape, "%lldx%lld", (long long)N, (long long)K);
+  const float us = kp_probe_median_us(
+      [&](int c) {
+        kp_probe_floor_kernel<<<2 * units, 512>>>(reinterpret_cast<const kp_v16 *>(dev.w + (size_t)c * wbytes), wbytes / 16,
+                                                  sink);
+      },
+      dev.copies);
+  KP_PROBE_CK("tile-data", cudaGetLastError());
+  printf("%-5s %-12s %5s %-9s %7d %9.2f %8.0f %9s %10s\n", kind, shape, "-", "floor", 2 * units, us, wbytes / (us * 1e3),
+         "1.000", "-");
+  return us;
+}
+
 /* y[m, n] = scale[n] * W[n] . x[m] in fp64 for every 4th n (the rest stay 0); rmax: the largest |y| */
 static std::vector<double> kp_tile_reference(const kp_tile_weights &w, const std::vector<uint16_t> &x, int M, int64_t N,
                                              int64_t K, double *rmax) {

@@ -80,6 +80,15 @@ __device__ __forceinline__ void tile_x_rows(const uint16_t *x, int M, int64_t K,
   }
 }
 
+/* how a tile starts: the lane's x rows (tile_x_rows) and its sums at zero */
+template <int T>
+__device__ __forceinline__ void tile_start(const uint16_t *x, int M, int64_t K, const uint16_t *(&xr)[T], bool (&xv)[T],
+                                           float (&acc)[T][4]) {
+  tile_x_rows<T>(x, M, K, xr, xv);
+#pragma unroll
+  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+}
+
 /* a warp's K blocks kb_begin + warp, + W, ... below kb_end, for R tiles (w0[r], w1[r]: the
  * lane's first bytes of the tile's rows g and g + 8): two register sets of U blocks, the next
  * set's loads issued while this set is used; block(kb, wa, wb) gets each block's WB pieces of
@@ -185,5 +194,24 @@ __device__ __forceinline__ void tile_sum_store(float (&red)[MAXW][32][4 * T], fl
   if (!tile_warp_sum<T>(red, acc)) return;
   tile_each_output<T>(acc, M, n0, in0, in1, s0, s1,
                       [&](int m, int64_t n, float v, float s) { y[(int64_t)m * N + n] = tile_bf16(v * s); });
+}
+/* the library's tile, the probes' baseline: one 16-row tile a block (rows 16 blockIdx.x ..), the
+ * loop of tile_loop (two sets of two K blocks a warp), the warps' sum and warp 0's store */
+template <int T, int WB, int MAXW>
+__device__ __forceinline__ void tile_lib(float (&red)[MAXW][32][4 * T], const uint16_t *__restrict__ x,
+                                         const uint8_t *__restrict__ w, const float *__restrict__ scales,
+                                         uint16_t *__restrict__ y, int M, int64_t N, int64_t K) {
+  constexpr int piece = 16 * WB;
+  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const int64_t n0 = (int64_t)blockIdx.x * 16 + g, rowb = K * WB;
+  const uint8_t *w0 = w + n0 * rowb + q * piece, *w1 = w + (n0 + 8) * rowb + q * piece;
+  const uint16_t *xr[T];
+  bool xv[T];
+  float acc[T][4];
+  tile_start<T>(x, M, K, xr, xv, acc);
+  tile_loop<WB>(w0, w1, K / 64, [&](int64_t kb, const kp_v16(&wa)[WB], const kp_v16(&wb)[WB]) {
+    block_math<T, WB>(wa, wb, xr, xv, kb, acc);
+  });
+  tile_sum_store<T>(red, acc, M, N, n0, true, true, WB == 1 ? scales[n0] : 1.0f, WB == 1 ? scales[n0 + 8] : 1.0f, y);
 }
 #endif

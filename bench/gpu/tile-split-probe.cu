@@ -108,26 +108,13 @@ __global__ void __launch_bounds__(kWarps * 32) split_kernel(const uint16_t *__re
   }
 }
 
-/* the baseline: the library's loop and block end (tile-math.h), one 16-row tile a block */
+/* the baseline: the library's tile (tile-math.h) */
 template <int T, int WB>
 __global__ void __launch_bounds__(kWarps * 32) lib_kernel(const uint16_t *__restrict__ x, const uint8_t *__restrict__ w,
                                                           const float *__restrict__ scales, uint16_t *__restrict__ y,
                                                           float *, unsigned *, int M, int64_t N, int64_t K) {
-  constexpr int piece = 16 * WB;
   __shared__ float red[kWarps][32][4 * T];
-  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
-  const int64_t n0 = (int64_t)blockIdx.x * 16 + g, rowb = K * WB;
-  const uint8_t *w0 = w + n0 * rowb + q * piece, *w1 = w + (n0 + 8) * rowb + q * piece;
-  const uint16_t *xr[T];
-  bool xv[T];
-  tile_x_rows<T>(x, M, K, xr, xv);
-  float acc[T][4];
-#pragma unroll
-  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
-  tile_loop<WB>(w0, w1, K / 64, [&](int64_t kb, const kp_v16(&wa)[WB], const kp_v16(&wb)[WB]) {
-    block_math<T, WB>(wa, wb, xr, xv, kb, acc);
-  });
-  tile_sum_store<T>(red, acc, M, N, n0, true, true, WB == 1 ? scales[n0] : 1.0f, WB == 1 ? scales[n0 + 8] : 1.0f, y);
+  tile_lib<T, WB>(red, x, w, scales, y, M, N, K);
 }
 
 typedef void (*tile_fn)(const uint16_t *, const uint8_t *, const float *, uint16_t *, float *, unsigned *, int, int64_t,
@@ -155,11 +142,8 @@ static tile_fn pick(int T, int WB, int r, int s) {
 static kp_probe_rng rng{0x6a09e667f3bcc909ull};
 
 int main(void) {
-  const cudaDeviceProp prop =
-      kp_probe_device("tile-split-probe", "median us a launch over batches of 20, W rotating over copies past the L2");
+  const cudaDeviceProp prop = kp_tile_probe_start("tile-split-probe");
   const int units = prop.multiProcessorCount;
-  printf("%-5s %-12s %5s %-9s %7s %9s %8s %9s %10s\n", "w", "shape", "rows", "variant", "blocks", "us", "GB/s", "x floor",
-         "rel_err");
   unsigned *sink, *counters;
   float *part;
   const int64_t max_rows = 32, max_n = 28672, max_s = 4;
@@ -173,16 +157,7 @@ int main(void) {
       const int WB = wk.bytes;
       const int64_t wbytes = N * K * WB;
       char shape[32];
-      snprintf(shape, sizeof shape, "%lldx%lld", (long long)N, (long long)K);
-      const float floor_us = kp_probe_median_us(
-          [&](int c) {
-            kp_probe_floor_kernel<<<2 * units, 512>>>(reinterpret_cast<const kp_v16 *>(dev.w + (size_t)c * wbytes), wbytes / 16,
-                                                      sink);
-          },
-          dev.copies);
-      CK(cudaGetLastError());
-      printf("%-5s %-12s %5s %-9s %7d %9.2f %8.0f %9s %10s\n", wk.name, shape, "-", "floor", 2 * units, floor_us,
-             wbytes / (floor_us * 1e3), "1.000", "-");
+      const float floor_us = kp_tile_floor_line(wk.name, N, K, dev, wbytes, units, sink, shape);
       for (int M : wk.rows) {
         const kp_tile_io io = kp_tile_inputs(rng, M, N, K);
         const std::vector<uint16_t> &xh = io.x;
