@@ -19,7 +19,8 @@
  * L2, launches back to back.
  *   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -DKPICK_GPU_CUDA -DKPICK_WGMMA_BUILT -Xptxas -v \
  *     -o build/tile-bulk bench/gpu/tile-bulk-probe.cu && build/tile-bulk     # exit 1: a check failed
- * Not part of the library or its space token. */
+ * Not part of the library or its space token. Run in session 33 at 41935c1 on an H100: every bulk
+ * variant slower than the library's loop but at rows 16 on qkv (bench/results/h100-2026-12-07-tile-bulk-41935c1/). */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -39,7 +40,7 @@
 #define CK(x) KP_PROBE_CK("tile-bulk", x)
 
 static constexpr int kWarps = 8, kMaxChunks = 16, kPad = 64;
-static constexpr size_t kSmemCap = 227 * 1024;
+static constexpr size_t kSmemCap = 200 * 1024; /* of 227 KB a block: room for red (up to 16 KB) and the barriers */
 
 /* bytes from global src into shared dst, completing on bar (16-byte aligned, a multiple of 16) */
 __device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
