@@ -12,6 +12,8 @@
  *   wg8      the kernel's loop: four wgmma m64n8k16 a box, commit, wait for the
  *            previous group, free the previous stage (rows <= 8)
  *   wg128    the same with m64n128k16 (rows 65-128)
+ *   wg8x     wg8 with x as the kernel has it: an x box (8 rows x 64 K, 128-byte swizzle, 1 KB)
+ *            loaded by TMA with each W box into the stage, and the wgmmas' B operand
  * and the box: `sw` boxes of 64 rows x 64 K (128-byte swizzle, what the kernel
  * loads: 128 contiguous bytes of each of 64 rows) or `wide` boxes of 16 rows x 256 K
  * (no swizzle: 512 contiguous bytes of each of 16 rows; four of them a stage, the
@@ -34,8 +36,8 @@
 #error "build for sm_90a (-gencode=arch=compute_90a,code=sm_90a)"
 #endif
 
-enum { ARRIVE = 0, LAG = 1, WG8 = 2, WG128 = 3 };
-static const char *mode_name[] = {"arrive", "lag", "wg8", "wg128"};
+enum { ARRIVE = 0, LAG = 1, WG8 = 2, WG128 = 3, WG8X = 4 };
+static const char *mode_name[] = {"arrive", "lag", "wg8", "wg128", "wg8x"};
 
 struct ring_args {
   int nbox;  /* K / 64 */
@@ -45,14 +47,16 @@ struct ring_args {
 };
 
 template <int MODE>
-__global__ void __launch_bounds__(160) ring_kernel(const __grid_constant__ CUtensorMap map, ring_args a) {
+__global__ void __launch_bounds__(160) ring_kernel(const __grid_constant__ CUtensorMap map,
+                                                   const __grid_constant__ CUtensorMap xmap, ring_args a) {
 #if defined(KP_WGMMA_DEVICE)
   extern __shared__ uint8_t raw[];
   __shared__ uint64_t full[kp_wg_max_stages], empty[kp_wg_max_stages];
   __shared__ __align__(1024) uint8_t xtile[128 * 128]; /* the wgmma modes' B operand (zeros) */
   uint8_t *const ring = (uint8_t *)(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
   const int T = a.T, KB = a.wide ? 4 : a.KB;
-  const uint32_t box = 64 * 128, stage = (uint32_t)KB * box; /* a wide box is 16 x 512 B: the same 8 KB */
+  /* a wide box is 16 x 512 B: the same 8 KB; wg8x: the stage's x boxes after its W boxes */
+  const uint32_t box = 64 * 128, xbox = MODE == WG8X ? 8 * 128 : 0, stage = (uint32_t)KB * (box + xbox);
   const int tid = threadIdx.x, S = gridDim.y, sp = blockIdx.y;
   const int b0 = (int)((int64_t)sp * a.nbox / S), b1 = (int)((int64_t)(sp + 1) * a.nbox / S);
   const int nst = (b1 - b0 + KB - 1) / KB;
@@ -69,16 +73,21 @@ __global__ void __launch_bounds__(160) ring_kernel(const __grid_constant__ CUten
   if (tid >= 128) { /* producer */
     if (tid == 128) {
       kp_prefetch_tensormap(&map);
-      const uint64_t pol = kp_policy_evict_first();
+      if (MODE == WG8X) kp_prefetch_tensormap(&xmap);
+      const uint64_t pol = kp_policy_evict_first(), pol_x = kp_policy_evict_last();
       for (int i = 0; i < nst; ++i) {
         const int s = i % T, boxes = min(KB, b1 - b0 - i * KB);
         if (i >= T) kp_mbar_wait(&empty[s], (uint32_t)(i / T - 1) & 1u);
-        kp_mbar_expect_tx(&full[s], (uint32_t)boxes * box);
+        kp_mbar_expect_tx(&full[s], (uint32_t)boxes * (box + xbox));
         for (int j = 0; j < boxes; ++j) {
           uint8_t *dst = ring + (size_t)s * stage + (size_t)j * box;
           if (a.wide) kp_tma_load(dst, &map, (b0 + i * KB) * 64, row0 + 16 * j, &full[s], pol);
           else kp_tma_load(dst, &map, (b0 + i * KB + j) * 64, row0, &full[s], pol);
         }
+        if (MODE == WG8X)
+          for (int j = 0; j < boxes; ++j)
+            kp_tma_load(ring + (size_t)s * stage + (size_t)KB * box + (size_t)j * xbox, &xmap, (b0 + i * KB + j) * 64, 0,
+                        &full[s], pol_x);
       }
     }
     return;
@@ -99,12 +108,13 @@ __global__ void __launch_bounds__(160) ring_kernel(const __grid_constant__ CUten
       if (lane == 0) kp_mbar_arrive(&empty[s]);
       continue;
     }
-    if (MODE == WG8 || MODE == WG128) {
+    if (MODE == WG8 || MODE == WG128 || MODE == WG8X) {
       for (int j = 0; j < KB; ++j) {
         const uint32_t w = ring_addr + (uint32_t)s * stage + (uint32_t)j * box;
+        const uint32_t xb = MODE == WG8X ? ring_addr + (uint32_t)s * stage + (uint32_t)KB * box + (uint32_t)j * xbox : xaddr;
         kp_wg_fence();
 #pragma unroll
-        for (int kk = 0; kk < kp_wg_slices; ++kk) kp_wgmma<KP_DT_BF16, BN>(d, kp_wg_desc(w + kk * 32), kp_wg_desc(xaddr + kk * 32));
+        for (int kk = 0; kk < kp_wg_slices; ++kk) kp_wgmma<KP_DT_BF16, BN>(d, kp_wg_desc(w + kk * 32), kp_wg_desc(xb + kk * 32));
         kp_wg_commit();
         kp_wg_wait<1>();
       }
@@ -114,7 +124,7 @@ __global__ void __launch_bounds__(160) ring_kernel(const __grid_constant__ CUten
     __syncwarp();
     if (i > 0 && lane == 0) kp_mbar_arrive(&empty[(i - 1) % T]);
   }
-  if (MODE == WG8 || MODE == WG128) kp_wg_wait<0>();
+  if (MODE == WG8 || MODE == WG128 || MODE == WG8X) kp_wg_wait<0>();
   for (int i = 0; i < BN / 2; ++i) acc += (unsigned long long)d[i];
   if (acc == 0x5eed) *a.sink = acc; /* never true: keeps the reads */
 #endif
@@ -142,10 +152,11 @@ __global__ void floor_kernel(const int4 *__restrict__ w, size_t n16, unsigned lo
     }                                                                            \
   } while (0)
 
-static CUtensorMap make_map(const void *base, int64_t rows, int64_t k, int wide) {
+/* boxes of 64 rows x 64 K (wide: 16 x 256, no swizzle); box_rows 8: x's 8 rows x 64 K */
+static CUtensorMap make_map(const void *base, int64_t rows, int64_t k, int wide, unsigned box_rows = 64) {
   CUtensorMap m;
   const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)k * 2};
-  const cuuint32_t box[2] = {wide ? 256u : 64u, wide ? 16u : 64u}, unit[2] = {1, 1};
+  const cuuint32_t box[2] = {wide ? 256u : 64u, wide ? 16u : box_rows}, unit[2] = {1, 1};
   const CUresult r = cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void *>(base), dims,
                                             strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
                                             wide ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
@@ -194,6 +205,9 @@ int main() {
     CK(cudaMalloc(&w[c], most));
     CK(cudaMemset(w[c], c + 1, most));
   }
+  void *x; /* the wg8x modes' activations: 8 rows of the longest K, zeros */
+  CK(cudaMalloc(&x, (size_t)8 * 14336 * 2));
+  CK(cudaMemset(x, 0, (size_t)8 * 14336 * 2));
   printf("%-20s %-7s %-4s %-3s %-3s %-2s %7s %9s %8s %9s\n", "shape", "mode", "box", "T", "KB", "S", "blocks", "us", "GB/s",
          "GB/s/blk");
   for (const shape &sh : shapes) {
@@ -208,25 +222,28 @@ int main() {
       sw[c] = make_map(w[c], sh.n, sh.k, 0);
       wide[c] = make_map(w[c], sh.n, sh.k, 1);
     }
+    const CUtensorMap xm = make_map(x, 8, sh.k, 0, 8);
     const int tiles = (int)(sh.n / 64);
     struct cfg { int mode, wide, T, KB, S; } cfgs[] = {
         {ARRIVE, 0, 4, 1, 1}, {ARRIVE, 0, 8, 1, 1},  {ARRIVE, 0, 16, 1, 1}, {ARRIVE, 0, 4, 4, 1}, {ARRIVE, 1, 4, 4, 1},
         {ARRIVE, 0, 4, 1, 2}, {ARRIVE, 0, 16, 1, 2}, {ARRIVE, 0, 4, 4, 2}, {ARRIVE, 1, 4, 4, 2}, {ARRIVE, 0, 4, 1, 4},
         {LAG, 0, 4, 1, 1},    {LAG, 0, 16, 1, 1},    {LAG, 0, 4, 4, 1},    {LAG, 0, 4, 1, 2},    {LAG, 0, 4, 4, 2},
         {WG8, 0, 4, 1, 1},    {WG8, 0, 16, 1, 1},    {WG8, 0, 4, 4, 1},    {WG8, 0, 4, 1, 2},    {WG8, 0, 4, 4, 2},
-        {WG8, 1, 4, 4, 2},    {WG128, 0, 4, 1, 1},   {WG128, 0, 4, 4, 1},  {WG128, 0, 4, 1, 2},  {WG128, 0, 4, 4, 2}};
+        {WG8, 1, 4, 4, 2},    {WG128, 0, 4, 1, 1},   {WG128, 0, 4, 4, 1},  {WG128, 0, 4, 1, 2},  {WG128, 0, 4, 4, 2},
+        {WG8X, 0, 4, 1, 1},   {WG8X, 0, 16, 1, 1},   {WG8X, 0, 4, 4, 1},   {WG8X, 0, 4, 1, 2},   {WG8X, 0, 4, 4, 2}};
     for (const cfg &g : cfgs) {
       const int kb = g.wide ? 4 : g.KB;
-      const size_t smem = (size_t)g.T * kb * 64 * 128 + 1024;
+      const size_t smem = (size_t)g.T * kb * (64 + (g.mode == WG8X ? 8 : 0)) * 128 + 1024;
       if (smem > 200 * 1024) continue;
       ring_args a = {(int)(sh.k / 64), g.T, g.KB, g.wide, sink};
-      void (*k)(const CUtensorMap, ring_args) = g.mode == ARRIVE ? ring_kernel<ARRIVE>
-                                                : g.mode == LAG  ? ring_kernel<LAG>
-                                                : g.mode == WG8  ? ring_kernel<WG8>
-                                                                 : ring_kernel<WG128>;
+      void (*k)(const CUtensorMap, const CUtensorMap, ring_args) = g.mode == ARRIVE ? ring_kernel<ARRIVE>
+                                                                   : g.mode == LAG  ? ring_kernel<LAG>
+                                                                   : g.mode == WG8  ? ring_kernel<WG8>
+                                                                   : g.mode == WG8X ? ring_kernel<WG8X>
+                                                                                    : ring_kernel<WG128>;
       CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
       const dim3 grid((unsigned)tiles, (unsigned)g.S);
-      const double us = median_us([&](int c) { k<<<grid, 160, smem>>>(g.wide ? wide[c] : sw[c], a); });
+      const double us = median_us([&](int c) { k<<<grid, 160, smem>>>(g.wide ? wide[c] : sw[c], xm, a); });
       const int blocks = tiles * g.S;
       printf("%-20s %-7s %-4s %-3d %-3d %-2d %7d %9.2f %8.0f %9.1f\n", sh.name, mode_name[g.mode], g.wide ? "wide" : "sw",
              g.T, kb, g.S, blocks, us, bytes / us / 1e3, bytes / us / 1e3 / blocks);
