@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# wgmma-pp.memcheck.sh: one device call: wgmma-pp.patch at KP_WG_PP = 2 built with line info, then
+# compute-sanitizer over moe parity of single moe.wgmma rows. The A/B saw the WG = 1 rows crash
+# (bench/results/h100-2026-12-07-wgmma-pp-7fc246c/). Each row runs in its own process, so one crash
+# does not poison the next. From the repo root of main, .devcarry carried:
+#   bash bench/gpu/patches/wgmma-pp.memcheck.sh
+set -uo pipefail
+t0=$(date +%s)
+git apply bench/gpu/patches/wgmma-pp.patch || { echo "patch does not apply"; exit 1; }
+sed -i 's/^#define KP_WG_PP 1$/#define KP_WG_PP 2/' hip-lib/src/gpu/wgmma.hip
+grep -n "^#define KP_WG_PP" hip-lib/src/gpu/wgmma.hip
+. bench/gpu/node-env.sh
+. bench/gpu/nvcc-env.sh
+make -j16 GPU=cuda NVCC="$nvcc_cmd -lineinfo" > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -20 "$OUT/build.log"; exit 1; }
+echo "[$(( $(date +%s) - t0 ))s] built"
+san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+echo "sanitizer: ${san:-none}"
+export KPICK_BACKEND=cuda NO_COLOR=1
+for cand in moe.wgmma.m64.t3.k1 moe.wgmma.m64.t2.k1 moe.wgmma.m128.t4.k1 moe.wgmma.m128.t2.k2 moe.wgmma.x128.m64.t3.k1; do
+  for tool in plain memcheck synccheck; do
+    [ $(( $(date +%s) - t0 )) -lt 500 ] || { echo "out of time before $cand $tool"; continue; }
+    pre=(); [ $tool = plain ] || { [ -n "$san" ] || continue; pre=("$san" --tool "$tool" --print-limit 12); }
+    timeout 90 "${pre[@]}" node --import tsx scripts/parity.ts --model Qwen3-30B-A3B --rows 16 \
+      --candidates "$cand" > "$OUT/$cand-$tool.out" 2> "$OUT/$cand-$tool.log"
+    echo "[$(( $(date +%s) - t0 ))s] $cand $tool: exit $?"
+    grep -m6 -E "FAIL|pass|Invalid|Barrier|at .*wgmma|ERROR SUMMARY|unspecified" "$OUT/$cand-$tool.log" "$OUT/$cand-$tool.out" | cut -c1-300
+  done
+done
