@@ -16,13 +16,15 @@ echo "[$(( $(date +%s) - t0 ))s] built"
 san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 echo "sanitizer: ${san:-none}"
 export KPICK_BACKEND=cuda NO_COLOR=1
-for cand in moe.wgmma.m64.t3.k1 moe.wgmma.m64.t2.k1 moe.wgmma.m128.t4.k1 moe.wgmma.m128.t2.k2 moe.wgmma.x128.m64.t3.k1; do
-  for tool in plain memcheck synccheck; do
-    [ $(( $(date +%s) - t0 )) -lt 500 ] || { echo "out of time before $cand $tool"; continue; }
-    pre=(); [ $tool = plain ] || { [ -n "$san" ] || continue; pre=("$san" --tool "$tool" --print-limit 12); }
-    timeout 90 "${pre[@]}" node --import tsx scripts/parity.ts --model Qwen3-30B-A3B --rows 16 \
-      --candidates "$cand" > "$OUT/$cand-$tool.out" 2> "$OUT/$cand-$tool.log"
-    echo "[$(( $(date +%s) - t0 ))s] $cand $tool: exit $?"
-    grep -m6 -E "FAIL|pass|Invalid|Barrier|at .*wgmma|ERROR SUMMARY|unspecified" "$OUT/$cand-$tool.log" "$OUT/$cand-$tool.out" | cut -c1-300
-  done
+# most telling first: the row that crashed first, under memcheck; then which rows crash at all
+runs="moe.wgmma.m64.t3.k1:memcheck moe.wgmma.m64.t3.k1:plain moe.wgmma.m128.t4.k1:plain moe.wgmma.m64.t2.k1:plain
+  moe.wgmma.x128.m64.t3.k1:plain moe.wgmma.m64.t3.k1:synccheck moe.wgmma.m64.t3.k1:racecheck"
+for run in $runs; do
+  cand=${run%%:*} tool=${run#*:}
+  [ $(( $(date +%s) - t0 )) -lt "${LIMIT_S:-280}" ] || { echo "out of time before $cand $tool"; continue; }
+  pre=(); [ $tool = plain ] || { [ -n "$san" ] || continue; pre=("$san" --tool "$tool" --print-limit 12); }
+  timeout 90 "${pre[@]}" node --import tsx scripts/parity.ts --model Qwen3-30B-A3B --rows 16 \
+    --candidates "$cand" > "$OUT/$cand-$tool.out" 2> "$OUT/$cand-$tool.log"
+  echo "[$(( $(date +%s) - t0 ))s] $cand $tool: exit $?"
+  grep -h -m8 -E "FAIL|pass|Invalid|Barrier|at .*wgmma|ERROR SUMMARY|unspecified|hazard" "$OUT/$cand-$tool.log" "$OUT/$cand-$tool.out" | cut -c1-300
 done
