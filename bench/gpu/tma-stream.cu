@@ -199,15 +199,19 @@ int main() {
   struct shape { const char *name; int64_t n, k; } shapes[] = {
       {"o 4096x4096", 4096, 4096}, {"qkv 6144x4096", 6144, 4096}, {"down 4096x14336", 4096, 14336},
       {"gate_up 28672x4096", 28672, 4096}};
-  const size_t most = (size_t)28672 * 4096 * 2;
+  size_t most = 0, kmax = 0; /* the largest W and the longest K of the shapes */
+  for (const shape &sh : shapes) {
+    most = std::max(most, (size_t)(sh.n * sh.k * 2));
+    kmax = std::max(kmax, (size_t)sh.k);
+  }
   std::vector<void *> w(copies);
   for (int c = 0; c < copies; ++c) {
     CK(cudaMalloc(&w[c], most));
     CK(cudaMemset(w[c], c + 1, most));
   }
   void *x; /* the wg8x modes' activations: 8 rows of the longest K, zeros */
-  CK(cudaMalloc(&x, (size_t)8 * 14336 * 2));
-  CK(cudaMemset(x, 0, (size_t)8 * 14336 * 2));
+  CK(cudaMalloc(&x, 8 * kmax * 2));
+  CK(cudaMemset(x, 0, 8 * kmax * 2));
   printf("%-20s %-7s %-4s %-3s %-3s %-2s %7s %9s %8s %9s\n", "shape", "mode", "box", "T", "KB", "S", "blocks", "us", "GB/s",
          "GB/s/blk");
   for (const shape &sh : shapes) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # wgmma-pp.memcheck.sh: one device call: wgmma-pp.patch at KP_WG_PP = 2 built with line info, then
-# compute-sanitizer over moe parity of single moe.wgmma rows. The A/B saw the WG = 1 rows crash
-# (bench/results/h100-2026-12-07-wgmma-pp-7fc246c/). Each row runs in its own process, so one crash
+# compute-sanitizer over moe parity of single moe.wgmma rows. The A/B saw two of them crash
+# (bench/results/h100-2026-12-07-wgmma-pp-7fc246c/; its first run found the rows with one box a stage fail,
+# bench/results/h200-2026-12-07-wgmma-pp-memcheck-0acdbd5/). Each row runs in its own process, so one crash
 # does not poison the next. From the repo root of main, .devcarry carried:
 #   bash bench/gpu/patches/wgmma-pp.memcheck.sh
 set -uo pipefail
