@@ -10,7 +10,7 @@ t0=$(date +%s)
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "card: $gpu"
 moe_force="Qwen3-30B-A3B:bf16:16:moe.wgmma.m64.t3.k1.pdl Qwen3-30B-A3B:bf16:48:moe.wgmma.m128.t2.k2.pdl Qwen3-30B-A3B:bf16:72:moe.wgmma.x128.m64.t3.k1.pdl"
-pp_force="Llama-3.1-8B:bf16:32:wgmma.pp2.m64.t4.s2 Qwen3-0.6B:bf16:16:wgmma.pp2.m64.t4.s1.pdl Qwen3-0.6B:bf16:128:wgmma.pp2.m64.t4.s2 Qwen3-0.6B:bf16:64:wgmma.pp2.m64.t4.s2.pdl"
+pp_force="Llama-3.1-8B:bf16:32:wgmma.pp2.m64.t4.s2 Qwen3-0.6B:bf16:24:wgmma.pp2.m64.t4.s1.pdl Qwen3-0.6B:bf16:128:wgmma.pp2.m64.t4.s2 Qwen3-0.6B:bf16:64:wgmma.pp2.m64.t4.s2.pdl"
 pp_parity="Llama-3.1-8B:bf16:wgmma.pp2.* Qwen3-0.6B:bf16:wgmma.pp2.*"
 if [[ "$gpu" == *H200* ]]; then
   # the sweep parity-checks every candidate itself: newrows is only the forced whole-step checks here,
