@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # wgmma-sk.ab.sh: the wgmma.sk rows (the tile as a persistent stream-K grid, W and x in
-# rings of their own) on any Hopper card, next-space.patch and the sk rows in the working
+# rings of their own) on any Hopper card, next-space.patch and then
+# bench/results/h100-2026-12-07-sk-rows-6faa27d/wgmma-sk-on-next-space.patch applied to the working
 # tree, .devcarry carried, bench/results moved aside: their parity and the whole-step fp64
 # checks with one forced onto every linear call, the in-step sweep of the dense bf16
 # presets (every candidate, rows 1-128) into stores/h100, then the selftest parity (odd
