@@ -8,11 +8,13 @@
 // linear's or gated's: the median of its own and its neighbouring rows
 // buckets' floors, as the floor reads the same weight at every rows), and the
 // ratios; then the geomeans of both ratios per rows bucket and per rows group,
-// and a verdict per target (lib/targets.ts). A moe shape is timed under both
+// and, per dense group and read-floor class, where its distance from the floor
+// lies and how many picks are the default's own; then a verdict per target
+// (lib/targets.ts). A moe shape is timed under both
 // routings its problem draws (uniform, and skewed: rows share a hot set of
 // experts), its floor streaming only the experts the active rows read; its
 // summaries and targets are its own, printed when a moe shape was timed.
-// JSON lines on stdout (kind shape, summary, target, then one run line), a
+// JSON lines on stdout (kind shape, summary, miss, target, then one run line), a
 // table on stderr.
 import { execSync } from 'node:child_process';
 import { asUsage, EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../lib/cli.ts';
@@ -25,7 +27,7 @@ import { timeRounds } from '../lib/time-rounds.ts';
 import { type Op } from '../lib/schema.ts';
 import { moeFields, shapeId, shapeText } from '../lib/shape-key.ts';
 import { defaultTablePath } from '../lib/table.ts';
-import { fp8Summaries, fp8TargetVerdicts, moeSummaries, moeTargetVerdicts, summaries, summaryTable, targetVerdicts, verdictLine } from '../lib/targets.ts';
+import { fp8Summaries, fp8TargetVerdicts, missBreakdown, missTable, moeSummaries, moeTargetVerdicts, summaries, summaryTable, targetVerdicts, verdictLine } from '../lib/targets.ts';
 
 const PRESETS = 'Llama-3.1-8B,Qwen3-8B,Qwen3-4B,Qwen3-1.7B,Qwen3-0.6B';
 /** the preset issue 14 sets the moe targets on */
@@ -153,6 +155,9 @@ export async function main(argv: readonly string[]): Promise<number> {
   const list = fp8 ? fp8Summaries(out) : summaries(out);
   const moeList = moeSummaries(out);
   for (const summary of [...list, ...moeList]) printJsonLine({ kind: 'summary', ...summary });
+  // where each dense group's distance from the floor lies (issue 11 asks on which shapes a target is missed)
+  const misses = fp8 ? [] : missBreakdown(out);
+  for (const miss of misses) printJsonLine({ kind: 'miss', ...miss });
   const defaults = [...new Set(out.map((r) => r.default))].sort();
   if (!o.quiet && list.length + moeList.length > 0) {
     say(`ratios: vs default = default time / pick time (default: ${defaults.join(', ')}); pick/floor = pick time / read floor; geomeans`);
@@ -161,6 +166,10 @@ export async function main(argv: readonly string[]): Promise<number> {
       say(`${fp8 ? 'fp8 ' : ''}moe, both routings (${MOE_ROUTINGS.join(', ')}); floor = the experts the rows read${fp8 ? ' (codes and scales)' : ''}:`);
       for (const line of summaryTable(moeList)) say(line);
     }
+  }
+  if (!o.quiet && misses.length > 0) {
+    say('by read floor: where each group\'s distance from the floor lies; on the default: the default or another algo of its BLAS\'s heuristic');
+    for (const line of missTable(misses)) say(line);
   }
   // issue 14 sets the moe targets on bf16 experts: an fp8 run's moe rows are reported, not judged
   const verdicts = fp8 ? fp8TargetVerdicts(out) : [...targetVerdicts(out), ...moeTargetVerdicts(out)];

@@ -106,6 +106,77 @@ export function fp8Summaries(rows: readonly BenchRow[]): Summary[] {
   return summariesOf(rows.filter((r) => !isMoe(r)), FP8_GROUPS, 'fp8 ');
 }
 
+/** A measured row with what table-bench knows of it beyond the ratios: the read floor and both names. */
+export interface PickedRow extends BenchRow {
+  floor_us: number;
+  pick: string;
+  default: string;
+}
+
+/** The read-floor classes a group's distance from the floor is split by: weights small enough that a
+ * launch's latency is the floor's own size, the middle, and the large ones that stream. */
+export const FLOOR_CLASSES: readonly { label: string; below: number }[] = [
+  { label: 'floor < 5 us', below: 5 },
+  { label: 'floor 5-20 us', below: 20 },
+  { label: 'floor >= 20 us', below: Infinity },
+];
+
+/** One floor class of one dense group: its geomeans and its part of the group's distance from the floor. */
+export interface MissPart {
+  group: string;
+  floor_class: string;
+  shapes: number;
+  geomean_pick_over_floor: number;
+  geomean_speedup: number;
+  /** this class's sum of log(pick/floor) over the group's: where the group's geomean distance from the floor
+   * comes from (null where the group is at or under the floor, and there is no distance to share) */
+  share_of_excess: number | null;
+  /** shapes whose pick is the default itself or another algo of the default's BLAS (blaslt.algoI of blaslt):
+   * where the table has nothing of kpick's own to offer */
+  default_picks: number;
+}
+
+/** The pick is the default or one of the default's heuristic algos: "blaslt.algo3" of "blaslt". */
+export const isDefaultPick = (pick: string, def: string) => pick === def || pick.startsWith(`${def}.algo`);
+
+/** Per dense group (GROUPS; moe rows left out), per floor class with shapes in it: where the group's distance
+ * from the read floor lies, and how many of its picks are the default's own. */
+export function missBreakdown(rows: readonly PickedRow[]): MissPart[] {
+  const out: MissPart[] = [];
+  for (const g of GROUPS) {
+    const of = rows.filter((r) => !isMoe(r) && g.buckets.includes(r.rows));
+    const total = of.reduce((sum, r) => sum + Math.log(r.pick_over_floor), 0);
+    let lower = 0;
+    for (const c of FLOOR_CLASSES) {
+      const part = of.filter((r) => r.floor_us >= lower && r.floor_us < c.below);
+      lower = c.below;
+      if (part.length === 0) continue;
+      const excess = part.reduce((sum, r) => sum + Math.log(r.pick_over_floor), 0);
+      out.push({
+        group: g.label,
+        floor_class: c.label,
+        shapes: part.length,
+        geomean_pick_over_floor: geomean(part.map((r) => r.pick_over_floor)),
+        geomean_speedup: geomean(part.map((r) => r.speedup)),
+        share_of_excess: total > 0 ? excess / total : null,
+        default_picks: part.filter((r) => isDefaultPick(r.pick, r.default)).length,
+      });
+    }
+  }
+  return out;
+}
+
+/** "rows 32-128  floor < 5 us      13 shapes  pick/floor 2.041  x1.089 vs default  44 % of the distance  10 of 13 on the default" */
+export function missTable(parts: readonly MissPart[]): string[] {
+  const width = Math.max(12, ...parts.map((p) => p.group.length));
+  const cls = Math.max(...FLOOR_CLASSES.map((c) => c.label.length));
+  return parts.map((p) => {
+    const share = p.share_of_excess === null ? 'at the floor' : `${Math.round(100 * p.share_of_excess)} % of the distance`;
+    return `${p.group.padEnd(width)}  ${p.floor_class.padEnd(cls)}  ${String(p.shapes).padStart(3)} shapes  pick/floor ${p.geomean_pick_over_floor.toFixed(3)}  ` +
+      `x${p.geomean_speedup.toFixed(3)} vs default  ${share}  ${p.default_picks} of ${p.shapes} on the default`;
+  });
+}
+
 export type VerdictStatus = 'met' | 'missed' | 'not measured';
 
 export interface Verdict {

@@ -50,7 +50,9 @@ test('table-bench: shape lines through the table, per-rows and per-group geomean
   const r = await runBench(['--rows', '1,2', '--tables-dir', tables]);
   assert.is(r.code, 0, r.stderr);
   const kinds = r.lines.map((l) => l.kind);
-  assert.equal(kinds, [...Array(10).fill('shape'), 'summary', 'summary', 'summary', 'target', 'target', 'target', 'target', 'target', 'run']);
+  const misses = kinds.filter((k) => k === 'miss').length;
+  assert.ok(misses >= 1 && misses <= 3, 'one miss line per floor class with shapes in it');
+  assert.equal(kinds, [...Array(10).fill('shape'), 'summary', 'summary', 'summary', ...Array(misses).fill('miss'), 'target', 'target', 'target', 'target', 'target', 'run']);
 
   const shapes = r.lines.filter((l) => l.kind === 'shape');
   const moved = shapes.filter((l) => l.pick !== l.default);
@@ -73,6 +75,14 @@ test('table-bench: shape lines through the table, per-rows and per-group geomean
   const rows1 = shapes.filter((l) => l.rows === 1);
   const geo = Math.exp(rows1.reduce((sum, l) => sum + Math.log(l.pick_over_floor), 0) / rows1.length);
   assert.ok(Math.abs(summaries[0]!.geomean_pick_over_floor - geo) < 1e-9);
+
+  // the group's shapes split by their floors: every shape in one class, the shares of the distance adding up
+  const miss = r.lines.filter((l) => l.kind === 'miss');
+  assert.ok(miss.every((m) => m.group === 'rows 1-16'));
+  assert.is(miss.reduce((sum, m) => sum + m.shapes, 0), 10);
+  assert.is(miss.reduce((sum, m) => sum + m.default_picks, 0), 9, 'every pick but the moved one is the default');
+  if (miss[0]!.share_of_excess !== null) assert.ok(Math.abs(miss.reduce((sum, m) => sum + m.share_of_excess, 0) - 1) < 1e-9);
+  assert.match(r.stderr, /^rows 1-16 +floor [<>=0-9 -]+us +\d+ shapes  pick\/floor \d\.\d{3}/m);
 
   const targets = r.lines.filter((l) => l.kind === 'target');
   assert.equal(targets.map((t) => t.target), [

@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { BUCKETS } from '../lib/schema.ts';
-import { FP8_GROUPS, fp8Summaries, fp8TargetVerdicts, GROUPS, MOE_GROUPS, moeSummaries, moeTargetVerdicts, summaries, summarize, summaryTable, targetVerdicts, verdictLine, WORST_SPEEDUP_MIN, type BenchRow } from '../lib/targets.ts';
+import { FLOOR_CLASSES, FP8_GROUPS, fp8Summaries, fp8TargetVerdicts, GROUPS, isDefaultPick, missBreakdown, missTable, MOE_GROUPS, moeSummaries, moeTargetVerdicts, summaries, summarize, summaryTable, targetVerdicts, verdictLine, WORST_SPEEDUP_MIN, type BenchRow, type PickedRow } from '../lib/targets.ts';
 
 const row = (rows: number, speedup: number, pick_over_floor: number, n = 4096): BenchRow => ({ op: 'linear', n, k: 4096, rows, speedup, pick_over_floor });
 const moeRow = (rows: number, speedup: number, pick_over_floor: number, routing = 'uniform'): BenchRow =>
@@ -158,6 +158,53 @@ test('the fp8 targets are the issue-14 ones: rows 1-16 within 1.15x the fp8 floo
   assert.equal(v.map((x) => x.status), ['missed', 'missed', 'missed']);
   assert.is(v[2]!.where, 'linear 1024x4096 M=64');
   assert.equal(fp8Summaries(bad).map((s) => s.group).slice(-2), ['fp8 rows 128', 'fp8 rows 1-16']);
+});
+
+const picked = (rows: number, pick_over_floor: number, floor_us: number, pick = 'blaslt', speedup = 1): PickedRow =>
+  ({ ...row(rows, speedup, pick_over_floor), floor_us, pick, default: 'blaslt' });
+
+test('miss breakdown: per dense group and floor class, the geomeans and each class\'s part of the group\'s distance from the floor', () => {
+  assert.equal(FLOOR_CLASSES.map((c) => c.label), ['floor < 5 us', 'floor 5-20 us', 'floor >= 20 us']);
+  const rows: PickedRow[] = [
+    picked(32, 2.0, 1.2, 'cmma.b64.w4.s8.pdl', 1.5), picked(64, 2.0, 4.99),       // latency-bound: most of the distance
+    picked(32, 1.1, 5, 'blaslt.algo3', 1.05), picked(128, 1.21, 14),              // 5-20 us (5 is in it)
+    picked(64, 1.0, 300, 'wgmma.m128.t4.s1', 1.1),                                // at the floor: no part of the distance
+    picked(4, 1.5, 2),                                                             // rows 1-16: its own group
+    { op: 'moe', n: 768, k: 2048, experts: 128, topk: 8, routing: 'uniform', rows: 32, speedup: 3, pick_over_floor: 9, floor_us: 1, pick: 'moe.wgmma.m64.t3.k1', default: 'moe.blas' },
+  ];
+  const parts = missBreakdown(rows);
+  assert.equal(parts.map((p) => [p.group, p.floor_class, p.shapes, p.default_picks]), [
+    ['rows 1-16', 'floor < 5 us', 1, 1],
+    ['rows 32-128', 'floor < 5 us', 2, 1],
+    ['rows 32-128', 'floor 5-20 us', 2, 2],
+    ['rows 32-128', 'floor >= 20 us', 1, 0],
+  ]);
+  const total = 2 * Math.log(2) + Math.log(1.1) + Math.log(1.21);
+  assert.ok(close(parts[1]!.share_of_excess, (2 * Math.log(2)) / total));
+  assert.ok(close(parts[2]!.share_of_excess, (Math.log(1.1) + Math.log(1.21)) / total));
+  assert.ok(close(parts[3]!.share_of_excess, 0));
+  assert.ok(close(parts.slice(1).reduce((sum, p) => sum + p.share_of_excess!, 0), 1), 'the shares of a group add up to 1');
+  assert.ok(close(parts[2]!.geomean_pick_over_floor, 1.1 ** 1.5));
+  assert.ok(close(parts[1]!.geomean_speedup, Math.sqrt(1.5)));
+  assert.equal(missBreakdown([]), []);
+});
+
+test('miss breakdown: a group at or under the floor has no distance to share; lines name the class, the share and the picks on the default', () => {
+  const under = missBreakdown([picked(32, 0.9, 3), picked(64, 1.0, 30)]);
+  assert.equal(under.map((p) => p.share_of_excess), [null, null]);
+  assert.match(missTable(under)[0]!, /^rows 32-128 +floor < 5 us +1 shapes  pick\/floor 0\.900  x1\.000 vs default  at the floor  1 of 1 on the default$/);
+  const lines = missTable(missBreakdown([picked(32, 2, 3), picked(64, 1.5, 30, 'wgmma.pp2.m64.t4.s2')]));
+  assert.match(lines[0]!, /floor < 5 us .* 63 % of the distance  1 of 1 on the default$/);
+  assert.match(lines[1]!, /floor >= 20 us .* 37 % of the distance  0 of 1 on the default$/);
+});
+
+test('a default pick is the default or one of its BLAS heuristic\'s algos, nothing else of its name', () => {
+  assert.ok(isDefaultPick('blaslt', 'blaslt'));
+  assert.ok(isDefaultPick('blaslt.algo12', 'blaslt'));
+  assert.ok(isDefaultPick('gated.blaslt', 'gated.blaslt'));
+  assert.not.ok(isDefaultPick('blaslt.algo1', 'gated.blaslt'));
+  assert.not.ok(isDefaultPick('blasltx', 'blaslt'));
+  assert.not.ok(isDefaultPick('mma.w4.u16', 'blaslt'));
 });
 
 test.run();
