@@ -15,8 +15,10 @@
 // experts), its floor streaming only the experts the active rows read; its
 // summaries and targets are its own, printed when a moe shape was timed.
 // JSON lines on stdout (kind shape, summary, miss, target, then one run line), a
-// table on stderr.
+// table on stderr. --from run.jsonl judges an earlier run's shape lines again
+// (today's targets, no GPU): the same lines but the shape ones.
 import { execSync } from 'node:child_process';
+import { readFileSync, statSync } from 'node:fs';
 import { asUsage, EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../lib/cli.ts';
 import * as opt from '../lib/options.ts';
 import { openKpick, type Routing } from '../lib/ffi.ts';
@@ -27,7 +29,7 @@ import { timeRounds } from '../lib/time-rounds.ts';
 import { type Op } from '../lib/schema.ts';
 import { moeFields, shapeId, shapeText } from '../lib/shape-key.ts';
 import { defaultTablePath } from '../lib/table.ts';
-import { fp8Summaries, fp8TargetVerdicts, missBreakdown, missTable, moeSummaries, moeTargetVerdicts, summaries, summaryTable, targetVerdicts, verdictLine } from '../lib/targets.ts';
+import { fp8Summaries, fp8TargetVerdicts, missBreakdown, missTable, moeSummaries, moeTargetVerdicts, parseBenchLines, summaries, summaryTable, targetVerdicts, verdictLine, type PickedRow } from '../lib/targets.ts';
 
 const PRESETS = 'Llama-3.1-8B,Qwen3-8B,Qwen3-4B,Qwen3-1.7B,Qwen3-0.6B';
 /** the preset issue 14 sets the moe targets on */
@@ -39,6 +41,7 @@ const OPTIONS = {
   rows: opt.rows('1,2,4,8,16,32,64,128'),
   dtype: { flag: '--dtype <name>', help: 'bf16, fp16 or fp8 (fp8: judged by the fp8 targets, against the W8A8 default)', default: 'bf16' },
   table: { flag: '--table <file>', help: "table to route through (default: this machine's)" },
+  from: { flag: '--from <file>', help: "judge an earlier run's JSON lines again (its shape lines), measuring nothing: no GPU needed" },
   tablesDir: opt.tablesDir(),
   samples: opt.samples(10),
   rounds: opt.rounds('rounds; pick, default and floor interleaved in each', 5),
@@ -64,11 +67,18 @@ interface Row {
 export async function main(argv: readonly string[]): Promise<number> {
   const cli = scriptCli('table-bench', {
     summary: "the table's route vs the class default and the read floor, measured afresh in one run",
-    usage: '[--model list] [--rows list] [--table file]',
-    examples: ['tsx bench/table-bench.ts --backend cuda > bench/results/table-bench.jsonl', 'tsx bench/table-bench.ts --model Qwen3-0.6B --rows 1,4'],
+    usage: '[--model list] [--rows list] [--table file] | --from run.jsonl',
+    examples: ['tsx bench/table-bench.ts --backend cuda > bench/results/table-bench.jsonl', 'tsx bench/table-bench.ts --model Qwen3-0.6B --rows 1,4', 'tsx bench/table-bench.ts --from logs/table-bench.jsonl > judged.jsonl'],
   }, OPTIONS);
   const o = parseWithCac(cli, argv);
   if (o === null) return EXIT.ok;
+  const from = optionText(o, 'from');
+  if (from !== undefined) {
+    // a recorded run is judged as it was measured: the options of a measurement would be ignored, so refuse them
+    const measuring = (Object.keys(OPTIONS) as (keyof typeof OPTIONS)[]).filter((k) => !['from', 'json', 'quiet'].includes(k) && o[k] !== undefined);
+    if (measuring.length > 0) throw new UsageError(`--from judges a recorded run and measures nothing: drop ${measuring.map((k) => OPTIONS[k].flag.split(' ')[0]).join(', ')}`);
+    return judgeRecorded(from, o.quiet === true);
+  }
   const models = asUsage(() => (optionText(o, 'model', OPTIONS.model.default) ?? PRESETS).split(',').map((m) => findModel(m.trim())));
   const rows = asUsage(() => parseRows(optionText(o, 'rows', OPTIONS.rows.default)!));
   const [dtype] = asUsage(() => parseDtypes(optionText(o, 'dtype', OPTIONS.dtype.default)!));
@@ -150,8 +160,16 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
   }
 
+  const defaults = judge(out, dtype === 'fp8', o.quiet === true, models.map((m) => m.name));
+  printJsonLine({ kind: 'run', shapes: shapes.size, models: models.map((m) => m.name), defaults, device: build.identity.device, identity: build.identity, table: tableFile, table_used: route.verdict.used, commit: gitCommit(), at: new Date().toISOString() });
+  return EXIT.ok;
+}
+
+/** Summaries, the breakdown by read floor and the verdicts of measured rows (JSON lines, and a table on
+ * stderr unless quiet), with notes where the run left out the presets the targets are set on. Returns
+ * the defaults the rows were judged against. */
+function judge(out: readonly PickedRow[], fp8: boolean, quiet: boolean, modelNames: readonly string[]): string[] {
   // an fp8 run answers to the fp8 targets (pick vs the W8A8 default, the fp8 read floor), not the dense ones
-  const fp8 = dtype === 'fp8';
   const list = fp8 ? fp8Summaries(out) : summaries(out);
   const moeList = moeSummaries(out);
   for (const summary of [...list, ...moeList]) printJsonLine({ kind: 'summary', ...summary });
@@ -159,7 +177,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   const misses = fp8 ? [] : missBreakdown(out);
   for (const miss of misses) printJsonLine({ kind: 'miss', ...miss });
   const defaults = [...new Set(out.map((r) => r.default))].sort();
-  if (!o.quiet && list.length + moeList.length > 0) {
+  if (!quiet && list.length + moeList.length > 0) {
     say(`ratios: vs default = default time / pick time (default: ${defaults.join(', ')}); pick/floor = pick time / read floor; geomeans`);
     if (list.length > 0) for (const line of summaryTable(list)) say(line);
     if (moeList.length > 0) {
@@ -167,8 +185,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       for (const line of summaryTable(moeList)) say(line);
     }
   }
-  if (!o.quiet && misses.length > 0) {
-    say('by read floor: where each group\'s distance from the floor lies; on the default: the default or another algo of its BLAS\'s heuristic');
+  if (!quiet && misses.length > 0) {
+    say("by read floor: where each group's distance from the floor lies; on the default: the default or another algo of its BLAS's heuristic");
     for (const line of missTable(misses)) say(line);
   }
   // issue 14 sets the moe targets on bf16 experts: an fp8 run's moe rows are reported, not judged
@@ -177,11 +195,26 @@ export async function main(argv: readonly string[]): Promise<number> {
     printJsonLine({ kind: 'target', ...v });
     say(verdictLine(v));
   }
-  const presets = PRESETS.split(',');
-  const partial = presets.some((p) => !models.some((m) => m.name === p));
-  if (partial) say(`note: the targets are set on all five presets; this run measured ${models.map((m) => m.name).join(', ')}`);
-  if (moeList.length > 0 && !fp8 && !models.some((m) => m.name === MOE_PRESET)) say(`note: the moe targets are set on ${MOE_PRESET}; this run measured ${models.map((m) => m.name).join(', ')}`);
-  printJsonLine({ kind: 'run', shapes: shapes.size, models: models.map((m) => m.name), defaults, device: build.identity.device, identity: build.identity, table: tableFile, table_used: route.verdict.used, commit: gitCommit(), at: new Date().toISOString() });
+  const measured = modelNames.join(', ');
+  if (PRESETS.split(',').some((p) => !modelNames.includes(p))) say(`note: the targets are set on all five presets; this run measured ${measured}`);
+  if (moeList.length > 0 && !fp8 && !modelNames.includes(MOE_PRESET)) say(`note: the moe targets are set on ${MOE_PRESET}; this run measured ${measured}`);
+  return defaults;
+}
+
+/** --from: an earlier run's shape lines judged again, here, without a GPU: the same summaries, breakdown and
+ * verdicts (the targets of today's lib/targets.ts), and a run line naming the file. */
+function judgeRecorded(file: string, quiet: boolean): number {
+  const st = statSync(file, { throwIfNoEntry: false });
+  if (st === undefined || !st.isFile()) throw new UsageError(`--from ${file}: not a file`);
+  const rows = asUsage(() => parseBenchLines(file, readFileSync(file, 'utf8')));
+  if (rows.length === 0) throw new UsageError(`--from ${file}: no shape lines (a table-bench run's JSON lines)`);
+  const dtypes = [...new Set(rows.map((r) => r.dtype))];
+  if (dtypes.length > 1) throw new UsageError(`--from ${file}: shape lines of several dtypes (${dtypes.join(', ')}): judge one run at a time`);
+  // the presets a shape line names ("Llama-3.1-8B:qkv Qwen3-8B:qkv"), in the order first met
+  const names = rows.flatMap((r) => r.names?.split(' ') ?? []);
+  const models = [...new Set(names.map((n) => n.split(':')[0]!).filter((n) => n !== ''))];
+  const defaults = judge(rows, dtypes[0] === 'fp8', quiet, models);
+  printJsonLine({ kind: 'run', from: file, shapes: new Set(rows.map((r) => `${r.op} ${shapeText(r)}`)).size, models, defaults, commit: gitCommit(), at: new Date().toISOString() });
   return EXIT.ok;
 }
 

@@ -5,7 +5,8 @@
 // (issue 14) on the moe rows only. Ratios, never times: speedup = default time
 // / pick time (the default is cuBLASLt on CUDA), pick_over_floor = pick time /
 // read floor (for moe: of the experts the call's rows read), both from one run.
-import type { Op } from './schema.ts';
+import * as v from 'valibot';
+import { Dtype, Op } from './schema.ts';
 import { shapeText } from './shape-key.ts';
 import { geomean } from './stats.ts';
 
@@ -175,6 +176,56 @@ export function missTable(parts: readonly MissPart[]): string[] {
     return `${p.group.padEnd(width)}  ${p.floor_class.padEnd(cls)}  ${String(p.shapes).padStart(3)} shapes  pick/floor ${p.geomean_pick_over_floor.toFixed(3)}  ` +
       `x${p.geomean_speedup.toFixed(3)} vs default  ${share}  ${p.default_picks} of ${p.shapes} on the default`;
   });
+}
+
+/** A shape line of an earlier table-bench run, as its judging needs it (other fields are left alone). */
+export interface RecordedRow extends PickedRow {
+  dtype: Dtype;
+  /** the presets' linears of the shape: "Llama-3.1-8B:qkv Qwen3-8B:qkv" */
+  names?: string;
+}
+
+const count = v.pipe(v.number(), v.integer(), v.minValue(1));
+const positive = v.pipe(v.number(), v.finite(), v.gtValue(0));
+const ShapeLine = v.object({
+  kind: v.literal('shape'),
+  op: Op,
+  dtype: Dtype,
+  n: count,
+  k: count,
+  experts: v.optional(count),
+  topk: v.optional(count),
+  routing: v.optional(v.string()),
+  rows: count,
+  pick: v.string(),
+  default: v.string(),
+  floor_us: positive,
+  speedup: positive,
+  pick_over_floor: positive,
+  names: v.optional(v.string()),
+});
+
+/**
+ * The shape lines of table-bench's JSON-lines output (other kinds and blank lines skipped). A line
+ * that is not JSON, or a shape line without what the judging needs, throws naming its source and line.
+ */
+export function parseBenchLines(name: string, text: string): RecordedRow[] {
+  const out: RecordedRow[] = [];
+  text.split('\n').forEach((line, i) => {
+    if (line.trim() === '') return;
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch {
+      throw new Error(`${name}:${i + 1}: not JSON`);
+    }
+    if ((value as { kind?: unknown } | null)?.kind !== 'shape') return;
+    const r = v.safeParse(ShapeLine, value);
+    if (!r.success) throw new Error(`${name}:${i + 1}: a shape line without ${v.getDotPath(r.issues[0]) ?? 'its kind'}: ${r.issues[0].message}`);
+    const { kind: _, ...row } = r.output;
+    out.push(row);
+  });
+  return out;
 }
 
 export type VerdictStatus = 'met' | 'missed' | 'not measured';

@@ -184,6 +184,57 @@ test('table-bench --dtype fp8 on tiny-moe: the fp8 experts under both routings, 
   assert.equal(r.lines.at(-1)!.table, file);
 });
 
+test('table-bench --from: an earlier run judged again without measuring: the same summaries, breakdown and verdicts, a run line naming the file', async () => {
+  const dir = fs.mkdtempSync(path.join(tables, 'from-'));
+  const measured = await runBench(['--rows', '1,4', '--tables-dir', dir], 'tiny-moe');
+  assert.is(measured.code, 0, measured.stderr);
+  const file = path.join(dir, 'run.jsonl');
+  fs.writeFileSync(file, measured.lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
+
+  const again = await run('bench/table-bench', ['--from', file]);
+  assert.is(again.code, 0, again.stderr);
+  const lines = again.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, any>);
+  const judged = (ls: Record<string, any>[]) => ls.filter((l) => ['summary', 'miss', 'target'].includes(l.kind));
+  assert.ok(judged(lines).length > 0);
+  assert.equal(judged(lines), judged(measured.lines));
+  assert.not.ok(lines.some((l) => l.kind === 'shape'), 'nothing measured, no shape line');
+  const runLine = lines.at(-1)!;
+  assert.equal([runLine.kind, runLine.from, runLine.shapes, runLine.models], ['run', file, measured.lines.at(-1)!.shapes, ['tiny-moe']]);
+  assert.match(again.stderr, /^rows 1-16 +8 +x\d\.\d{3}/m);
+  assert.match(again.stderr, 'note: the moe targets are set on Qwen3-30B-A3B; this run measured tiny-moe');
+});
+
+test('table-bench --from: bad input (not a file, not JSON, a shape line short of a field, no shape lines, two dtypes, a measuring option) exits 2 with one line, writing nothing', async () => {
+  const dir = fs.mkdtempSync(path.join(tables, 'from-bad-'));
+  const write = (name: string, text: string) => {
+    const f = path.join(dir, name);
+    fs.writeFileSync(f, text);
+    return f;
+  };
+  const shape = { kind: 'shape', op: 'linear', dtype: 'bf16', n: 256, k: 256, rows: 1, pick: 'plain', default: 'plain', floor_us: 5, speedup: 1, pick_over_floor: 1.2 };
+  const cases: [string, string | RegExp][] = [
+    [dir, /not a file/],
+    [path.join(dir, 'none.jsonl'), /not a file/],
+    [write('text.jsonl', `${JSON.stringify(shape)}\nnot json\n`), /text\.jsonl:2: not JSON/],
+    [write('field.jsonl', JSON.stringify({ ...shape, pick_over_floor: -1 })), /field\.jsonl:1: a shape line without pick_over_floor/],
+    [write('empty.jsonl', '{"kind":"run"}\n'), /no shape lines/],
+    [write('mixed.jsonl', [shape, { ...shape, dtype: 'fp8' }].map((l) => JSON.stringify(l)).join('\n')), /several dtypes \(bf16, fp8\)/],
+  ];
+  const ok = write('ok.jsonl', JSON.stringify(shape));
+  const runs: [string[], string | RegExp][] = [
+    ...cases.map(([file, why]): [string[], string | RegExp] => [['--from', file], why]),
+    [['--from', ok, '--model', 'tiny', '--backend', 'cpu'], /measures nothing: drop --model, --backend/],
+  ];
+  for (const [args, why] of runs) {
+    const file = args.join(' ');
+    const r = await run('bench/table-bench', args);
+    assert.is(r.code, 2, `${file}: ${r.stderr}`);
+    assert.match(r.stderr, why);
+    assert.is(r.stderr.trim().split('\n').length, 1, r.stderr);
+    assert.is(r.stdout, '');
+  }
+});
+
 test('table-bench: no moe shape timed, no moe summary, target or note', async () => {
   const r = await runBench(['--rows', '1', '--tables-dir', fs.mkdtempSync(path.join(tables, 'none-'))]);
   assert.is(r.code, 0, r.stderr);

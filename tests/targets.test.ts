@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { BUCKETS } from '../lib/schema.ts';
-import { FLOOR_CLASSES, FP8_GROUPS, fp8Summaries, fp8TargetVerdicts, GROUPS, isDefaultPick, missBreakdown, missTable, MOE_GROUPS, moeSummaries, moeTargetVerdicts, summaries, summarize, summaryTable, targetVerdicts, verdictLine, WORST_SPEEDUP_MIN, type BenchRow, type PickedRow } from '../lib/targets.ts';
+import { FLOOR_CLASSES, FP8_GROUPS, fp8Summaries, fp8TargetVerdicts, GROUPS, isDefaultPick, missBreakdown, missTable, parseBenchLines, MOE_GROUPS, moeSummaries, moeTargetVerdicts, summaries, summarize, summaryTable, targetVerdicts, verdictLine, WORST_SPEEDUP_MIN, type BenchRow, type PickedRow } from '../lib/targets.ts';
 
 const row = (rows: number, speedup: number, pick_over_floor: number, n = 4096): BenchRow => ({ op: 'linear', n, k: 4096, rows, speedup, pick_over_floor });
 const moeRow = (rows: number, speedup: number, pick_over_floor: number, routing = 'uniform'): BenchRow =>
@@ -196,6 +196,17 @@ test('miss breakdown: a group at or under the floor has no distance to share; li
   const lines = missTable(missBreakdown([picked(32, 2, 3), picked(64, 1.5, 30, 'wgmma.pp2.m64.t4.s2')]));
   assert.match(lines[0]!, /floor < 5 us .* 63 % of the distance  1 of 1 on the default$/);
   assert.match(lines[1]!, /floor >= 20 us .* 37 % of the distance  0 of 1 on the default$/);
+});
+
+test('bench lines: the shape lines of a table-bench run, other kinds and blanks skipped; a bad line names its source and number', () => {
+  const shape = { kind: 'shape', op: 'gated', dtype: 'bf16', n: 6144, k: 2048, rows: 32, names: 'Qwen3-1.7B:gate_up', pick: 'gated.blaslt', default: 'gated.blaslt', pick_us: 9, floor_us: 7.5, speedup: 1, pick_over_floor: 1.2 };
+  const text = [JSON.stringify({ kind: 'summary', group: 'rows 1' }), '', JSON.stringify(shape), JSON.stringify({ kind: 'run' })].join('\n');
+  assert.equal(parseBenchLines('run.jsonl', text), [
+    { op: 'gated', dtype: 'bf16', n: 6144, k: 2048, rows: 32, names: 'Qwen3-1.7B:gate_up', pick: 'gated.blaslt', default: 'gated.blaslt', floor_us: 7.5, speedup: 1, pick_over_floor: 1.2 },
+  ]);
+  assert.throws(() => parseBenchLines('run.jsonl', `${JSON.stringify(shape)}\n{`), /^run\.jsonl:2: not JSON$/);
+  assert.throws(() => parseBenchLines('run.jsonl', JSON.stringify({ ...shape, rows: 0 })), /run\.jsonl:1: a shape line without rows/);
+  assert.throws(() => parseBenchLines('run.jsonl', JSON.stringify({ ...shape, op: 'conv' })), /run\.jsonl:1: a shape line without op/);
 });
 
 test('a default pick is the default or one of its BLAS heuristic\'s algos, nothing else of its name', () => {
