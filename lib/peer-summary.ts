@@ -14,6 +14,7 @@
 // each arm counts its fastest run, so kpick is compared with the peer's best
 // draw, and the summary says how many runs there were and the slowest.
 import * as v from 'valibot';
+import { jsonLines, kindOf } from './json-lines.ts';
 import type { ModelDims } from './model-ffi.ts';
 
 export interface StepBytes {
@@ -82,30 +83,23 @@ export interface Parsed {
 export function parseLines(sources: readonly { name: string; text: string }[]): Parsed {
   const out: Parsed = { serve: [], peer: [], ceiling: null, tableUsed: {} };
   for (const { name, text } of sources) {
-    text.split('\n').forEach((line, i) => {
-      if (line.trim() === '') return;
-      let value: unknown;
-      try {
-        value = JSON.parse(line);
-      } catch {
-        throw new Error(`${name}:${i + 1}: not JSON`);
-      }
-      const kind = (value as { kind?: unknown } | null)?.kind;
+    for (const { value, at } of jsonLines(name, text)) {
+      const kind = kindOf(value);
       if (kind === 'setup') {
         const s = v.safeParse(SetupSchema, value);
         if (s.success) out.tableUsed[s.output.model] = s.output.table.used;
       } else if (kind === 'ceiling') {
         const c = v.safeParse(CeilingSchema, value);
-        if (!c.success) throw new Error(`${name}:${i + 1}: a ceiling line without a positive read_gb_s`);
+        if (!c.success) throw new Error(`${at}: a ceiling line without a positive read_gb_s`);
         if (out.ceiling === null || c.output.read_gb_s > out.ceiling.read_gb_s) out.ceiling = c.output;
       } else if (kind === 'row') {
         const peer = v.safeParse(PeerRowSchema, value);
         const serve = v.safeParse(ServeRowSchema, value);
         if (peer.success) out.peer.push(peer.output);
         else if (serve.success) out.serve.push(serve.output);
-        else throw new Error(`${name}:${i + 1}: a row of neither serve-bench nor the peer`);
+        else throw new Error(`${at}: a row of neither serve-bench nor the peer`);
       }
-    });
+    }
   }
   return out;
 }

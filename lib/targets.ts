@@ -6,6 +6,7 @@
 // / pick time (the default is cuBLASLt on CUDA), pick_over_floor = pick time /
 // read floor (for moe: of the experts the call's rows read), both from one run.
 import * as v from 'valibot';
+import { jsonLines, kindOf } from './json-lines.ts';
 import { Dtype, Op } from './schema.ts';
 import { shapeText } from './shape-key.ts';
 import { geomean } from './stats.ts';
@@ -210,22 +211,14 @@ const ShapeLine = v.object({
  * that is not JSON, or a shape line without what the judging needs, throws naming its source and line.
  */
 export function parseBenchLines(name: string, text: string): RecordedRow[] {
-  const out: RecordedRow[] = [];
-  text.split('\n').forEach((line, i) => {
-    if (line.trim() === '') return;
-    let value: unknown;
-    try {
-      value = JSON.parse(line);
-    } catch {
-      throw new Error(`${name}:${i + 1}: not JSON`);
-    }
-    if ((value as { kind?: unknown } | null)?.kind !== 'shape') return;
-    const r = v.safeParse(ShapeLine, value);
-    if (!r.success) throw new Error(`${name}:${i + 1}: a shape line without ${v.getDotPath(r.issues[0]) ?? 'its kind'}: ${r.issues[0].message}`);
-    const { kind: _, ...row } = r.output;
-    out.push(row);
-  });
-  return out;
+  return jsonLines(name, text)
+    .filter(({ value }) => kindOf(value) === 'shape')
+    .map(({ value, at }) => {
+      const r = v.safeParse(ShapeLine, value);
+      if (!r.success) throw new Error(`${at}: a shape line without ${v.getDotPath(r.issues[0]) ?? 'its kind'}: ${r.issues[0].message}`);
+      const { kind: _, ...row } = r.output;
+      return row;
+    });
 }
 
 export type VerdictStatus = 'met' | 'missed' | 'not measured';
