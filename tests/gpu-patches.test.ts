@@ -25,6 +25,8 @@ for (const name of patches) {
   test(`${name} says what it is, why it is off main and how it lands, above its diff`, () => {
     const text = readFileSync(join(dir, name), 'utf8');
     const header = text.slice(0, text.indexOf('\ndiff --git '));
+    // a header whose last line runs into the first diff hides that file's diff from tools that split at line starts
+    assert.is(text.indexOf('diff --git '), header.length + 1, `${name}: the first diff starts a line of its own`);
     assert.ok(header.length > 200, `${name}: a header of its own before the first diff`);
     assert.match(header, /Not on main/, `${name}: why it is held off main`);
     assert.match(header, /space token with it [0-9a-f]{16}/, `${name}: the space token it makes`);
