@@ -208,14 +208,14 @@ const ShapeLine = v.object({
 
 /**
  * The shape lines of table-bench's JSON-lines output (other kinds and blank lines skipped). A line
- * that is not JSON, or a shape line without what the judging needs, throws naming its source and line.
+ * that is not JSON, or a shape line short of what the judging needs, throws naming its source and line.
  */
 export function parseBenchLines(name: string, text: string): RecordedRow[] {
   return jsonLines(name, text)
     .filter(({ value }) => kindOf(value) === 'shape')
     .map(({ value, at }) => {
       const r = v.safeParse(ShapeLine, value);
-      if (!r.success) throw new Error(`${at}: a shape line without ${v.getDotPath(r.issues[0]) ?? 'its kind'}: ${r.issues[0].message}`);
+      if (!r.success) throw new Error(`${at}: a shape line with a bad ${v.getDotPath(r.issues[0]) ?? 'field'}: ${r.issues[0].message}`);
       const { kind: _, ...row } = r.output;
       return row;
     });

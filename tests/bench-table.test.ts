@@ -216,7 +216,7 @@ test('table-bench --from: bad input (not a file, not JSON, a shape line short of
     [dir, /not a file/],
     [path.join(dir, 'none.jsonl'), /not a file/],
     [write('text.jsonl', `${JSON.stringify(shape)}\nnot json\n`), /text\.jsonl:2: not JSON/],
-    [write('field.jsonl', JSON.stringify({ ...shape, pick_over_floor: -1 })), /field\.jsonl:1: a shape line without pick_over_floor/],
+    [write('field.jsonl', JSON.stringify({ ...shape, pick_over_floor: -1 })), /field\.jsonl:1: a shape line with a bad pick_over_floor/],
     [write('empty.jsonl', '{"kind":"run"}\n'), /no shape lines/],
     [write('mixed.jsonl', [shape, { ...shape, dtype: 'fp8' }].map((l) => JSON.stringify(l)).join('\n')), /several dtypes \(bf16, fp8\)/],
   ];

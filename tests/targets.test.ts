@@ -205,8 +205,8 @@ test('bench lines: the shape lines of a table-bench run, other kinds and blanks 
     { op: 'gated', dtype: 'bf16', n: 6144, k: 2048, rows: 32, names: 'Qwen3-1.7B:gate_up', pick: 'gated.blaslt', default: 'gated.blaslt', floor_us: 7.5, speedup: 1, pick_over_floor: 1.2 },
   ]);
   assert.throws(() => parseBenchLines('run.jsonl', `${JSON.stringify(shape)}\n{`), /^run\.jsonl:2: not JSON$/);
-  assert.throws(() => parseBenchLines('run.jsonl', JSON.stringify({ ...shape, rows: 0 })), /run\.jsonl:1: a shape line without rows/);
-  assert.throws(() => parseBenchLines('run.jsonl', JSON.stringify({ ...shape, op: 'conv' })), /run\.jsonl:1: a shape line without op/);
+  assert.throws(() => parseBenchLines('run.jsonl', JSON.stringify({ ...shape, rows: 0 })), /run\.jsonl:1: a shape line with a bad rows/);
+  assert.throws(() => parseBenchLines('run.jsonl', JSON.stringify({ ...shape, op: 'conv' })), /run\.jsonl:1: a shape line with a bad op/);
 });
 
 test('a default pick is the default or one of its BLAS heuristic\'s algos, nothing else of its name', () => {
