@@ -214,7 +214,7 @@ function judgeRecorded(file: string, quiet: boolean): number {
   const names = rows.flatMap((r) => r.names?.split(' ') ?? []);
   const models = [...new Set(names.map((n) => n.split(':')[0]!).filter((n) => n !== ''))];
   const defaults = judge(rows, dtypes[0] === 'fp8', quiet, models);
-  printJsonLine({ kind: 'run', from: file, shapes: new Set(rows.map((r) => `${r.op} ${shapeText(r)}`)).size, models, defaults, commit: gitCommit(), at: new Date().toISOString() });
+  printJsonLine({ kind: 'run', from: file, shapes: new Set(rows.map(shapeId)).size, models, defaults, commit: gitCommit(), at: new Date().toISOString() });
   return EXIT.ok;
 }
 
