@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { runScript, stdin } from '../../lib/cli.ts';
 import { main as moeRoutings } from '../../bench/moe-routings.ts';
 import { main as pruneReport } from '../../bench/prune-report.ts';
+import { main as familyAb } from '../../bench/family-ab.ts';
 import { main as tableBench } from '../../bench/table-bench.ts';
 import { main as agree } from '../../scripts/agree.ts';
 import { main as check } from '../../scripts/check.ts';
@@ -25,7 +26,7 @@ import { main as sweep } from '../../scripts/sweep.ts';
 // error class from a second copy of lib/cli.ts would not be a UsageError)
 const MAINS: Record<string, (argv: readonly string[]) => Promise<number> | number> = {
   agree, check, fleet, info, parity, promote, 'refuse-check': refuseCheck, report, 'serve-bench': serveBench, 'step-verify': stepVerify, sweep,
-  'bench/table-bench': tableBench, 'bench/moe-routings': moeRoutings, 'bench/prune-report': pruneReport,
+  'bench/table-bench': tableBench, 'bench/moe-routings': moeRoutings, 'bench/prune-report': pruneReport, 'bench/family-ab': familyAb,
 };
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
