@@ -16,7 +16,9 @@
 // summaries and targets are its own, printed when a moe shape was timed.
 // JSON lines on stdout (kind shape, summary, miss, target, then one run line), a
 // table on stderr. --from run.jsonl judges an earlier run's shape lines again
-// (today's targets, no GPU): the same lines but the shape ones.
+// (today's targets, no GPU): the same lines but the shape ones. A table that
+// refuses itself here (stale, another build's) exits 3 with its verdict; where
+// there is no table the defaults are timed, and the run says so.
 import { execSync } from 'node:child_process';
 import { readFileSync, statSync } from 'node:fs';
 import { asUsage, EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../lib/cli.ts';
@@ -93,6 +95,11 @@ export async function main(argv: readonly string[]): Promise<number> {
   const build = buildOf(kpick);
   const tableFile = table ?? defaultTablePath(tablesDir, build.identity);
   const route = loadRoute(tableFile, build);
+  // a table there that refuses itself has no route to time (as step-verify); no table at all times the defaults
+  if (route.verdict.kind !== 'used' && route.verdict.kind !== 'missing') {
+    say(`table-bench: nothing to time: ${route.verdict.line}`);
+    return EXIT.refused;
+  }
   say(route.verdict.line);
   if (!route.verdict.used) say('table-bench: no table in use: every pick is the default');
   const ids = new Map(kpick.candidates().map((c) => [c.name, c.id]));

@@ -255,4 +255,15 @@ test('table-bench: bad usage (a rows bucket, a model, a named table that is not 
   assert.is(missing.stderr.trim().split('\n').length, 1, missing.stderr);
 });
 
+test('table-bench: a table that refuses itself here exits 3 with its verdict on one line, timing nothing', async () => {
+  const dir = fs.mkdtempSync(path.join(tables, 'refused-'));
+  const file = path.join(dir, 'decode_gemm.json');
+  fs.writeFileSync(file, '{"format": 1}\n');
+  const r = await run('bench/table-bench', ['--backend', 'cpu', '--rows', '1', '--table', file]);
+  assert.is(r.code, 3, r.out);
+  assert.match(r.stderr, /^table-bench: nothing to time: kpick: table .*decode_gemm\.json refused: /);
+  assert.is(r.stderr.trim().split('\n').length, 1, r.stderr);
+  assert.is(r.stdout, '', 'no shape line: nothing was timed');
+});
+
 test.run();
