@@ -6,7 +6,7 @@
 // sweep the patched build into a store, then ask this on any machine.
 //   tsx bench/family-ab.ts --store stores/ab --family '/^blaslt\.sk/' [--gate 0.02] [--json]
 // A table on stderr; with --json one line per changed entry (kind "change") and per bucket (kind "bucket").
-import { EXIT, isMainModule, optionAll, optionFraction, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../lib/cli.ts';
+import { EXIT, isMainModule, optionAll, optionFraction, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, warn, type OptionSpec } from '../lib/cli.ts';
 import { familyAB, familyTest } from '../lib/family-ab.ts';
 import * as opt from '../lib/options.ts';
 import { readStoreFolders } from '../lib/store.ts';
@@ -35,7 +35,7 @@ export function main(argv: readonly string[]): number {
   const inFamily = familyTest(spec);
   if ('error' in inFamily) throw new UsageError(inFamily.error);
   const gate = optionFraction(o, 'gate', OPTIONS.gate.default);
-  const ab = familyAB(readStoreFolders(stores, say), inFamily, gate);
+  const ab = familyAB(readStoreFolders(stores, warn), inFamily, gate);
   if ('error' in ab) throw new UsageError(ab.error);
   for (const c of ab.changes) {
     if (o.json === true) printJsonLine({ kind: 'change', ...c });

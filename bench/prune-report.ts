@@ -8,7 +8,7 @@
 // like any row: drop it only with its class, or name another head.
 //   tsx bench/prune-report.ts --store stores/h200 --store old-stores/h200 [--table decode_gemm.json ...] [--gate 0.02] [--json]
 // A table on stderr (the rows to drop, then the count line); one JSON line per row with --json.
-import { EXIT, isMainModule, optionAll, optionFraction, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../lib/cli.ts';
+import { EXIT, isMainModule, optionAll, optionFraction, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, warn, type OptionSpec } from '../lib/cli.ts';
 import * as opt from '../lib/options.ts';
 import { rowUse } from '../lib/prune.ts';
 import { readStoreFolders } from '../lib/store.ts';
@@ -40,7 +40,7 @@ export function main(argv: readonly string[]): number {
     if ('error' in read) throw new UsageError(read.error);
     for (const e of read.table.entries) picked.add(e.choice);
   }
-  const records = readStoreFolders(stores, say);
+  const records = readStoreFolders(stores, warn);
   const builds = new Set(records.map((r) => identityKey(r.identity))).size;
   const rows = rowUse(records, gate, picked);
   for (const r of rows) {

@@ -86,4 +86,14 @@ test('family-ab: a changed entry and the buckets on stderr and as JSON lines; ba
   }
 });
 
+test('family-ab: a store line that is no record is skipped with a warning naming it; the rest is read', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kpick-family-ab-'));
+  const file = writeStoreFile(dir, 'sweep-a.jsonl', problem(at(100), [{ candidate: 'fam.a', ...at(80) }]));
+  fs.appendFileSync(file, 'not a record\n');
+  const r = await run('bench/family-ab', ['--store', dir, '--family', 'fam.*']);
+  assert.is(r.code, 0, r.out);
+  assert.match(r.stderr, /warning: skipped .*sweep-a\.jsonl:3: not JSON/);
+  assert.match(r.stderr, /it takes 1 of 1 entries/);
+});
+
 test.run();
