@@ -5,6 +5,7 @@
 // family takes, and per rows bucket how far the choices sit from the read floor
 // with and without it. A dev patch's A/B asks this; before this module every
 // record folder's derive script answered it its own way, without the gate.
+import { globRegExp } from './glob.ts';
 import { promote } from './promote.ts';
 import type { StoreRecord, TableEntry } from './schema.ts';
 import { entryKey } from './shape-key.ts';
@@ -25,7 +26,7 @@ export function familyTest(spec: string): NameTest | { error: string } {
     }
   }
   const globs = text.split(',').map((g) => g.trim()).filter((g) => g !== '');
-  const res = globs.map((g) => new RegExp(`^${g.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`));
+  const res = globs.map(globRegExp);
   return (name) => res.some((re) => re.test(name));
 }
 

@@ -13,6 +13,7 @@
 // writes its input, as a decode step runs it (README, "How a candidate is timed").
 import { randomInt } from 'node:crypto';
 import { KpickError, takesDtype, type Candidate, type Kpick, type Problem } from './ffi.ts';
+import { globRegExp } from './glob.ts';
 import { linearsForDtype, type Linear } from './models.ts';
 import { ParityChecker, computeReference, referenceColumns } from './parity.ts';
 import { FLOOR, storeRecord, type RecordSite } from './record.ts';
@@ -78,10 +79,7 @@ export interface SweepSummary {
 /** Candidates whose name matches one of the globs (* and ?); every glob must match one. */
 export function selectCandidates(all: readonly Candidate[], globs: readonly string[] | undefined): Candidate[] {
   if (!globs || globs.length === 0) return [...all];
-  const patterns = globs.map((glob) => ({
-    glob,
-    re: new RegExp(`^${glob.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`),
-  }));
+  const patterns = globs.map((glob) => ({ glob, re: globRegExp(glob) }));
   for (const { glob, re } of patterns) {
     if (!all.some((c) => re.test(c.name))) {
       throw new Error(`no candidate matches '${glob}'; this space has ${all.map((c) => c.name).join(', ')}`);
