@@ -20,7 +20,7 @@
 // refuses itself here (stale, another build's) exits 3 with its verdict; where
 // there is no table the defaults are timed, and the run says so.
 import { execSync } from 'node:child_process';
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { asUsage, EXIT, isMainModule, optionInt, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, type OptionSpec } from '../lib/cli.ts';
 import * as opt from '../lib/options.ts';
 import { openKpick, type Routing } from '../lib/ffi.ts';
@@ -211,8 +211,7 @@ function judge(out: readonly PickedRow[], fp8: boolean, quiet: boolean, modelNam
 /** --from: an earlier run's shape lines judged again, here, without a GPU: the same summaries, breakdown and
  * verdicts (the targets of today's lib/targets.ts), and a run line naming the file. */
 function judgeRecorded(file: string, quiet: boolean): number {
-  const st = statSync(file, { throwIfNoEntry: false });
-  if (st === undefined || !st.isFile()) throw new UsageError(`--from ${file}: not a file`);
+  asUsage(() => opt.regularFile('--from', file));
   const rows = asUsage(() => parseBenchLines(file, readFileSync(file, 'utf8')));
   if (rows.length === 0) throw new UsageError(`--from ${file}: no shape lines (a table-bench run's JSON lines)`);
   const dtypes = [...new Set(rows.map((r) => r.dtype))];

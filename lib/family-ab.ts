@@ -61,13 +61,14 @@ const choiceUs = (e: TableEntry): number | null => e.candidates[e.choice]?.media
 
 /** The family's effect on the promoted table; an error where the comparison would mean nothing. */
 export function familyAB(records: readonly StoreRecord[], inFamily: NameTest, gate: number): FamilyAB | { error: string } {
-  const ofFamily = records.filter((r) => r.kind === 'candidate' && inFamily(r.candidate));
+  const isFamily = (r: StoreRecord) => r.kind === 'candidate' && inFamily(r.candidate);
+  const ofFamily = records.filter(isFamily);
   if (ofFamily.length === 0) return { error: 'no candidate record of the family in the store' };
   const heads = [...new Set(ofFamily.filter((r) => r.is_default).map((r) => r.candidate))];
   if (heads.length > 0) return { error: `the family holds a class default (${heads.sort().join(', ')}): a table without it has no default to keep` };
   const all = promote(records, gate);
   if ('error' in all) return all;
-  const rest = promote(records.filter((r) => !(r.kind === 'candidate' && inFamily(r.candidate))), gate);
+  const rest = promote(records.filter((r) => !isFamily(r)), gate);
   if ('error' in rest) return rest;
   const restByKey = new Map(rest.entries.map((e) => [entryKey(e, e.bucket), e]));
   const changes: EntryChange[] = [];

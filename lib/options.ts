@@ -74,6 +74,11 @@ export function parseMemLimit(o: Parsed): number | null {
   return gib * 1024 ** 3;
 }
 
+/** Throws "<flag> <file>: not a file" unless file names a regular file (a folder, a device or nothing is not one). */
+export function regularFile(flag: string, file: string): void {
+  if (!statSync(file, { throwIfNoEntry: false })?.isFile()) throw new Error(`${flag} ${file}: not a file`);
+}
+
 /**
  * --table (null: the default path under --tables-dir) and --tables-dir. A table
  * named on the command line must be a file: a typo would otherwise run a whole
@@ -82,7 +87,7 @@ export function parseMemLimit(o: Parsed): number | null {
 export function tableChoice(o: Parsed, tablesDirDefault: string): { table: string | null; tablesDir: string } {
   const table = optionText(o, 'table') ?? null;
   if (table === '') throw new Error('--table needs a file');
-  if (table !== null && !statSync(table, { throwIfNoEntry: false })?.isFile()) throw new Error(`--table ${table}: not a file`);
+  if (table !== null) regularFile('--table', table);
   const tablesDir = optionText(o, 'tablesDir', tablesDirDefault) as string;
   if (tablesDir === '') throw new Error('--tables-dir needs a folder');
   return { table, tablesDir };
