@@ -6,13 +6,13 @@
 // sweep the patched build into a store, then ask this on any machine.
 //   tsx bench/family-ab.ts --store stores/ab --family '/^blaslt\.sk/' [--gate 0.02] [--json]
 // A table on stderr; with --json one line per changed entry (kind "change") and per bucket (kind "bucket").
-import { EXIT, isMainModule, optionAll, optionFraction, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, warn, type OptionSpec } from '../lib/cli.ts';
+import { EXIT, isMainModule, optionFraction, optionText, parseWithCac, printJsonLine, runMain, say, scriptCli, UsageError, warn, type OptionSpec } from '../lib/cli.ts';
 import { familyAB, familyTest } from '../lib/family-ab.ts';
 import * as opt from '../lib/options.ts';
 import { readStoreFolders } from '../lib/store.ts';
 
 const OPTIONS = {
-  store: opt.store('store folder to pool; repeat to pool several (required)'),
+  store: opt.pooledStores(),
   family: { flag: '--family <rows>', help: 'the rows to judge: /regex/ over row names, or comma separated globs (required)' },
   gate: opt.gate('promote\'s gate: the least gain over the default that moves an entry, 0..1', 0.02),
   json: opt.json('one JSON line per changed entry and per rows bucket on stdout'),
@@ -28,8 +28,7 @@ export function main(argv: readonly string[]): number {
   }, OPTIONS);
   const o = parseWithCac(cli, argv);
   if (o === null) return EXIT.ok;
-  const stores = optionAll(o, 'store');
-  if (stores.length === 0) throw new UsageError('give at least one --store <dir>');
+  const stores = opt.storeDirs(o);
   const spec = optionText(o, 'family');
   if (spec === undefined) throw new UsageError('give --family </regex/|globs>');
   const inFamily = familyTest(spec);

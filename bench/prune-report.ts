@@ -16,7 +16,7 @@ import { identityKey } from '../lib/identity.ts';
 import { readTable } from '../lib/table.ts';
 
 const OPTIONS = {
-  store: opt.store('store folder to pool; repeat to pool several (required)'),
+  store: opt.pooledStores(),
   table: { flag: '--table <file>', help: 'a table promoted from these stores: its choices are kept; repeat for several' },
   gate: opt.gate('how far above a problem\'s fastest a row may time and still count as mattering, 0..1', 0.02),
   json: opt.json('one JSON line per row on stdout'),
@@ -30,8 +30,7 @@ export function main(argv: readonly string[]): number {
   }, OPTIONS);
   const o = parseWithCac(cli, argv);
   if (o === null) return EXIT.ok;
-  const stores = optionAll(o, 'store');
-  if (stores.length === 0) throw new UsageError('give at least one --store <dir>');
+  const stores = opt.storeDirs(o);
   const gate = optionFraction(o, 'gate', OPTIONS.gate.default);
   const tables = optionAll(o, 'table');
   const picked = new Set<string>();

@@ -2,7 +2,7 @@
 // A script's table picks these (some with its own default or help) and adds
 // its own; lib/cli.ts's declareOptions puts them on the command.
 import { statSync } from 'node:fs';
-import { optionText, type OptionSpec } from './cli.ts';
+import { optionAll, optionText, UsageError, type OptionSpec } from './cli.ts';
 import { BACKENDS } from './ffi.ts';
 import { findModel, modelNames, parseDtypes, type ModelPreset } from './models.ts';
 import type { Dtype } from './schema.ts';
@@ -24,6 +24,16 @@ export const dtype = (fallback: string) => ({ flag: '--dtype <list>', help: 'bf1
 export const candidates = () => ({ flag: '--candidates <list>', help: 'candidate names or globs, comma separated (default: all)' } satisfies OptionSpec);
 
 export const store = (help: string) => ({ flag: '--store <dir>', help } satisfies OptionSpec);
+
+/** --store, repeatable, for the scripts that pool stores (promote, prune-report, family-ab) */
+export const pooledStores = () => store('store folder to pool; repeat to pool several (required)');
+
+/** The folders of pooledStores: at least one, else a usage error. */
+export function storeDirs(o: Parsed): string[] {
+  const stores = optionAll(o, 'store');
+  if (stores.length === 0) throw new UsageError('give at least one --store <dir>');
+  return stores;
+}
 
 export const tablesDir = (help = 'root of the per-device tables') => ({ flag: '--tables-dir <dir>', help, default: 'tables' } satisfies OptionSpec);
 

@@ -7,14 +7,14 @@
 // Exit 0 when written; 2 on bad usage, a missing or empty store, an unknown
 // --identity, a refused table in the way or an unwritable output (nothing is
 // written then); 3 when --route-only is given a table the JSON reader refuses.
-import { EXIT, isMainModule, optionAll, optionFraction, optionInt, optionText, parseWithCac, runMain, UsageError, scriptCli, type OptionSpec } from '../lib/cli.ts';
+import { EXIT, isMainModule, optionFraction, optionInt, optionText, parseWithCac, runMain, UsageError, scriptCli, type OptionSpec } from '../lib/cli.ts';
 import * as opt from '../lib/options.ts';
 import { DEFAULT_GATE, DEFAULT_PDL_ROWS } from '../lib/promote.ts';
 import { promoteJob, type PromoteJob } from '../lib/promote-job.ts';
 import { MAX_ROWS } from '../lib/schema.ts';
 
 export const OPTIONS = {
-  store: { flag: '--store <dir>', help: 'store folder to pool; repeat to pool several (required)' },
+  store: opt.pooledStores(),
   gate: opt.gate('least gain over the default to leave it, 0..1', DEFAULT_GATE),
   pdlRows: { flag: '--pdl-rows <n>', help: 'largest rows bucket where a .pdl candidate may be picked (lib/promote.ts says why)', default: DEFAULT_PDL_ROWS },
   identity: { flag: '--identity <tag>', help: "which build's records to promote when a store holds several (the tags are listed; default: the newest record's)" },
@@ -47,7 +47,6 @@ export function parseArgs(argv: readonly string[]): PromoteArgs | null {
   if (options === null) return null;
   const json = options.json === true;
   const quiet = options.quiet === true;
-  const stores = optionAll(options, 'store');
   if (options.routeOnly === true) {
     const table = optionText(options, 'table');
     if (table === undefined) throw new UsageError('--route-only needs --table <file> (the JSON table to compile)');
@@ -56,7 +55,7 @@ export function parseArgs(argv: readonly string[]): PromoteArgs | null {
     return { routeOnly: true, table, json, quiet };
   }
   if (options.table !== undefined) throw new UsageError('--table goes with --route-only');
-  if (stores.length === 0) throw new UsageError('give at least one --store <dir>');
+  const stores = opt.storeDirs(options);
   const gate = optionFraction(options, 'gate', OPTIONS.gate.default);
   const identity = optionText(options, 'identity') ?? null;
   if (identity !== null && !/^[0-9a-f]{1,12}$/.test(identity)) throw new UsageError(`--identity must be a tag of up to 12 hex digits (promote lists them), got '${identity}'`);
