@@ -84,9 +84,31 @@ export async function runScript(name: string, main: () => Promise<number> | numb
   }
 }
 
+/** Set when the script's output could not be written (a full disk): the job fails, whatever main returns. */
+let outputLost = false;
+
+/**
+ * Errors writing a script's output. A reader that leaves early (`| head -1`)
+ * closes the pipe: what the script writes there afterwards is dropped, with no
+ * stack trace, and the job runs on to its own exit code (a sweep is not cut
+ * short by its reader). Any other error on stdout (a full disk) is one red
+ * line and exit 1: the output is lost. Human text lost on stderr fails nothing.
+ */
+function onWriteErrors(name: string): void {
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') return;
+    outputLost = true;
+    process.exitCode = EXIT.failed;
+    say(colorsFor(process.stderr).red(`${name}: cannot write stdout: ${oneLine(err.message)}`));
+  });
+  process.stderr.on('error', () => {});
+}
+
 /** runScript for a script started by node: its code becomes the process's exit code. */
 export async function runMain(name: string, main: () => Promise<number> | number): Promise<void> {
-  process.exitCode = await runScript(name, main);
+  onWriteErrors(name);
+  const code = await runScript(name, main);
+  process.exitCode = outputLost && code === EXIT.ok ? EXIT.failed : code;
 }
 
 /** True when this module file is the script node was started with. */
@@ -202,6 +224,9 @@ export function parseWithCac(cli: CAC, argv: readonly string[]): Record<string, 
     command.checkUnknownOptions();
     command.checkOptionValue();
     command.checkUnusedArgs();
+    // what follows `--` is arguments too: stray here, not dropped
+    const rest = (options['--'] as unknown[] | undefined) ?? [];
+    if (rest.length > 0) throw new Error(`Unused args: ${rest.map((a) => `\`${String(a)}\``).join(', ')}`);
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
@@ -212,8 +237,9 @@ export function parseWithCac(cli: CAC, argv: readonly string[]): Record<string, 
 /** parseWithCac for a script that also takes positional arguments (files): those come back as `args`. */
 export function parseWithCacArgs(cli: CAC, argv: readonly string[]): { options: Record<string, unknown>; args: string[] } | null {
   let parsed;
+  const { argv: prepared, raw } = rawValues(cli, argv);
   try {
-    parsed = cli.parse(['node', cli.name || 'script', ...argv], { run: false });
+    parsed = cli.parse(['node', cli.name || 'script', ...prepared], { run: false });
     if (parsed.options.help || parsed.options.version) return null;
     const command = cli.matchedCommand ?? cli.globalCommand;
     command.checkUnknownOptions();
@@ -221,17 +247,19 @@ export function parseWithCacArgs(cli: CAC, argv: readonly string[]): { options: 
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
-  return { options: parsed.options, args: parsed.args.map(String) };
+  for (const [name, values] of raw) parsed.options[name] = values.length === 1 ? values[0] : values;
+  // files after `--` are files too (one named like an option, say)
+  return { options: parsed.options, args: [...parsed.args, ...((parsed.options['--'] as unknown[] | undefined) ?? [])].map(String) };
 }
 
 /** Reads an option as text: cac (mri) turns "8" into a number, "1,2" stays text. */
 export function optionText(options: Record<string, unknown>, name: string, fallback?: string | number): string | undefined {
   const value = options[name] ?? fallback;
   if (value === undefined || value === true || value === false) {
-    if (value === true) throw new UsageError(`--${name} needs a value`);
+    if (value === true) throw new UsageError(`${flagOf(name)} needs a value`);
     return undefined;
   }
-  if (Array.isArray(value)) throw new UsageError(`--${name} was given more than once`);
+  if (Array.isArray(value)) throw new UsageError(`${flagOf(name)} was given more than once`);
   return String(value);
 }
 

@@ -84,6 +84,10 @@ export function parseCheckArgs(argv: readonly string[], now = new Date()): Check
     if (o.quick !== true) {
       const quickOnly = (['table', 'node', 'maxGeomean', 'maxRatio'] as const).filter((k) => o[k] !== undefined);
       if (quickOnly.length > 0) throw new Error(`${quickOnly.map(flagOf).join(', ')}: only with --quick (the fleet check)`);
+    } else {
+      // nor the main job's to the fleet check, which probes the table's own entries
+      const mainOnly = (['model', 'rows', 'dtype', 'store'] as const).filter((k) => o[k] !== undefined);
+      if (mainOnly.length > 0) throw new Error(`${mainOnly.map(flagOf).join(', ')}: not with --quick (the fleet check probes the entries of the table)`);
     }
   });
   return {

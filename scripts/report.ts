@@ -6,7 +6,9 @@
 // With --store nothing but the page is written: the table is built in memory.
 // Exit 0 when written; 2 on bad usage, an unreadable or invalid table, a
 // missing or empty store, mixed identities or an unwritable output.
-import { EXIT, isMainModule, optionAll, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, warn, scriptCli, type OptionSpec } from '../lib/cli.ts';
+import { statSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { EXIT, isMainModule, optionAll, optionFraction, optionText, parseWithCac, printJsonLine, runMain, say, UsageError, warn, scriptCli, type OptionSpec } from '../lib/cli.ts';
 import * as opt from '../lib/options.ts';
 import { bucketSummaries, MAX_CHARTED, METRICS, parityFailures, readCeiling, reportPathFor, shapeGroups, writeReport, type Metric } from '../lib/html-report.ts';
 import { chooseIdentity, DEFAULT_GATE } from '../lib/promote.ts';
@@ -54,9 +56,7 @@ export function parseArgs(argv: readonly string[]): ReportArgs | null {
   if (table === '') throw new UsageError('--table needs a file');
   const metric = optionText(options, 'metric', OPTIONS.metric.default) as string;
   if (!(METRICS as readonly string[]).includes(metric)) throw new UsageError(`--metric must be one of ${METRICS.join(', ')}, got '${metric}'`);
-  const gateText = optionText(options, 'gate', OPTIONS.gate.default) as string;
-  const gate = /^\d*\.?\d+(e-?\d+)?$/i.test(gateText) ? Number(gateText) : Number.NaN;
-  if (!(gate >= 0 && gate <= 1)) throw new UsageError(`--gate must be a fraction in 0..1, got '${gateText}'`);
+  const gate = optionFraction(options, 'gate', OPTIONS.gate.default);
   if (table !== undefined && options.gate !== undefined) throw new UsageError('--gate applies to --store only: a table keeps the gate it was built with');
   const source: ReportSource = table !== undefined ? { kind: 'table', file: table } : { kind: 'store', dirs: stores, gate };
   const out = optionText(options, 'out') ?? (table !== undefined ? reportPathFor(table) : 'report.html');
@@ -96,10 +96,28 @@ function loadSource(source: ReportSource): { table: Table; label: string } {
   return { table: built.table, label: `store ${source.dirs.join(', ')} (promoted in memory, not written)` };
 }
 
+/** The page never replaces what it reports: the table, or a record file of a store. */
+function refuseInputAsOut(out: string, source: ReportSource): void {
+  const stat = (f: string) => {
+    try {
+      return statSync(f);
+    } catch {
+      return undefined; // not there (or unreachable): not an input; the write says why it cannot write
+    }
+  };
+  const same = (a: string, b: string) => {
+    const [x, y] = [stat(a), stat(b)];
+    return x !== undefined && y !== undefined && x.dev === y.dev && x.ino === y.ino;
+  };
+  const input = source.kind === 'table' ? same(out, source.file) : out.endsWith('.jsonl') && source.dirs.some((d) => same(dirname(out), d));
+  if (input) throw new UsageError(`--out ${out} is ${source.kind === 'table' ? 'the table' : 'a file of the store'}: refusing to replace it, nothing written`);
+}
+
 export function main(argv: readonly string[]): number {
   const args = parseArgs(argv);
   if (args === null) return EXIT.ok;
   const { table, label } = loadSource(args.source);
+  refuseInputAsOut(args.out, args.source);
   const written = writeReport(table, args.out, { metric: args.metric, source: label, maxCharted: args.maxCharted });
   if ('error' in written) throw new UsageError(written.error);
   const shapes = shapeGroups(table).length;

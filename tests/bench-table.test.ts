@@ -242,8 +242,12 @@ test('table-bench: no moe shape timed, no moe summary, target or note', async ()
   assert.not.match(r.stderr, /moe/);
 });
 
-test('table-bench: bad usage (a rows bucket, a model, a named table that is not there) exits 2 and says why', async () => {
+test('table-bench: bad usage (a rows bucket, a model, a named table that is not there, two dtypes) exits 2 and says why', async () => {
   const r = await run('bench/table-bench', ['--backend', 'cpu', '--rows', '3']);
+  // a list of dtypes is refused, not timed on its first alone
+  const two = await run('bench/table-bench', ['--backend', 'cpu', '--model', 'tiny', '--rows', '1', '--dtype', 'bf16,fp16']);
+  assert.is(two.code, 2, two.out);
+  assert.match(two.out, /^\S*table-bench: --dtype takes one type: bf16, fp16 or fp8\n$/);
   const unknown = await run('bench/table-bench', ['--backend', 'cpu', '--model', 'nope']);
   const missing = await run('bench/table-bench', ['--backend', 'cpu', '--table', path.join(tables, 'none.json')]);
   assert.is(unknown.code, 2, unknown.stderr);

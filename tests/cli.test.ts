@@ -1,11 +1,12 @@
 // Every script speaks the same CLI: --help with examples, --version, --json,
 // --quiet, one red line and exit 2 on an unknown option, no colour under NO_COLOR.
+import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { optionAll, optionFraction, optionInt, parseWithCac, Progress, scriptCli, UsageError } from '../lib/cli.ts';
+import { optionAll, optionFraction, optionInt, parseWithCac, parseWithCacArgs, Progress, scriptCli, UsageError } from '../lib/cli.ts';
 import { ROOT, run } from './helpers/run-script.ts';
 
 const SCRIPTS = readdirSync(join(ROOT, 'scripts')).filter((f) => f.endsWith('.ts'));
@@ -90,6 +91,47 @@ test('parseWithCac hands over every value as typed', () => {
   assert.throws(() => parseWithCac(cli, ['--json', '']), (e: unknown) => e instanceof UsageError && /an empty argument/.test(e.message));
   assert.throws(() => optionInt({ n: '2e0' }, 'n', 1, 1, 8), (e: unknown) => e instanceof UsageError && e.message === "--n must be an integer in 1..8, got '2e0'");
   assert.is(optionInt({ n: '08' }, 'n', 1, 1, 8), 8);
+});
+
+test('parseWithCacArgs (a script that takes files too) hands over every value as typed, and the files as args', () => {
+  const cli = scriptCli('t', 'x', { bound: { flag: '--max-ratio <x>', help: '' } });
+  assert.equal(parseWithCacArgs(cli, ['a.jsonl', '--max-ratio', '0x4', 'b.jsonl']), { options: { '--': [], maxRatio: '0x4' }, args: ['a.jsonl', 'b.jsonl'] });
+  assert.equal(parseWithCacArgs(cli, ['--max-ratio', '-1'])!.options.maxRatio, '-1');
+  assert.throws(() => parseWithCacArgs(cli, ['--max-ratio', '']), (e: unknown) => e instanceof UsageError && e.message === '--max-ratio needs a value, got an empty one');
+  // after `--` every word is a file, not dropped
+  assert.equal(parseWithCacArgs(cli, ['a.jsonl', '--', '--odd.jsonl'])!.args, ['a.jsonl', '--odd.jsonl']);
+});
+
+test('an argument after `--` to a script that takes none is stray: exit 2, not ignored', async () => {
+  const cli = scriptCli('t', 'x', { json: { flag: '--json', help: '' } });
+  assert.throws(() => parseWithCac(cli, ['--json', '--', 'x']), (e: unknown) => e instanceof UsageError && e.message === 'Unused args: `x`');
+  const r = await run('info.ts', ['--quiet', '--', 'x']);
+  assert.is(r.code, 2, r.out);
+  assert.is(r.out, 'info: Unused args: `x`\n');
+});
+
+test('an option given twice is named as typed, not as its key', async () => {
+  const r = await run('info.ts', ['--tables-dir', 'a', '--tables-dir', 'b']);
+  assert.is(r.code, 2, r.out);
+  assert.is(r.out, 'info: --tables-dir was given more than once\n');
+});
+
+test('a reader that leaves early (| head) costs no stack trace: stderr keeps its own lines, the exit code is the job\'s', () => {
+  const table = 'tables/sm_90/nvidia-h200/decode_gemm.json';
+  const script = `"${process.execPath}" --import tsx scripts/agree.ts --table ${table} --table ${table} --json`;
+  // head -n 0 closes the pipe at once: every line the script writes goes to a closed pipe
+  const out = spawnSync('bash', ['-c', `set -o pipefail; ${script} | head -n 0`], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, NO_COLOR: '1' } });
+  assert.is(out.status, 0, out.stderr);
+  assert.match(out.stderr, /^agree: \d+ entries: .*: the tables agree\n$/);
+  // stderr into the closed pipe too: the script ends as it would have
+  const both = spawnSync('bash', ['-c', `set -o pipefail; ${script} 2>&1 | head -n 0`], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, NO_COLOR: '1' } });
+  assert.is(both.status, 0, both.stderr);
+  // output that cannot be written (a full disk) is lost: one line naming why, and exit 1
+  if (existsSync('/dev/full')) {
+    const full = spawnSync('bash', ['-c', `${script} --quiet > /dev/full`], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, NO_COLOR: '1' } });
+    assert.is(full.status, 1, full.stderr);
+    assert.match(full.stderr, /^agree: \d+ entries: [^\n]*\nagree: cannot write stdout: ENOSPC: no space left on device, write\n$/);
+  }
 });
 
 test('a repeatable option reads as its values in order (none when absent); a fraction is plain decimal in 0..1', () => {

@@ -89,6 +89,8 @@ test('check --quick refuses bad bounds and a compact route with exit 2 and one l
     [['--max-ratio', '0.9'], /^check: --max-ratio must be a ratio in 1\.\.100, got '0\.9'\n$/],
     [['--max-geomean', 'x'], /^check: --max-geomean must be a ratio in 1\.\.100, got 'x'\n$/],
     [['--table', 'a.route'], /^check: --table: the fleet check needs the JSON table/],
+    // the main job's options are refused, not silently ignored: the fleet check probes the table's entries
+    [['--model', 'Qwen3-8B', '--rows', '1'], /^check: --model, --rows: not with --quick \(the fleet check probes the entries of the table\)\n$/],
   ] as const) {
     const run = await tsx('scripts/check.ts', [...probe, ...args]);
     assert.is(run.code, 2, args.join(' '));
@@ -126,6 +128,11 @@ test('fleet.ts: unreadable files, lines that are not summaries and no input exit
     [[], 'hello\n', /^fleet: stdin:1: not JSON/],
     [[], '', /^fleet: no fleet-check summaries to pool\n$/],
     [['--max-ratio', '0.5'], healthy, /^fleet: --max-ratio must be a ratio in 1\.\.100/],
+    // bounds are read as typed, as every script's numbers: not hex, an exponent or a flag, and never empty
+    [['--max-ratio', '0x4'], healthy, /^fleet: --max-ratio must be a ratio in 1\.\.100, got '0x4'\n$/],
+    [['--max-ratio', '1e1'], healthy, /^fleet: --max-ratio must be a ratio in 1\.\.100, got '1e1'\n$/],
+    [['--max-geomean', '-1'], healthy, /^fleet: --max-geomean must be a ratio in 1\.\.100, got '-1'\n$/],
+    [['--max-geomean', ''], healthy, /^fleet: --max-geomean needs a value, got an empty one\n$/],
   ];
   for (const [args, input, message] of cases) {
     const run = await tsx('scripts/fleet.ts', args, input);

@@ -56,6 +56,8 @@ test('parseArgs: --table or --store, the page beside the table by default, value
   usage(['--table', 'x.json', '--metric', 'fps'], /--metric must be one of gbps, us/);
   usage(['--table', 'x.json', '--gate', '0.1'], /--gate applies to --store only/);
   usage(['--store', 'a', '--gate', '2'], /--gate/);
+  // plain decimal, as every script's numbers: an exponent form is refused
+  usage(['--store', 'a', '--gate', '2e-2'], /^--gate must be a fraction in 0\.\.1, got '2e-2'$/);
   usage(['--table', 'x.json', '--max-charted', '0'], /--max-charted must be an integer in 1..1000, got '0'/);
   usage(['--table', 'x.json', '--bogus'], /bogus/);
 });
@@ -137,6 +139,26 @@ test('bad input: one line on stderr and exit 2, nothing written', async () => {
     fs.writeFileSync(path.join(dir, 'file'), '');
     oneLine(await runReport(['--table', table, '--out', path.join(dir, 'file', 'page.html')]), /^report: .*page\.html: cannot write/);
     assert.equal(fs.readdirSync(dir).sort(), ['bad.json', 'decode_gemm.json', 'empty', 'file']);
+  });
+});
+
+test('--out naming the table, or a record file of the store, exits 2 with one line and leaves it as it was', async () => {
+  await withTempDir(async (dir) => {
+    const table = fixtureFile(dir);
+    const before = fs.readFileSync(table, 'utf8');
+    let r = await runReport(['--table', table, '--out', table]);
+    assert.is(r.code, 2, r.out);
+    assert.is(r.stderr, `report: --out ${table} is the table: refusing to replace it, nothing written\n`);
+    assert.is(fs.readFileSync(table, 'utf8'), before);
+    const store = path.join(dir, 'store');
+    writeStoreFile(store, 'sweep-1.jsonl', problem({ samples_us: evenSamples(100, 0.02) }, [{ candidate: 'rowblk.r2', samples_us: evenSamples(80, 0.02) }]));
+    const records = path.join(store, 'sweep-1.jsonl');
+    const stored = fs.readFileSync(records, 'utf8');
+    r = await runReport(['--store', store, '--out', records]);
+    assert.is(r.code, 2, r.out);
+    assert.is(r.stderr, `report: --out ${records} is a file of the store: refusing to replace it, nothing written\n`);
+    assert.is(fs.readFileSync(records, 'utf8'), stored);
+    assert.equal(fs.readdirSync(store), ['sweep-1.jsonl']);
   });
 });
 
