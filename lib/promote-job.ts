@@ -5,7 +5,7 @@ import { colorsFor, EXIT, printJsonLine, say, UsageError, warn } from './cli.ts'
 import { reportPathFor, writeReport } from './html-report.ts';
 import { chooseIdentity } from './promote.ts';
 import { entryJson, summaryLines } from './report.ts';
-import { writeRouteOf } from './route.ts';
+import { routePathFor, writeRouteOf } from './route.ts';
 import { formatWarning, readSteps, readStoreFolders } from './store.ts';
 import { buildTable, defaultTablePath, existingTable, mergeTables, writeTable } from './table.ts';
 import { writablePath } from './write-file.ts';
@@ -65,8 +65,12 @@ export function promoteJob(args: PromoteJob): number {
   }
   const out = args.out ?? defaultTablePath(args.tablesDir, built.table.identity);
 
-  const target = writablePath(out); // a FIFO or a device at --out is refused before anything is read from it
-  if ('error' in target) throw new UsageError(target.error);
+  // a FIFO or a device at --out is refused before anything is read from it, and
+  // one where its .route or report goes before the table is written
+  for (const file of [out, routePathFor(out), reportPathFor(out)]) {
+    const target = writablePath(file);
+    if ('error' in target) throw new UsageError(target.error);
+  }
   const old = args.replace ? { table: null } : existingTable(out, built.table.identity);
   if ('error' in old) throw new UsageError(`${old.error}: --replace writes a fresh table over it`);
   if (old.other) warn(`${out} held a table of another build (${old.other.differs}): its ${old.other.entries} entries cannot be merged and are replaced`);

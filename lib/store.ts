@@ -1,7 +1,8 @@
 // The store: a folder of JSON-lines files, one per sweep process, one
 // StoreRecord per line. Files are only ever created and appended to; a
 // reader pools every *.jsonl and skips (with a warning) a line it cannot
-// trust, so a crash mid-write costs at most the record in flight.
+// trust, so a crash mid-write costs at most the record in flight, and a
+// *.jsonl that is no regular file (never read: a FIFO would block).
 import { closeSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -9,12 +10,13 @@ import * as v from 'valibot';
 import { UsageError } from './cli.ts';
 import { identityKey } from './identity.ts';
 import { StepRecord, StoreRecord, issuesLine, type Identity } from './schema.ts';
-import { notRegular } from './write-file.ts';
+import { errorLine, notRegular } from './write-file.ts';
 import { writersOverlap } from './shard.ts';
 import { shapeId } from './shape-key.ts';
 
 export interface StoreWarning {
   file: string;
+  /** 1-based; 0: the whole file (not read) */
   line: number;
   message: string;
 }
@@ -26,7 +28,7 @@ export interface StoreContents {
 }
 
 export function formatWarning(w: StoreWarning): string {
-  return `${w.file}:${w.line}: ${w.message}`;
+  return w.line === 0 ? `${w.file}: ${w.message}` : `${w.file}:${w.line}: ${w.message}`;
 }
 
 type KeyFields = Pick<StoreRecord, 'op' | 'dtype' | 'n' | 'k' | 'experts' | 'topk' | 'rows' | 'candidate' | 'routing'> & { identity: Identity };
@@ -49,20 +51,32 @@ function withPdlFlag(value: unknown): unknown {
   return typeof name === 'string' ? { ...value, pdl: name.endsWith('.pdl') } : value;
 }
 
-/** Every line of every *.jsonl of dir through schema (none when dir does not exist); a line that does not parse is a warning. */
+/** Every line of every *.jsonl of dir through schema (none when dir does not exist); a line that does not parse, or a *.jsonl that is no regular file, is a warning. */
 function readLines<S extends v.GenericSchema>(dir: string, schema: S, upgrade: (value: unknown) => unknown = (x) => x): { records: v.InferOutput<S>[]; warnings: StoreWarning[] } {
   let names: string[];
   try {
     names = readdirSync(dir).filter((name) => name.endsWith('.jsonl')).sort();
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { records: [], warnings: [] };
-    throw new Error(`cannot read store ${dir}: ${(err as Error).message}`);
+    throw new UsageError(`cannot read store ${dir}: ${(err as Error).message}`);
   }
   const records: v.InferOutput<S>[] = [];
   const warnings: StoreWarning[] = [];
   for (const name of names) {
     const file = join(dir, name);
-    const lines = readFileSync(file, 'utf8').split('\n');
+    // a writer only ever creates regular files: a FIFO or a device named *.jsonl (or a link to one) would block or never end
+    let content: string;
+    try {
+      const what = notRegular(statSync(file));
+      if (what !== null) {
+        warnings.push({ file, line: 0, message: `${what}, not a store file` });
+        continue;
+      }
+      content = readFileSync(file, 'utf8');
+    } catch (err) {
+      throw new UsageError(`cannot read store file ${file}: ${errorLine(err)}`);
+    }
+    const lines = content.split('\n');
     lines.forEach((text, i) => {
       if (text.trim() === '') return;
       let value: unknown;
@@ -95,10 +109,13 @@ export function readSteps(storeDir: string): { records: StepRecord[]; warnings: 
 
 /**
  * Every record of every store folder, pooled; skipped lines go to onWarning.
+ * A record read twice (a store named twice, or a copy of a store file) counts
+ * once: its samples pooled twice would pass the noise check on no new evidence.
  * A missing, non-folder or empty store is a usage error (exit 2).
  */
 export function readStoreFolders(dirs: readonly string[], onWarning: (line: string) => void): StoreRecord[] {
   const records: StoreRecord[] = [];
+  const seen = new Set<string>();
   for (const dir of dirs) {
     let isDir = false;
     try {
@@ -110,7 +127,16 @@ export function readStoreFolders(dirs: readonly string[], onWarning: (line: stri
     const contents = readStore(dir);
     for (const w of contents.warnings) onWarning(`skipped ${formatWarning(w)}`);
     if (contents.records.length === 0) throw new UsageError(`store ${dir} has no records`);
-    records.push(...contents.records);
+    let twice = 0;
+    for (const r of contents.records) {
+      const text = JSON.stringify(r);
+      if (seen.has(text)) twice++;
+      else {
+        seen.add(text);
+        records.push(r);
+      }
+    }
+    if (twice > 0) onWarning(`skipped ${twice} records of ${dir} read already (a store named twice, or a copy of a store file): each counts once`);
   }
   return records;
 }

@@ -63,7 +63,7 @@ export function sweepJob(args: SweepJob): number {
     const candidates = asUsage(() => selectCandidates(space, args.candidates));
 
     const existing = readStore(args.store);
-    for (const w of existing.warnings) warn(`skipped store line ${formatWarning(w)}`);
+    for (const w of existing.warnings) warn(`skipped store ${w.line === 0 ? 'file' : 'line'} ${formatWarning(w)}`);
     const part = args.shard === undefined ? '' : ` (shard ${args.shard.index} of ${args.shard.count})`;
     if (human) say(`sweep${part}: ${describeIdentity(identity)} from ${kpick.path}`);
 

@@ -109,6 +109,25 @@ test('pools two stores (each too small alone), warns on a corrupt line, --quiet 
   assert.is(pooledTable.table.entries[0]!.candidates['rowblk.r2']!.samples, 6);
 });
 
+test('a store named twice, or a copy of its file, counts once: the same samples twice are no new evidence', async () => {
+  const dir = tempDir();
+  const three = (c: number) => evenSamples(c, 0.02, 3);
+  const a = writeStoreFile(path.join(dir, 'a'), 'sweep-a.jsonl', problem({ samples_us: three(100) }, [{ candidate: 'rowblk.r2', samples_us: three(80) }]));
+  const out = path.join(dir, 'table.json');
+  const twice = await runPromote(['--store', path.join(dir, 'a'), '--store', path.join(dir, 'a'), '--out', out, '--quiet']);
+  assert.is(twice.code, EXIT.ok, twice.stderr);
+  assert.is(twice.stderr, `warning: skipped 2 records of ${path.join(dir, 'a')} read already (a store named twice, or a copy of a store file): each counts once\n`);
+  let read = readTable(out);
+  assert.ok('table' in read && read.table.entries[0]!.choice === 'plain', 'too few samples alone: kept on the default');
+  assert.ok('table' in read && read.table.entries[0]!.candidates['rowblk.r2']!.samples === 3);
+  fs.copyFileSync(a, path.join(dir, 'a', 'sweep-a-copy.jsonl'));
+  const copied = await runPromote(['--store', path.join(dir, 'a'), '--out', out, '--quiet', '--replace']);
+  assert.is(copied.code, EXIT.ok, copied.stderr);
+  assert.match(copied.stderr, /^warning: skipped 2 records of .* read already/);
+  read = readTable(out);
+  assert.ok('table' in read && read.table.entries[0]!.choice === 'plain');
+});
+
 test('records of another build in the store are skipped with a count and a tag, never a dead end; --identity picks them', async () => {
   const dir = tempDir();
   writeSyntheticStore(path.join(dir, 'a'));
@@ -227,6 +246,48 @@ test('--out a FIFO, a directory or a device node: exit 2, one line, untouched; a
   assert.is(r.code, EXIT.ok, r.stderr);
   assert.ok(fs.lstatSync(link).isSymbolicLink());
   assert.ok('table' in readTable(real));
+});
+
+test('a FIFO or a directory where the .route or the report goes: exit 2, one line, before the table is written', async () => {
+  const dir = tempDir();
+  writeSyntheticStore(path.join(dir, 'store'));
+  const out = path.join(dir, 'decode_gemm.json');
+  assert.is((await runPromote(['--store', path.join(dir, 'store'), '--out', out, '--quiet'])).code, EXIT.ok);
+  const table = fs.readFileSync(out, 'utf8');
+  const route = path.join(dir, 'decode_gemm.route');
+  fs.rmSync(route);
+  assert.is(spawnSync('mkfifo', [route]).status, 0);
+  let r = await runPromote(['--store', path.join(dir, 'store'), '--out', out, '--replace']);
+  assert.is(r.code, EXIT.usage);
+  assert.is(r.stderr, `promote: ${route} is a FIFO: refusing to replace it, nothing written\n`);
+  assert.ok(fs.lstatSync(route).isFIFO());
+  fs.rmSync(route);
+  const report = path.join(dir, 'decode_gemm.html');
+  fs.rmSync(report);
+  fs.mkdirSync(report);
+  r = await runPromote(['--store', path.join(dir, 'store'), '--out', out, '--replace']);
+  assert.is(r.code, EXIT.usage);
+  assert.is(r.stderr, `promote: ${report} is a directory: refusing to replace it, nothing written\n`);
+  assert.is(fs.readFileSync(out, 'utf8'), table, 'the table is untouched');
+  assert.not.ok(fs.existsSync(route), 'no route written');
+});
+
+test('a *.jsonl in the store that is no regular file is skipped with a warning, not read; a store whose steps/ is no folder exits 2', async () => {
+  const dir = tempDir();
+  const store = path.join(dir, 'store');
+  writeSyntheticStore(store);
+  fs.mkdirSync(path.join(store, 'old.jsonl'));
+  const out = path.join(dir, 'decode_gemm.json');
+  let r = await runPromote(['--store', store, '--out', out, '--quiet']);
+  assert.is(r.code, EXIT.ok, r.stderr);
+  assert.is(r.stderr, `warning: skipped ${path.join(store, 'old.jsonl')}: a directory, not a store file\n`);
+  const table = fs.readFileSync(out, 'utf8');
+  fs.rmdirSync(path.join(store, 'old.jsonl'));
+  fs.writeFileSync(path.join(store, 'steps'), 'not a folder');
+  r = await runPromote(['--store', store, '--out', out, '--quiet']);
+  assert.is(r.code, EXIT.usage);
+  assert.match(r.stderr, new RegExp(`^promote: cannot read store ${path.join(store, 'steps')}: ENOTDIR[^\n]*\n$`));
+  assert.is(fs.readFileSync(out, 'utf8'), table, 'the table is untouched');
 });
 
 test('missing store, empty store and unwritable output: exit 2, one line, nothing written', async () => {

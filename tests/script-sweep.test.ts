@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
@@ -98,6 +98,16 @@ test('an interrupted store (truncated last line) resumes: the lost record is mea
   const lines = resumed.stdout.trim().split('\n').map((l) => JSON.parse(l) as StoreRecord);
   assert.equal(lines.map((r) => [r.candidate, r.n, r.k, r.rows]), [[lost.candidate, lost.n, lost.k, lost.rows]]);
   assert.is(readFileSync(file, 'utf8'), text.slice(0, text.length - 25), 'the old file is left as it was');
+});
+
+test('a folder or a FIFO named *.jsonl in the store is skipped with a warning, never read: the sweep runs', async () => {
+  const store = tmp();
+  mkdirSync(join(store, 'a.jsonl'));
+  assert.is(spawnSync('mkfifo', [join(store, 'b.jsonl')]).status, 0);
+  const r = await sweep([...fast, '--rows', '1', '--candidates', 'plain', '--store', store]);
+  assert.is(r.code, 0, r.stderr);
+  assert.match(r.stderr, `warning: skipped store file ${join(store, 'a.jsonl')}: a directory, not a store file\nwarning: skipped store file ${join(store, 'b.jsonl')}: a FIFO, not a store file\n`);
+  assert.is(files(store).length, 3, 'its own file beside the two');
 });
 
 test('--candidates restricts the sweep; the floor is still measured', async () => {

@@ -1,10 +1,11 @@
-import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Identity, StoreRecord } from '../lib/schema.ts';
-import { LOCK_FILE, StoreLock, StoreWriter, formatWarning, measuredKeys, readStore, recordKey } from '../lib/store.ts';
+import { UsageError } from '../lib/cli.ts';
+import { LOCK_FILE, STEPS_DIR, StoreLock, StoreWriter, formatWarning, measuredKeys, readSteps, readStore, recordKey } from '../lib/store.ts';
 import { spawnSync } from 'node:child_process';
 import { hostname } from 'node:os';
 
@@ -168,6 +169,29 @@ test('files not ending in .jsonl are not read; a missing store reads as empty', 
   appendFileSync(join(dir, 'x.jsonl'), `${JSON.stringify(record())}\n`);
   assert.is(readStore(dir).records.length, 1);
   assert.equal(readStore(join(dir, 'missing')), { records: [], warnings: [] });
+});
+
+test('a folder, a device or a FIFO named *.jsonl is skipped with a warning, never read (a FIFO would block)', () => {
+  const dir = tmp();
+  appendFileSync(join(dir, 'b-sweep.jsonl'), `${JSON.stringify(record())}\n`);
+  mkdirSync(join(dir, 'a-folder.jsonl'));
+  symlinkSync('/dev/null', join(dir, 'c-device.jsonl'));
+  assert.is(spawnSync('mkfifo', [join(dir, 'd-fifo.jsonl')]).status, 0);
+  const { records, warnings } = readStore(dir);
+  assert.is(records.length, 1);
+  assert.equal(warnings.map(formatWarning), [
+    `${join(dir, 'a-folder.jsonl')}: a directory, not a store file`,
+    `${join(dir, 'c-device.jsonl')}: a character device, not a store file`,
+    `${join(dir, 'd-fifo.jsonl')}: a FIFO, not a store file`,
+  ]);
+});
+
+test('a store that cannot be read is a usage error (exit 2) naming it', () => {
+  const dir = tmp();
+  writeFileSync(join(dir, STEPS_DIR), 'not a folder');
+  symlinkSync(join(dir, 'gone'), join(dir, 'dangling.jsonl'));
+  assert.throws(() => readSteps(dir), (e: Error) => e instanceof UsageError && e.message.startsWith(`cannot read store ${join(dir, STEPS_DIR)}: ENOTDIR`));
+  assert.throws(() => readStore(dir), (e: Error) => e instanceof UsageError && e.message.startsWith(`cannot read store file ${join(dir, 'dangling.jsonl')}: ENOENT`));
 });
 
 test('measuredKeys holds the candidate and floor records of one identity only', () => {
