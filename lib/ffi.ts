@@ -8,7 +8,9 @@
 // - The library owns every problem, model and DeviceBuffer (weights, inputs,
 //   outputs, KV caches, graphs, backend state). A Problem, Model or
 //   DeviceBuffer wraps one handle; its free() releases it, and any later call
-//   on it is refused by the library ("not a live ... handle"), never a crash.
+//   on it is refused by the library ("not a live ... handle"), never a crash;
+//   linear() and moe() refuse a freed DeviceBuffer here, since the CPU library
+//   takes any address as memory.
 //   Nothing frees them on garbage collection: a script frees what it made.
 // - The caller owns every JS array passed in: data comes back through typed
 //   arrays that this module (or the caller) allocates with exactly the size
@@ -142,6 +144,41 @@ function toNumber(x: number | bigint): number {
   return typeof x === 'bigint' ? Number(x) : x;
 }
 
+/** The C integer types of the binding table, by the values each holds. */
+const INT_RANGES: Readonly<Record<string, readonly [bigint, bigint]>> = {
+  int32_t: [-(2n ** 31n), 2n ** 31n - 1n],
+  int64_t: [-(2n ** 63n), 2n ** 63n - 1n],
+  uint64_t: [0n, 2n ** 64n - 1n],
+};
+
+const shown = (value: unknown) => (typeof value === 'number' || typeof value === 'bigint' ? String(value) : typeof value === 'string' ? JSON.stringify(value) : typeof value);
+
+/**
+ * What koffi would alter rather than refuse, refused before any native call:
+ * an integer argument that is not an integer or lies outside its C type (koffi
+ * wraps an int32 modulo 2^32 and truncates a fraction: -(2^32 - 5) samples
+ * reached kpick_time as 5), a number where a pointer goes (koffi takes it for
+ * an address; the handles koffi gives back are bigints, which the library
+ * checks), and a C string that is not a string, or holds a NUL (C reads it up
+ * to there).
+ */
+function checkArgs(call: BindingName, args: readonly unknown[]): void {
+  (BINDINGS[call][1] as readonly unknown[]).forEach((type, i) => {
+    const value = args[i];
+    const range = typeof type === 'string' ? INT_RANGES[type] : undefined;
+    if (range) {
+      const int = typeof value === 'bigint' ? value : Number.isInteger(value) ? BigInt(value as number) : null;
+      if (int === null || int < range[0] || int > range[1]) {
+        throw new RangeError(`${call}: argument ${i + 1} (${type}) must be an integer in ${range[0]}..${range[1]}, got ${shown(value)}`);
+      }
+    } else if (type === 'const char *' ? !(typeof value === 'string' || value === null) : typeof value === 'number') {
+      throw new TypeError(`${call}: argument ${i + 1} is a pointer${typeof type === 'string' ? ` (${type})` : ''}, got ${shown(value)}`);
+    } else if (typeof value === 'string' && value.includes('\0')) {
+      throw new TypeError(`${call}: argument ${i + 1} holds a NUL character, where C would end it: ${shown(value)}`);
+    }
+  });
+}
+
 /** One loaded library. */
 export class Kpick {
   readonly path: string;
@@ -163,8 +200,9 @@ export class Kpick {
     throw new KpickError(call, Number(status), message);
   }
 
-  /** Calls one entry point of the binding table through check(). */
+  /** Calls one entry point of the binding table through checkArgs() and check(). */
   call(name: BindingName, ...args: unknown[]): void {
+    checkArgs(name, args);
     this.check(name, this.native[name](...args));
   }
 
@@ -236,6 +274,10 @@ export class Kpick {
 
   /** e4m3 codes of fp32 values (round to nearest even, saturating at +-448) */
   e4m3Encode(values: Float32Array): Uint8Array {
+    // the library reads values.length floats: another array would be read past its end
+    if (!(values instanceof Float32Array)) throw new TypeError('e4m3Encode: values must be a Float32Array');
+    // koffi passes an empty array as NULL: nothing to encode
+    if (values.length === 0) return new Uint8Array(0);
     const codes = new Uint8Array(Math.max(1, values.length));
     this.call('kpick_e4m3_encode', values, codes, values.length);
     return codes.subarray(0, values.length);
@@ -243,6 +285,8 @@ export class Kpick {
 
   /** the values of e4m3 codes (0x7F and 0xFF: NaN) */
   e4m3Decode(codes: Uint8Array): Float32Array {
+    if (!(codes instanceof Uint8Array)) throw new TypeError('e4m3Decode: codes must be a Uint8Array');
+    if (codes.length === 0) return new Float32Array(0);
     const values = new Float32Array(Math.max(1, codes.length));
     this.call('kpick_e4m3_decode', codes, values, codes.length);
     return values.subarray(0, codes.length);
@@ -250,6 +294,9 @@ export class Kpick {
 
   /** The fp8 weight buffer (codes, then scales) of bf16 w[rows][k], as kpick_linear takes it. */
   fp8Pack(w: Uint16Array, rows: number, k: number): Uint8Array {
+    // the library reads rows * k elements of w, whatever it holds
+    if (!(w instanceof Uint16Array)) throw new TypeError('fp8Pack: w must be a Uint16Array of bf16 weights');
+    if (w.length !== rows * k) throw new RangeError(`fp8Pack: w holds ${w.length} elements, a ${rows} x ${k} weight is ${rows * k}`);
     const out = new Uint8Array(weightBytes('fp8', rows, k));
     this.call('kpick_fp8_pack', w, rows, k, out, out.byteLength);
     return out;
@@ -429,6 +476,11 @@ export class Problem {
   reference(cols: readonly number[] | null, out?: Float64Array): Float64Array {
     // koffi passes an empty array as NULL, which means "every column": refuse it here
     if (cols !== null && cols.length === 0) throw new RangeError('reference: cols is empty (null means every column)');
+    // a BigInt64Array wraps 2^64 to 0: the library checks the columns it is given
+    const bad = cols === null ? -1 : cols.findIndex((c) => !Number.isSafeInteger(c));
+    if (bad >= 0) throw new RangeError(`reference: cols[${bad}] must be an integer, got ${cols![bad]}`);
+    // the library writes count doubles, so count is of a Float64Array
+    if (out !== undefined && !(out instanceof Float64Array)) throw new TypeError('reference: out must be a Float64Array');
     const ncols = cols === null ? this.outCols : cols.length;
     const y = out ?? new Float64Array(this.m * ncols);
     const colArray = cols === null ? null : BigInt64Array.from(cols, (c) => BigInt(c));
@@ -563,6 +615,16 @@ export class DeviceBuffer {
   ) {}
 }
 
+/**
+ * The DeviceBuffers alloc() made that free() has not released. The CPU backend
+ * takes any address as host memory, so a freed (or made-up) buffer must never
+ * reach kpick_linear: it would write where the buffer was.
+ */
+const liveBuffers = new WeakSet<DeviceBuffer>();
+const checkLive = (name: string, mem: unknown) => {
+  if (mem instanceof DeviceBuffer && !liveBuffers.has(mem)) throw new TypeError(`${name} is not a live DeviceBuffer (freed, or not made by alloc())`);
+};
+
 /** What kpick_linear reads and writes: a host array (the CPU backend) or a DeviceBuffer (any backend). */
 /** x and y: 16-bit elements; W: 16-bit elements, or fp8's packed bytes (a Uint8Array) */
 export type LinearMemory = Uint16Array | Uint8Array | DeviceBuffer;
@@ -595,6 +657,7 @@ export function checkLinearMemory(op: Op, x: LinearMemory, w: LinearMemory, y: L
   for (const [name, mem] of [['x', x], ['w', w], ['y', y]] as const) {
     const host = mem instanceof Uint16Array || (name === 'w' && mem instanceof Uint8Array);
     if (!(mem instanceof DeviceBuffer || host)) throw new TypeError(`${name} must be a Uint16Array${name === 'w' ? ', a Uint8Array' : ''} or a DeviceBuffer`);
+    checkLive(name, mem);
     if (bytesOf(mem) < need[name]) throw new RangeError(`${name} holds ${bytesOf(mem)} bytes, the call needs ${need[name]} (m=${m}, n=${n}, k=${k}${op === 'gated' ? ', gated' : ''})`);
   }
 }
@@ -637,6 +700,7 @@ export function checkMoeMemory(mem: MoeMemory, s: MoeShape, dtype: Dtype = 'bf16
     if (!(m instanceof DeviceBuffer || m instanceof types[name] || (weight && m instanceof Uint8Array))) {
       throw new TypeError(`${name} must be a ${types[name].name}${weight ? ', a Uint8Array' : ''} or a DeviceBuffer`);
     }
+    checkLive(name, m);
     if (bytesOf(m) < need[name]) throw new RangeError(`${name} holds ${bytesOf(m)} bytes, the moe call needs ${need[name]} (m=${s.m}, experts=${s.experts}, topk=${s.topk}, n=${s.n}, k=${s.k})`);
   }
 }
@@ -710,7 +774,9 @@ export class NativeRoute {
     if (!(Number.isSafeInteger(bytes) && bytes > 0)) throw new RangeError(`bytes must be a positive integer, got ${bytes}`);
     const out: unknown[] = [null];
     this.call('kpick_buffer_alloc', bytes, out);
-    return new DeviceBuffer(out[0], bytes);
+    const buf = new DeviceBuffer(out[0], bytes);
+    liveBuffers.add(buf);
+    return buf;
   }
 
   /** A buffer holding a copy of `data`. */
@@ -721,15 +787,19 @@ export class NativeRoute {
   }
 
   free(buf: DeviceBuffer): void {
+    liveBuffers.delete(buf);
     this.call('kpick_buffer_free', buf.ptr);
   }
 
   upload(buf: DeviceBuffer, data: Uint16Array | Uint8Array, offset = 0): void {
+    // koffi passes an empty array as NULL, which the library would call a null src
+    if (data.byteLength === 0) throw new RangeError('upload: data is empty (a copy is 1 byte or more)');
     this.call('kpick_buffer_upload', buf.ptr, offset, data, data.byteLength);
   }
 
   /** The buffer's first out.length elements (from byte offset) into out. */
   download(buf: DeviceBuffer, out: Uint16Array, offset = 0): Uint16Array {
+    if (out.byteLength === 0) throw new RangeError('download: out is empty (a copy is 1 byte or more)');
     this.call('kpick_buffer_download', buf.ptr, offset, out, out.byteLength);
     return out;
   }

@@ -59,7 +59,14 @@ export interface SelfCheck {
   pass: boolean;
 }
 
+/** The int32 fields of kpick_model_dims by their JS names: koffi would wrap 2^32 + 64 to 64 and truncate 64.5. */
+const INT_DIMS = ['hidden', 'intermediate', 'heads', 'kvHeads', 'headDim', 'vocab', 'layers', 'maxBatch', 'context', 'maxNew', 'experts', 'topk'] as const;
+
 function rawDims(d: ModelDims): Record<string, number> {
+  for (const name of INT_DIMS) {
+    const x = d[name];
+    if (!(Number.isInteger(x) && x >= -(2 ** 31) && x < 2 ** 31)) throw new RangeError(`dims.${name} must be an integer, got ${x}`);
+  }
   return {
     dtype: DTYPE_CODES[d.dtype] ?? -1,
     hidden: d.hidden,

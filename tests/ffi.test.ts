@@ -428,6 +428,72 @@ test('null output pointers given straight to the library are refused, not writte
   }
 });
 
+test('an integer argument that is not one, or is outside its C type, is refused before the call, never wrapped or truncated', () => {
+  const p = small();
+  const plain = kpick.candidate('plain').id;
+  const wrapped = (re: RegExp) => (e: unknown) => e instanceof RangeError && re.test(e.message);
+  try {
+    // koffi passes an int32 modulo 2^32: 2^32 + 1 rows reached the library as 1
+    assert.throws(() => p.setRows(2 ** 32 + 1), wrapped(/^kpick_set_rows: argument 2 \(int32_t\) must be an integer in -2147483648\.\.2147483647, got 4294967297$/));
+    assert.throws(() => p.setRows(1.5), wrapped(/got 1\.5$/));
+    assert.is(p.rows, 4);
+    // -(2^32) + 5 samples reached kpick_time as 5, written into the one-sample array made for them
+    assert.throws(() => p.time(plain, -(2 ** 32) + 200000), wrapped(/^kpick_time: argument 3 \(int32_t\) .*got -4294767296$/));
+    assert.throws(() => p.timeFloor(NaN), wrapped(/got NaN$/));
+    assert.throws(() => p.run(plain + 2 ** 32, 0), wrapped(/^kpick_run: argument 2 /));
+    assert.throws(() => p.run(plain, 2 ** 32), wrapped(/^kpick_run: argument 3 /));
+  } finally {
+    p.free();
+  }
+  const base = { op: 'linear', dtype: 'bf16', n: 8, k: 8, mMax: 1, copies: 1, seed: 1 } as const;
+  assert.throws(() => kpick.createProblem({ ...base, n: 8.5 }), wrapped(/^kpick_problem_create: argument 3 \(int64_t\) must be an integer .*got 8\.5$/));
+  assert.throws(() => kpick.createProblem({ ...base, mMax: 2 ** 32 + 1 }), wrapped(/argument 5 \(int32_t\)/));
+  assert.throws(() => kpick.createProblem({ ...base, seed: 2n ** 64n }), wrapped(/argument 7 \(uint64_t\) must be an integer in 0\.\.18446744073709551615/));
+  assert.throws(() => kpick.createProblem({ ...base, op: 'moe', experts: 2 ** 32 + 4, topk: 2 }), wrapped(/^kpick_problem_create_moe: argument 2 /));
+});
+
+test('a C string argument must be a string without NUL: a number is no address, and no name is cut short', () => {
+  const refused = (re: RegExp) => (e: unknown) => e instanceof TypeError && re.test(e.message);
+  assert.throws(() => kpick.candidate(0 as unknown as string), refused(/^kpick_candidate_find: argument 1 is a pointer \(const char \*\), got 0$/));
+  assert.throws(() => kpick.candidate('plain\0junk'), refused(/^kpick_candidate_find: argument 1 holds a NUL character, where C would end it: "plain\\u0000junk"$/));
+});
+
+test('reference writes only a Float64Array of the columns asked for: another array, or a column that is no integer, is refused', () => {
+  const p = small();
+  try {
+    // the library writes m x ncols doubles: into 4 bytes here, inside a larger buffer so nothing else is hit
+    const backing = new Uint8Array(64).fill(7);
+    assert.throws(() => p.reference([0], backing.subarray(0, 4) as unknown as Float64Array), (e: unknown) => e instanceof TypeError && /^reference: out must be a Float64Array$/.test((e as Error).message));
+    assert.ok(backing.every((b) => b === 7), 'nothing written');
+    // a BigInt64Array wraps 2^64 to column 0
+    assert.throws(() => p.reference([2 ** 64]), (e: unknown) => e instanceof RangeError && /^reference: cols\[0\] must be an integer, got 18446744073709552000$/.test((e as Error).message));
+    assert.throws(() => p.reference([1, 0.5]), /cols\[1\] must be an integer, got 0\.5/);
+  } finally {
+    p.free();
+  }
+});
+
+test('e4m3 and fp8Pack read only arrays of their element type and length; empty input gives empty output', () => {
+  // arrays inside larger ones, so the reads past their ends that these were hit nothing
+  assert.throws(() => kpick.e4m3Encode(new Uint8Array(64).subarray(0, 4) as unknown as Float32Array), (e: unknown) => e instanceof TypeError && /values must be a Float32Array/.test((e as Error).message));
+  assert.throws(() => kpick.e4m3Decode(new Float32Array(4) as unknown as Uint8Array), (e: unknown) => e instanceof TypeError && /codes must be a Uint8Array/.test((e as Error).message));
+  const w = new Uint16Array(3 * 40).fill(0x3f80);
+  assert.throws(() => kpick.fp8Pack(w.subarray(0, 40), 3, 40), (e: unknown) => e instanceof RangeError && /^fp8Pack: w holds 40 elements, a 3 x 40 weight is 120$/.test((e as Error).message));
+  assert.throws(() => kpick.fp8Pack(new Uint8Array(240) as unknown as Uint16Array, 3, 40), TypeError);
+  assert.is(kpick.e4m3Encode(new Float32Array(0)).length, 0);
+  assert.is(kpick.e4m3Decode(new Uint8Array(0)).length, 0);
+});
+
+test('a dense problem has no routing to download: said so, not "dst is null"', () => {
+  const p = small();
+  try {
+    rejects(() => p.downloadExpertIds(), /^kpick_download: buffer 3 is a moe problem's routing; this problem is op 0$/);
+    rejects(() => p.downloadExpertWeights(), /buffer 4 is a moe problem's routing/);
+  } finally {
+    p.free();
+  }
+});
+
 test('identityFromInfo takes the identity fields of the loaded library, and names an empty one', () => {
   const info = kpick.info();
   const identity = identityFromInfo(info);

@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { KpickError } from '../lib/ffi.ts';
+import { DeviceBuffer, KpickError } from '../lib/ffi.ts';
 import type { Build } from '../lib/guard.ts';
 import { bucketOf, classDefault, compactRouteText, loadRoute, parseCompactRoute, Route, routeOnce, routePathFor, sha256Hex, writeRouteOf } from '../lib/route.ts';
 import type { Dtype, Op, Table } from '../lib/schema.ts';
@@ -323,6 +323,54 @@ test('the C route ABI validates every argument', () => {
   assert.throws(() => raw.call('kpick_linear', 0, 0, null, w, y, 1, 8, 8, null), isArg(/x, w and y must not be null/));
   assert.throws(() => native.linear('linear', 'bf16', x, w, x, 1, 8, 8), isArg(/y must not overlap x or w/));
   assert.throws(() => native.linear('linear', 'bf16', x, w, y, 129, 8, 8), (e: unknown) => e instanceof RangeError && /m must be an integer in 1\.\.128, got 129/.test(e.message));
+});
+
+test('route integers koffi would wrap or truncate are refused before the call, and a path is a string without NUL', () => {
+  const wrapped = (re: RegExp) => (e: unknown) => e instanceof RangeError && re.test(e.message);
+  // 2^32 + 1 rows reached kpick_route_lookup as 1, and n 64.5 as 64: an answer for another call
+  assert.throws(() => native.lookup('linear', 'bf16', 64, 64, 2 ** 32 + 1), wrapped(/^kpick_route_lookup: argument 5 \(int32_t\) must be an integer in -2147483648\.\.2147483647, got 4294967297$/));
+  assert.throws(() => native.lookup('linear', 'bf16', 64.5, 64, 1), wrapped(/^kpick_route_lookup: argument 3 \(int64_t\) .*got 64\.5$/));
+  assert.throws(() => native.lookupMoe('bf16', 2 ** 32 + 8, 2, 64, 64, 1), wrapped(/^kpick_route_lookup_moe: argument 2 /));
+  assert.throws(() => native.lookupMoe('bf16', 8, 2, 64, 64, -(2 ** 32) + 1), wrapped(/argument 6 .*got -4294967295$/));
+  const refused = (re: RegExp) => (e: unknown) => e instanceof TypeError && re.test(e.message);
+  const file = path.join(tempDir(), 'decode_gemm.route');
+  assert.throws(() => native.load(`${file}\0.other`), refused(/^kpick_route_load: argument 1 holds a NUL character, where C would end it: /));
+  // a number where a C string goes was read as an address (5 crashed Node)
+  assert.throws(() => native.load(0 as unknown as string), refused(/^kpick_route_load: argument 1 is a pointer \(const char \*\), got 0$/));
+});
+
+test('a freed DeviceBuffer is refused by linear and moe before the call, even where its address was handed out again', () => {
+  const m = 2, n = 16, k = 16;
+  const x = native.allocFrom(new Uint16Array(m * k).fill(0x3f80)), w = native.allocFrom(new Uint16Array(n * k).fill(0x3f80));
+  const y = native.alloc(m * n * 2);
+  native.free(y);
+  // most likely at y's address: the library would take it as live and write there
+  const again = native.allocFrom(new Uint16Array(m * n).fill(0x1234));
+  const freed = (e: unknown) => e instanceof TypeError && /^y is not a live DeviceBuffer \(freed, or not made by alloc\(\)\)$/.test((e as Error).message);
+  try {
+    assert.throws(() => native.linear('linear', 'bf16', x, w, y, m, n, k), freed);
+    assert.throws(() => native.linearGraph('linear', 'bf16', x, w, y, m, n, k), freed);
+    if (MOE_SHAPES.length > 0) {
+      const mem = { x, wGateUp: new Uint16Array(4 * 2 * n * k), wDown: new Uint16Array(4 * k * n), ids: Int32Array.of(0, 1, 2, 3), weights: new Float32Array(4), y };
+      assert.throws(() => native.moe('bf16', mem, { m, experts: 4, topk: 2, n, k }), freed);
+    }
+    assert.ok(native.download(again, new Uint16Array(m * n)).every((v) => v === 0x1234), 'the buffer now at that address is untouched');
+    // a made-up buffer is no memory either
+    assert.throws(() => native.linear('linear', 'bf16', x, w, new DeviceBuffer(again.ptr, m * n * 2), m, n, k), (e: unknown) => e instanceof TypeError && /^y is not a live DeviceBuffer/.test((e as Error).message));
+    // an empty copy was "src is null" (koffi passes an empty array as NULL)
+    assert.throws(() => native.upload(again, new Uint16Array(0)), (e: unknown) => e instanceof RangeError && /^upload: data is empty/.test((e as Error).message));
+    assert.throws(() => native.download(again, new Uint16Array(0)), (e: unknown) => e instanceof RangeError && /^download: out is empty/.test((e as Error).message));
+  } finally {
+    for (const b of [x, w, again]) native.free(b);
+  }
+});
+
+test('a table of no entries is used by both readers: every call goes to the default (route.c sorted a NULL list)', () => {
+  const table = { ...realTable(), entries: [] };
+  assert.is(assertAgree(table), 0);
+  assert.equal(native.status(), { used: true, kept: 0, dropped: 0 });
+  assert.match(native.verdict(), /: loaded 0 entries, dropped 0$/);
+  native.load(null);
 });
 
 test('kpick_linear\'s memory is checked before the native call: short arrays and buffers, n past the arrays, host memory on a GPU', () => {

@@ -116,6 +116,15 @@ test('model creation refuses bad dims and a model larger than free memory, namin
   rejects(() => native.create({ ...DIMS, hidden: 1 << 20, vocab: 1 << 24 }, 1), 2, /needs [\d.]+ GiB of memory .* GiB free; /);
 });
 
+test('model dims that are no int32 integers are refused by name, not wrapped or truncated into another model', () => {
+  const refused = (re: RegExp) => (e: unknown) => e instanceof RangeError && re.test(e.message);
+  // koffi stored 2^32 + hidden as hidden: the bytes of another model than the dims said
+  assert.throws(() => native.bytes({ ...DIMS, hidden: 2 ** 32 + DIMS.hidden }), refused(/^dims\.hidden must be an integer, got 4294967\d+$/));
+  assert.throws(() => native.create({ ...DIMS, maxBatch: 2 ** 32 + 2 }, 1), refused(/^dims\.maxBatch must be an integer/));
+  assert.throws(() => native.bytes({ ...DIMS, vocab: DIMS.vocab + 0.5 }), refused(/^dims\.vocab must be an integer, got \d+\.5$/));
+  assert.throws(() => native.bytes({ ...DIMS, layers: undefined } as unknown as ModelDims), refused(/^dims\.layers must be an integer, got undefined$/));
+});
+
 // ---- the step ----
 
 test('a reset with one seed gives the same greedy tokens twice; another seed other tokens', () => {

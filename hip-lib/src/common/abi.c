@@ -335,7 +335,6 @@ int kpick_count_nodes(kpick_problem *p, int32_t cand, int32_t *out) {
 int kpick_download(const kpick_problem *p, int32_t which, void *dst, int64_t bytes) {
   kp_clear_error();
   KP_LIVE(p);
-  KP_REQUIRE(dst != NULL, "dst is null");
   const size_t routed = p->op == KPICK_OP_MOE ? (size_t)p->m * (size_t)p->topk * 4 : 0;
   size_t want = which == KPICK_BUF_Y ? p->y_bytes
                 : which == KPICK_BUF_X ? p->x_bytes
@@ -345,6 +344,7 @@ int kpick_download(const kpick_problem *p, int32_t which, void *dst, int64_t byt
   KP_REQUIRE(which >= KPICK_BUF_Y && which <= KPICK_BUF_EXPERT_WEIGHTS,
              "which must be 0 (y), 1 (x), 2 (w), 3 (expert ids) or 4 (expert weights), got %d", (int)which);
   KP_REQUIRE(want != 0, "buffer %d is a moe problem's routing; this problem is op %d", (int)which, (int)p->op);
+  KP_REQUIRE(dst != NULL, "dst is null");
   KP_REQUIRE(bytes == (int64_t)want, "buffer is %lld bytes, expected %zu", (long long)bytes, want);
   if (which == KPICK_BUF_Y) return be_download_y(p, dst);
   const void *src = which == KPICK_BUF_X ? p->x_host

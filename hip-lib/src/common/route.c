@@ -695,7 +695,7 @@ static int use_table(route *rt, const char *path, const parsed *p, const kpick_i
     }
     rt->e[rt->len++] = (kept_entry){e->n, e->k, e->experts, e->topk, e->op, e->dtype, e->bucket, cand};
   }
-  qsort(rt->e, rt->len, sizeof *rt->e, kept_cmp);
+  if (rt->len > 1) qsort(rt->e, rt->len, sizeof *rt->e, kept_cmp); /* qsort takes no NULL: rt->e is NULL for a table of no entries */
   rt->used = 1;
   snprintf(rt->verdict, sizeof rt->verdict, "kpick: table %s: loaded %zu entries, dropped %d", path, rt->len,
            (int)rt->dropped);

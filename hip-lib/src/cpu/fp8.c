@@ -176,7 +176,7 @@ static void rows_all(const cpu_call *c, const x_side *xs, int R, int64_t rows_w,
       for (int i = 0; i < mb; i++) {
         float sx = xs->scale ? xs->scale[m + i] : 1.0f;
         for (int j = 0; j < r; j++) {
-          const float sg = ws[(n + j) * stride], su = ws[(N + n + j) * stride];
+          const float sg = ws[(n + j) * stride], su = gated ? ws[(N + n + j) * stride] : 0.0f; /* linear: no up rows */
           float v = g[i * r + j] * (xs->scale ? sx * sg : sg);
           if (gated) v = cpu_silu_mul(to_bf16(v), to_bf16(u[i * r + j] * (xs->scale ? sx * su : su)));
           c->y[(m + i) * N + n + j] = kp_f32_to_bf16(v);
