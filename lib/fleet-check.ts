@@ -2,12 +2,13 @@
 // load here has each pick's parity checked and its time measured afresh
 // against the table's recorded median; one JSON summary line on stdout for
 // scripts/fleet.ts to pool. Exit 0 pass, 1 flagged, 3 table refused.
-import { colorsFor, EXIT, printJsonLine, say, UsageError } from './cli.ts';
+import { asUsage, colorsFor, EXIT, printJsonLine, say, UsageError } from './cli.ts';
 import { openKpick } from './ffi.ts';
 import { nodeName, nodeSummary, probeEntries, refusedSummary, shapeLabel, type Bounds } from './fleet.ts';
 import { guardTable } from './guard.ts';
 import { buildOf } from './route.ts';
 import { defaultTablePath, readTable } from './table.ts';
+import { regularFile } from './options.ts';
 import { shapeId } from './shape-key.ts';
 import type { KeptEntry } from './guard.ts';
 
@@ -39,6 +40,8 @@ export function parseBound(text: string | undefined, flag: string, fallback: num
 /** The fleet check: probe the table's picks, print one summary line; exit 0, 1 flagged, 3 refused. */
 export function quickCheck(args: QuickCheck, quick: QuickTarget): number {
   if (quick.table?.endsWith('.route')) throw new UsageError('--table: the fleet check needs the JSON table (it holds the recorded medians), not the compact .route');
+  // a table named here must be a file: a typo is bad usage, not a node without a table (refused, exit 3)
+  if (quick.table !== undefined) asUsage(() => regularFile('--table', quick.table!));
   const kpick = openKpick(args.backend);
   const build = buildOf(kpick);
   const file = quick.table ?? defaultTablePath(args.tablesDir, build.identity);

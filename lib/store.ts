@@ -225,7 +225,10 @@ export class StoreWriter {
     if (this.fd === null) throw new Error(`store file ${this.file} is closed`);
     const parsed = v.safeParse(schema, record);
     if (!parsed.success) throw new Error(`refusing to store an invalid record: ${issuesLine(parsed.issues)}`);
-    writeSync(this.fd, `${JSON.stringify(parsed.output)}\n`);
+    const line = Buffer.from(`${JSON.stringify(parsed.output)}\n`);
+    const wrote = writeSync(this.fd, line);
+    // a short write (a file size limit) leaves a torn line, which the next reader skips: never count it stored
+    if (wrote !== line.length) throw new Error(`store file ${this.file}: only ${wrote} of ${line.length} bytes of a record written (a full disk or a file size limit)`);
     fsyncSync(this.fd);
     this.count++;
     return parsed.output;
@@ -242,6 +245,8 @@ export class StoreWriter {
 
 /** A store's lock files: <writer key>.lock, naming the pid of the sweep that writes as that key. */
 export const LOCK_SUFFIX = '.lock';
+/** How long a lock that names no pid yet counts as being taken, not stale. */
+const LOCK_FRESH_MS = 10_000;
 /** The lock file of an unsharded sweep. */
 export const LOCK_FILE = `sweep${LOCK_SUFFIX}`;
 
@@ -331,6 +336,10 @@ export class StoreLock {
       if (holder && (holder.host !== hostname() || alive(holder.pid))) {
         const where = holder.host === hostname() ? '' : ` on ${holder.host}`;
         throw new Error(`store ${dir} is in use by another sweep (pid ${holder.pid}${where}, ${file}); wait for it, or remove the lock if no sweep runs`);
+      }
+      // no pid yet: a sweep that has just created it is writing it; stale only once old
+      if (!holder && Date.now() - (statSync(file, { throwIfNoEntry: false })?.mtimeMs ?? 0) < LOCK_FRESH_MS) {
+        throw new Error(`store ${dir} is in use by another sweep (its lock ${file} is being taken); wait for it, or remove the lock if no sweep runs`);
       }
       // Stale (its sweep died) or unreadable: move it aside atomically, so of
       // two sweeps taking it over only one does, then try again.

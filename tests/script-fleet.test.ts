@@ -89,6 +89,8 @@ test('check --quick refuses bad bounds and a compact route with exit 2 and one l
     [['--max-ratio', '0.9'], /^check: --max-ratio must be a ratio in 1\.\.100, got '0\.9'\n$/],
     [['--max-geomean', 'x'], /^check: --max-geomean must be a ratio in 1\.\.100, got 'x'\n$/],
     [['--table', 'a.route'], /^check: --table: the fleet check needs the JSON table/],
+    // a named table that is not there is a typo, not a node without a table (that is exit 3, above)
+    [['--table', 'no-such-table.json'], /^check: --table no-such-table\.json: not a file\n$/],
     // the main job's options are refused, not silently ignored: the fleet check probes the table's entries
     [['--model', 'Qwen3-8B', '--rows', '1'], /^check: --model, --rows: not with --quick \(the fleet check probes the entries of the table\)\n$/],
   ] as const) {

@@ -1,4 +1,4 @@
-import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
@@ -50,6 +50,33 @@ function record(over: Partial<StoreRecord> = {}): StoreRecord {
 const scratch = mkdtempSync(join(tmpdir(), 'kpick-store-'));
 test.after(() => rmSync(scratch, { recursive: true, force: true }));
 const tmp = () => mkdtempSync(join(scratch, 'store-'));
+
+test('a record cut short by a file size limit is not counted stored, and the next reader skips its torn line', () => {
+  const dir = tmp();
+  const script = join(dir, 'append.ts');
+  const store = join(dir, 'store');
+  // appends 4 records of ~700 bytes under a 1 KiB file size limit, saying what append did
+  writeFileSync(script, [
+    `import { StoreWriter } from ${JSON.stringify(join(import.meta.dirname, '..', 'lib', 'store.ts'))};`,
+    'const w = StoreWriter.open(process.argv[2], "sweep");',
+    'const out = [];',
+    'for (let i = 0; i < 4; i++) {',
+    '  try { w.append({ ...JSON.parse(process.argv[3]), seed: i }); out.push(`ok ${w.written}`); }',
+    '  catch (e) { out.push(`error ${w.written}: ${e.message}`); }',
+    '}',
+    'process.stdout.write(out.join("\\n"));',
+  ].join('\n'));
+  const run = spawnSync('bash', ['-c', 'ulimit -f 1 && exec "$0" --import tsx "$@"', process.execPath, script, store, JSON.stringify(record({ reason: 'x'.repeat(500) }))], {
+    cwd: join(import.meta.dirname, '..'),
+    encoding: 'utf8',
+  });
+  const lines = run.stdout.split('\n');
+  assert.is(lines[0], 'ok 1', run.stderr);
+  assert.match(lines[1]!, /^error 1: store file .*: only \d+ of \d+ bytes of a record written \(a full disk or a file size limit\)$/);
+  const { records, warnings } = readStore(store);
+  assert.is(records.length, 1);
+  assert.is(warnings.length, 1, 'the torn line');
+});
 
 test('recordKey is the same whatever the key order of the identity, and differs per field', () => {
   const shuffled = Object.fromEntries(Object.entries(identity).reverse()) as Identity;
@@ -259,8 +286,13 @@ test('StoreLock: a stale lock (its sweep was killed) is taken over; one from ano
     assert.is(readFileSync(file, 'utf8').split('\n')[0], String(process.pid));
     assert.equal(readdirSync(dir), [LOCK_FILE], 'the stale lock left nothing behind');
     lock.release();
-    writeFileSync(file, 'garbage');
-    StoreLock.acquire(dir).release(); // unreadable: taken over like a stale one
+    // no pid (yet): a sweep between creating its lock and writing it, so refused while fresh;
+    // once old, unreadable is taken over like a stale one
+    writeFileSync(file, '');
+    assert.throws(() => StoreLock.acquire(dir), /in use by another sweep \(its lock .* is being taken\)/);
+    const old = new Date(Date.now() - 60_000);
+    utimesSync(file, old, old);
+    StoreLock.acquire(dir).release();
     writeFileSync(file, `${deadPid}\nanother-host\n`);
     assert.throws(() => StoreLock.acquire(dir), /in use by another sweep \(pid \d+ on another-host/);
     rmSync(file);
