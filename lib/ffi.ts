@@ -335,6 +335,20 @@ export class Kpick {
   }
 }
 
+/**
+ * createProblem for a shape the user named (sweep, parity): sizes the library
+ * refuses (a weight too large) are bad input, a UsageError (exit 2), not a
+ * failed check.
+ */
+export function problemOfInput(kpick: Kpick, spec: ProblemSpec): Problem {
+  try {
+    return kpick.createProblem(spec);
+  } catch (err) {
+    if (err instanceof KpickError && err.status === Status.E_ARG) throw new UsageError(err.message);
+    throw err;
+  }
+}
+
 /** One problem owned by the library: random x and rotating weight copies. */
 export class Problem {
   readonly op: Op;

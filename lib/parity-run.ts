@@ -4,7 +4,7 @@
 // the library fails to run is a failed check with its reason, never a crash.
 import { randomInt } from 'node:crypto';
 import { asUsage, colorsFor, EXIT, printJsonLine, Progress, say, UsageError } from './cli.ts';
-import { KpickError, openKpick, takesDtype, type Candidate, type Kpick } from './ffi.ts';
+import { KpickError, openKpick, problemOfInput, takesDtype, type Candidate, type Kpick } from './ffi.ts';
 import { describeIdentity, identityFromInfo } from './identity.ts';
 import { linearsForDtype, type Linear } from './models.ts';
 import { ParityChecker, computeReference, referenceColumns, type ColumnMode } from './parity.ts';
@@ -104,7 +104,7 @@ export function runParity(kpick: Kpick, plan: ParityPlan, events: ParityEvents):
           const seed = randomInt(0, 2 ** 47);
           const moe = moeFields(linear);
           // the reference reads weight copy 0 only: one copy is enough
-          const problem = kpick.createProblem({ op: linear.op, dtype, n: linear.n, k: linear.k, ...moe, routing, mMax, copies: 1, seed });
+          const problem = problemOfInput(kpick, { op: linear.op, dtype, n: linear.n, k: linear.k, ...moe, routing, mMax, copies: 1, seed });
           try {
             for (const rows of plan.rows) {
               problem.setRows(rows);

@@ -12,7 +12,7 @@
 // what kpick_time gives: on a GPU the call's served cost after a kernel that
 // writes its input, as a decode step runs it (README, "How a candidate is timed").
 import { randomInt } from 'node:crypto';
-import { KpickError, takesDtype, type Candidate, type Kpick, type Problem } from './ffi.ts';
+import { KpickError, problemOfInput, takesDtype, type Candidate, type Kpick, type Problem } from './ffi.ts';
 import { globRegExp } from './glob.ts';
 import { linearsForDtype, type Linear } from './models.ts';
 import { ParityChecker, computeReference, referenceColumns } from './parity.ts';
@@ -252,7 +252,7 @@ export function runSweep(kpick: Kpick, plan: SweepPlan, events: SweepEvents): Sw
           seed: plan.seed ?? randomInt(0, 2 ** 47),
         };
         problemOf = which;
-        problems.push(kpick.createProblem({ ...spec, copies: plan.copies }));
+        problems.push(problemOfInput(kpick, { ...spec, copies: plan.copies }));
         // the same data and rotation again, on other pages (allocated while the first lives)
         while (problems.length < placements) problems.push(kpick.createProblem({ ...spec, copies: problems[0]!.copies }));
       }

@@ -33,6 +33,12 @@ test('parseParityArgs applies the defaults and refuses bad usage', async () => {
   }
 });
 
+test('a --shapes shape the library will not create (a weight too large) is bad input: one line, exit 2', async () => {
+  const r = await parity(['--shapes', '16777216x16777216', '--rows', '1']);
+  assert.is(r.code, 2, r.stderr);
+  assert.match(r.stderr, /\nparity: kpick_problem_create: weight of 16777216 x 16777216 elements is too large\n$/);
+});
+
 test('every shipped candidate passes on every tiny linear, both dtypes: exit 0', async () => {
   const run = await parity(['--model', 'tiny', '--rows', '1,4', '--seeds', '2']);
   assert.is(run.code, 0, run.stderr);

@@ -60,6 +60,12 @@ test('parseSweepArgs refuses bad usage with a UsageError', async () => {
   }
 });
 
+test('a --shapes shape the library will not create (a weight too large) is bad input: one line, exit 2', async () => {
+  const r = await sweep(['--shapes', '16777216x16777216', '--rows', '1', '--store', tmp()]);
+  assert.is(r.code, 2, r.stderr);
+  assert.match(r.stderr, /\nsweep: kpick_problem_create: weight of 16777216 x 16777216 elements is too large\n$/);
+});
+
 test('a sweep of the tiny model writes every record to the store and prints them as JSON lines', async () => {
   const store = tmp();
   const run = await sweep([...fast, '--rows', '1,2', '--store', store, '--json']);
