@@ -5,7 +5,7 @@
 // Prints a table on stderr and one JSON record on stdout (commit it under bench/results/).
 import { execSync } from 'node:child_process';
 import { EXIT, isMainModule, optionFraction, optionInt, parseWithCac, runMain, scriptCli, type OptionSpec } from '../lib/cli.ts';
-import { openKpick } from '../lib/ffi.ts';
+import { openKpick, problemOfInput } from '../lib/ffi.ts';
 import { median, quantile } from '../lib/stats.ts';
 
 const MAX_DIM = 1 << 24;
@@ -35,7 +35,7 @@ export function main(argv: readonly string[]): number {
 
   const kp = openKpick('cpu');
   const info = kp.info();
-  const problem = kp.createProblem({ op: 'linear', dtype: 'bf16', n: Number(options.n), k: Number(options.k), mMax: 1, seed: 1 });
+  const problem = problemOfInput(kp, { op: 'linear', dtype: 'bf16', n: options.n, k: options.k, mMax: 1, seed: 1 });
   const candidates = kp.candidates().filter((c) => c.op === 'linear' && problem.supports(c.id));
   const samples = new Map<string, number[]>([['floor', []]]);
   for (const c of candidates) samples.set(c.name, []);
