@@ -2,7 +2,7 @@
 // and only over a regular file or at a new path. A temp file in the target's
 // folder is written, fsynced and renamed over it, so readers see the old file
 // or the new one, never a part. What is at the target decides first:
-//   nothing or a regular file   written
+//   nothing or a regular file   written (a replaced file keeps its mode)
 //   a symlink                   written through: the file it names is
 //                               replaced, the link stays a link (a link to a
 //                               non-regular file is refused like that file)
@@ -68,6 +68,9 @@ export function writeFileAtomic(target: string, text: string | Uint8Array, hooks
   try {
     fs.mkdirSync(dir, { recursive: true });
     fd = fs.openSync(temp, 'wx', 0o644);
+    // a replaced file keeps its permissions (a table made read-only for others stays so)
+    const before = fs.statSync(real, { throwIfNoEntry: false });
+    if (before) fs.fchmodSync(fd, before.mode & 0o7777);
     fs.writeFileSync(fd, text);
     fs.fsyncSync(fd);
     fs.closeSync(fd);

@@ -22,6 +22,20 @@ test('a new path and a regular file are written whole, no temp file left', () =>
   assert.equal(fs.readdirSync(path.dirname(file)), ['new.json']);
 });
 
+test('a replaced file keeps its permissions; a new one gets the default', () => {
+  const kept = path.join(dir, 'kept.json');
+  fs.writeFileSync(kept, 'old');
+  fs.chmodSync(kept, 0o600);
+  assert.equal(writeFileAtomic(kept, 'new'), { path: kept });
+  assert.is(fs.readFileSync(kept, 'utf8'), 'new');
+  assert.is(fs.statSync(kept).mode & 0o777, 0o600);
+  const fresh = path.join(dir, 'fresh.json');
+  assert.equal(writeFileAtomic(fresh, 'x'), { path: fresh });
+  const plain = path.join(dir, 'plain.json'); // what a new 0644 file gets under this umask
+  fs.writeFileSync(plain, 'x', { mode: 0o644 });
+  assert.is(fs.statSync(fresh).mode & 0o777, fs.statSync(plain).mode & 0o777);
+});
+
 test('a failure before the rename leaves the old file and no temp file', () => {
   const file = path.join(dir, 'kept.json');
   fs.writeFileSync(file, 'old');
