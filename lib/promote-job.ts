@@ -1,14 +1,20 @@
 // The promote job: pool stores of one machine, build the table by the rule of
 // lib/promote.ts and merge it into the table already there; write it, its
-// compact .route and its HTML report, and say what changed.
-import { colorsFor, EXIT, printJsonLine, say, UsageError, warn } from './cli.ts';
+// compact .route and its HTML report, and say what changed. One promote at a
+// time per table: <table>.lock (lib/pid-lock.ts) is held from before the table
+// is read until it, its .route and report are written, so of two promotes into
+// one table (two model jobs of one device) neither loses the other's entries.
+import { mkdirSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { asUsage, colorsFor, EXIT, printJsonLine, say, UsageError, warn } from './cli.ts';
 import { reportPathFor, writeReport } from './html-report.ts';
 import { chooseIdentity } from './promote.ts';
 import { entryJson, summaryLines } from './report.ts';
 import { routePathFor, writeRouteOf } from './route.ts';
+import { PidLock } from './pid-lock.ts';
 import { formatWarning, readSteps, readStoreFolders } from './store.ts';
 import { buildTable, defaultTablePath, existingTable, mergeTables, writeTable } from './table.ts';
-import { writablePath } from './write-file.ts';
+import { errorLine, writablePath } from './write-file.ts';
 
 /** What a promote job pools and where it writes: scripts/promote.ts's options. */
 export type PromoteJob =
@@ -26,15 +32,33 @@ export type PromoteJob =
       quiet: boolean;
     };
 
+/** The lock of the table at `table`, beside it: tables/x86_64/<device>/decode_gemm.json.lock. */
+export function tableLockPath(table: string): string {
+  return `${table}.lock`;
+}
+
+/** Takes the table's lock (its folder must exist), or throws one line naming the promote that holds it (exit 2). */
+function lockTable(table: string): PidLock {
+  return asUsage(() => PidLock.take(tableLockPath(table), { subject: `table ${table}`, holder: 'another promote', idle: 'no promote runs' }));
+}
+
 function routeOnly(table: string, quiet: boolean): number {
-  const written = writeRouteOf(table);
-  if ('error' in written) {
-    if (written.exit === 'usage') throw new UsageError(written.error);
-    say(colorsFor(process.stderr).red(`promote: ${written.error}`));
-    return EXIT.refused;
+  // The .route goes beside the table, compiled from it: under the table's
+  // lock, so a promote cannot write the table between the read and the
+  // route. No folder there: no table either, and writeRouteOf says so.
+  const lock = statSync(dirname(table), { throwIfNoEntry: false })?.isDirectory() ? lockTable(table) : null;
+  try {
+    const written = writeRouteOf(table);
+    if ('error' in written) {
+      if (written.exit === 'usage') throw new UsageError(written.error);
+      say(colorsFor(process.stderr).red(`promote: ${written.error}`));
+      return EXIT.refused;
+    }
+    if (!quiet) say(`wrote ${written.path} from ${table}`);
+    return EXIT.ok;
+  } finally {
+    lock?.release();
   }
-  if (!quiet) say(`wrote ${written.path} from ${table}`);
-  return EXIT.ok;
 }
 
 /**
@@ -71,18 +95,30 @@ export function promoteJob(args: PromoteJob): number {
     const target = writablePath(file);
     if ('error' in target) throw new UsageError(target.error);
   }
-  const old = args.replace ? { table: null } : existingTable(out, built.table.identity);
-  if ('error' in old) throw new UsageError(`${old.error}: --replace writes a fresh table over it`);
-  if (old.other) warn(`${out} held a table of another build (${old.other.differs}): its ${old.other.entries} entries cannot be merged and are replaced`);
-  const merged = mergeTables(old.table, built.table);
-  const written = writeTable(out, merged.table);
-  if ('error' in written) throw new UsageError(written.error);
-  // The compact route (what the C router reads, compiled from the file just
-  // written) and the report sit beside the table; the table is already
-  // written, so a failure here only warns.
-  for (const extra of [writeRouteOf(out), writeReport(merged.table, reportPathFor(out))]) {
-    if ('error' in extra) warn(extra.error);
-    else if (!args.quiet) say(`wrote ${extra.path}`);
+  // the table's folder, for its lock (the write would make it anyway)
+  try {
+    mkdirSync(dirname(out), { recursive: true });
+  } catch (err) {
+    throw new UsageError(`${out}: cannot write (${errorLine(err)})`);
+  }
+  const lock = lockTable(out);
+  let merged: ReturnType<typeof mergeTables>;
+  try {
+    const old = args.replace ? { table: null } : existingTable(out, built.table.identity);
+    if ('error' in old) throw new UsageError(`${old.error}: --replace writes a fresh table over it`);
+    if (old.other) warn(`${out} held a table of another build (${old.other.differs}): its ${old.other.entries} entries cannot be merged and are replaced`);
+    merged = mergeTables(old.table, built.table);
+    const written = writeTable(out, merged.table);
+    if ('error' in written) throw new UsageError(written.error);
+    // The compact route (what the C router reads, compiled from the file just
+    // written) and the report sit beside the table; the table is already
+    // written, so a failure here only warns.
+    for (const extra of [writeRouteOf(out), writeReport(merged.table, reportPathFor(out))]) {
+      if ('error' in extra) warn(extra.error);
+      else if (!args.quiet) say(`wrote ${extra.path}`);
+    }
+  } finally {
+    lock.release();
   }
   if (!args.quiet) {
     for (const line of summaryLines(merged.table, { path: out, colors: colorsFor(process.stderr) })) say(line);

@@ -3,12 +3,12 @@
 // reader pools every *.jsonl and skips (with a warning) a line it cannot
 // trust, so a crash mid-write costs at most the record in flight, and a
 // *.jsonl that is no regular file (never read: a FIFO would block).
-import { closeSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
-import { hostname } from 'node:os';
+import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import * as v from 'valibot';
 import { UsageError } from './cli.ts';
 import { identityKey } from './identity.ts';
+import { heldBy, holderText, PidLock, type LockWords } from './pid-lock.ts';
 import { StepRecord, StoreRecord, issuesLine, type Identity } from './schema.ts';
 import { errorLine, notRegular } from './write-file.ts';
 import { writersOverlap } from './shard.ts';
@@ -243,54 +243,32 @@ export class StoreWriter {
   }
 }
 
-/** A store's lock files: <writer key>.lock, naming the pid of the sweep that writes as that key. */
+/** A store's lock files: <writer key>.lock, naming the pid of the sweep that writes as that key (lib/pid-lock.ts). */
 export const LOCK_SUFFIX = '.lock';
-/** How long a lock that names no pid yet counts as being taken, not stale. */
-const LOCK_FRESH_MS = 10_000;
 /** The lock file of an unsharded sweep. */
 export const LOCK_FILE = `sweep${LOCK_SUFFIX}`;
 
-/** Is pid a live process here? (EPERM: it is, but another user's.) */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-/** What is at file when it is there and not a regular file (never read: a FIFO would block). */
-function notRegularAt(file: string): string | null {
-  try {
-    return notRegular(lstatSync(file));
-  } catch {
-    return null;
-  }
-}
-
-function lockHolder(file: string): { pid: number; host: string } | null {
-  try {
-    const [pid, host] = readFileSync(file, 'utf8').split('\n');
-    return /^\d+$/.test(pid ?? '') ? { pid: Number(pid), host: host ?? '' } : null;
-  } catch {
-    return null;
-  }
+/** The words of a store lock's refusals. */
+function storeWords(dir: string): LockWords {
+  return { subject: `store ${dir}`, holder: 'another sweep', idle: 'no sweep runs' };
 }
 
 /**
  * One sweep at a time per store and writer: two sweeps of the same units would
  * slow each other's timings and measure everything twice. acquire(dir, key)
- * creates dir/<key>.lock (O_EXCL) naming this pid and host, or throws one line
- * naming the holder. A lock whose pid is dead on this host (a killed sweep) is
- * stale: it is taken over. The shards of one sweep (keys "sweep-shard0of2",
- * "sweep-shard1of2") share a store folder; a writer whose units could overlap
- * a live one's (lib/shard.ts writersOverlap: the same shard, an unsharded
- * sweep, a shard of another count) is refused like a second holder.
+ * creates dir/<key>.lock (a pid lock, lib/pid-lock.ts) naming this pid and
+ * host, or throws one line naming the holder. A lock whose pid is dead on this
+ * host (a killed sweep) is stale: it is taken over. The shards of one sweep
+ * (keys "sweep-shard0of2", "sweep-shard1of2") share a store folder; a writer
+ * whose units could overlap a live one's (lib/shard.ts writersOverlap: the
+ * same shard, an unsharded sweep, a shard of another count) is refused like a
+ * second holder.
  */
 export class StoreLock {
-  private held = true;
-  private constructor(readonly file: string) {}
+  readonly file: string;
+  private constructor(private readonly lock: PidLock) {
+    this.file = lock.file;
+  }
 
   static acquire(dir: string, key = 'sweep'): StoreLock {
     const lock = StoreLock.take(dir, key);
@@ -298,11 +276,11 @@ export class StoreLock {
       for (const name of readdirSync(dir)) {
         if (!name.endsWith(LOCK_SUFFIX) || name === `${key}${LOCK_SUFFIX}`) continue;
         const other = name.slice(0, -LOCK_SUFFIX.length);
-        if (!writersOverlap(key, other) || notRegularAt(join(dir, name))) continue;
-        const holder = lockHolder(join(dir, name));
-        if (holder && (holder.host !== hostname() || alive(holder.pid))) {
-          const where = holder.host === hostname() ? '' : ` on ${holder.host}`;
-          throw new Error(`store ${dir} is in use by another sweep whose units overlap this one's (${other}, pid ${holder.pid}${where}, ${join(dir, name)}); wait for it, or remove the lock if no sweep runs`);
+        if (!writersOverlap(key, other)) continue;
+        // a lock that is no regular file is not read (heldBy: null)
+        const holder = heldBy(join(dir, name));
+        if (holder) {
+          throw new Error(`store ${dir} is in use by another sweep whose units overlap this one's (${other}, ${holderText(holder)}, ${join(dir, name)}); wait for it, or remove the lock if no sweep runs`);
         }
       }
     } catch (err) {
@@ -319,51 +297,11 @@ export class StoreLock {
     } catch (err) {
       throw new Error(`store ${dir} is not a writable folder: ${(err as Error).message}`);
     }
-    const file = join(dir, `${key}${LOCK_SUFFIX}`);
-    for (let attempt = 0; attempt < 3; attempt++) {
-      try {
-        const fd = openSync(file, 'wx', 0o644);
-        writeSync(fd, `${process.pid}\n${hostname()}\n${new Date().toISOString()}\n`);
-        fsyncSync(fd);
-        closeSync(fd);
-        return new StoreLock(file);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw new Error(`store ${dir}: cannot create its lock ${file}: ${(err as Error).message}`);
-      }
-      const what = notRegularAt(file);
-      if (what) throw new Error(`store ${dir}: its lock ${file} is ${what}: remove it`);
-      const holder = lockHolder(file);
-      if (holder && (holder.host !== hostname() || alive(holder.pid))) {
-        const where = holder.host === hostname() ? '' : ` on ${holder.host}`;
-        throw new Error(`store ${dir} is in use by another sweep (pid ${holder.pid}${where}, ${file}); wait for it, or remove the lock if no sweep runs`);
-      }
-      // no pid yet: a sweep that has just created it is writing it; stale only once old
-      if (!holder && Date.now() - (statSync(file, { throwIfNoEntry: false })?.mtimeMs ?? 0) < LOCK_FRESH_MS) {
-        throw new Error(`store ${dir} is in use by another sweep (its lock ${file} is being taken); wait for it, or remove the lock if no sweep runs`);
-      }
-      // Stale (its sweep died) or unreadable: move it aside atomically, so of
-      // two sweeps taking it over only one does, then try again.
-      const aside = `${file}.stale.${process.pid}`;
-      try {
-        renameSync(file, aside);
-      } catch {
-        continue; // another sweep moved it first
-      }
-      const moved = lockHolder(aside);
-      if (moved && holder && moved.pid !== holder.pid) {
-        renameSync(aside, file); // a fresh lock came between: put it back, look again
-        continue;
-      }
-      unlinkSync(aside);
-    }
-    throw new Error(`store ${dir}: could not take its lock ${file}`);
+    return new StoreLock(PidLock.take(join(dir, `${key}${LOCK_SUFFIX}`), storeWords(dir)));
   }
 
   /** Removes the lock (idempotent); the store admits the next sweep. */
   release(): void {
-    if (!this.held) return;
-    this.held = false;
-    const holder = lockHolder(this.file);
-    if (holder?.pid === process.pid) unlinkSync(this.file);
+    this.lock.release();
   }
 }

@@ -220,6 +220,44 @@ test('--route-only compiles the route of an edited JSON; a refused JSON exits 3,
   assert.is(missing.code, EXIT.usage);
 });
 
+test('one promote at a time per table: <table>.lock held by a live process exits 2 naming its pid, the table untouched; a dead pid\'s lock is taken over', async () => {
+  const dir = tempDir();
+  const store = path.join(dir, 'store');
+  writeSyntheticStore(store);
+  const out = path.join(dir, 'decode_gemm.json');
+  assert.is((await runPromote(['--store', store, '--out', out, '--quiet'])).code, EXIT.ok);
+  const files = ['decode_gemm.json', 'decode_gemm.route', 'decode_gemm.html'].map((f) => path.join(dir, f));
+  const before = files.map((f) => fs.readFileSync(f, 'utf8'));
+  const lock = `${out}.lock`;
+  // a promote running into it: this test process is a live pid on this host
+  const held = `${process.pid}\n${os.hostname()}\n2025-01-01T00:00:00.000Z\n`;
+  fs.writeFileSync(lock, held);
+  const refusal = `promote: table ${out} is in use by another promote (pid ${process.pid}, ${lock}); wait for it, or remove the lock if no promote runs\n`;
+  let r = await runPromote(['--store', store, '--out', out, '--replace']);
+  assert.is(r.code, EXIT.usage);
+  assert.is(r.stderr, refusal);
+  assert.is(r.stdout, '');
+  // --route-only writes the .route beside the table: the same lock
+  r = await runPromote(['--route-only', '--table', out]);
+  assert.is(r.code, EXIT.usage);
+  assert.is(r.stderr, refusal);
+  assert.equal(files.map((f) => fs.readFileSync(f, 'utf8')), before, 'the table, its route and report are untouched');
+  assert.is(fs.readFileSync(lock, 'utf8'), held, 'the holder keeps its lock');
+
+  // its promote was killed: the lock names a dead pid, and is taken over
+  const dead = Number(spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' }).stdout);
+  fs.writeFileSync(lock, `${dead}\n${os.hostname()}\n2025-01-01T00:00:00.000Z\n`);
+  r = await runPromote(['--store', store, '--out', out, '--replace', '--quiet']);
+  assert.is(r.code, EXIT.ok, r.stderr);
+  assert.is(r.stderr, '');
+  assert.not.equal(fs.readFileSync(out, 'utf8'), before[0], 'a fresh table written');
+  assert.equal(fs.readdirSync(dir).sort(), ['decode_gemm.html', 'decode_gemm.json', 'decode_gemm.route', 'store'], 'the lock is released, nothing left beside the table');
+  fs.writeFileSync(lock, `${dead}\n${os.hostname()}\n2025-01-01T00:00:00.000Z\n`);
+  r = await runPromote(['--route-only', '--table', out]);
+  assert.is(r.code, EXIT.ok, r.stderr);
+  assert.not.ok(fs.existsSync(lock));
+});
+
 test('--out a FIFO, a directory or a device node: exit 2, one line, untouched; a symlink is written through and stays a link', async () => {
   const dir = tempDir();
   writeSyntheticStore(path.join(dir, 'store'));
