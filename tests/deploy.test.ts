@@ -67,7 +67,9 @@ test('the shell recipes parse, are executable, and the sbatch headers name real 
     const run = spawnSync('bash', ['-n', join(ROOT, file)], { encoding: 'utf8' });
     assert.is(run.status, 0, `${file}: ${run.stderr}`);
     if (file.startsWith('deploy/')) accessSync(join(ROOT, file), constants.X_OK);
-    for (const [, option] of read(file).matchAll(/^#SBATCH --([a-z-]+)/gm)) assert.ok(SBATCH.has(option!), `${file}: #SBATCH --${option}`);
+    const options = [...read(file).matchAll(/^#SBATCH --([a-z-]+)/gm)].map((m) => m[1]!);
+    if (file.endsWith('.sbatch')) assert.ok(options.length > 0, `${file}: no #SBATCH header found: is the scan still reading it?`);
+    for (const option of options) assert.ok(SBATCH.has(option), `${file}: #SBATCH --${option}`);
   }
   // the array task's shard is its index within the array, of the array's size
   assert.match(read('deploy/slurm/sweep.sbatch'), /--shard "\$i\/\$n"/);
@@ -85,6 +87,7 @@ test('the Kubernetes manifests hold together: Indexed, completions = parallelism
     assert.equal(claims, ['kpick-store'], name);
     const mounts = [...text.matchAll(/volumeMounts:\n\s+- name: (\S+)/g)].map((m) => m[1]);
     const volumes = [...text.matchAll(/volumes:\n\s+- name: (\S+)/g)].map((m) => m[1]);
+    assert.is(volumes.length, 1, `${name}: one volume`);
     assert.equal(mounts, volumes, `${name}: mounts name the volumes`);
   }
   assert.match(sweep, /kind: PersistentVolumeClaim\nmetadata:\n  name: kpick-store\n/);

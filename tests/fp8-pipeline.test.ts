@@ -58,7 +58,8 @@ test('sweep, promote, refuse-check and serve-bench with --dtype fp8 on tiny: fp8
     // tiny: qkv 512x256, o 256x256, gate_up 512x256 (gated), down 256x512; c = 1 and 4 are buckets
     for (const [kind, op, n, k] of [['qkv', 'linear', 512, 256], ['o', 'linear', 256, 256], ['gate_up', 'gated', 512, 256], ['down', 'linear', 256, 512]] as const) {
       const e = entries.find((x) => x.op === op && x.n === n && x.k === k && x.bucket === row.c);
-      assert.is(row.table.route[kind], e?.choice, `${kind} at c=${row.c}: the table's fp8 choice`);
+      assert.ok(e, `the table has an fp8 entry for ${kind} at bucket ${row.c}`);
+      assert.is(row.table.route[kind], e!.choice, `${kind} at c=${row.c}: the table's fp8 choice`);
     }
     assert.is(row.table.route.lm_head, 'plain', 'no bf16 entry in this table: lm_head keeps its bf16 default');
     assert.ok(row.default.tok_s > 0 && row.table.tok_s > 0);

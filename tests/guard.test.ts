@@ -10,7 +10,7 @@ import { DISPATCH_KNOBS, duplicateKey, guardTable, judge, MAX_TABLE_BYTES, type 
 import { compileRoute, guardCompactRoute, jsonPathFor, MAX_ROUTE_BYTES, writeRouteOf } from '../lib/route.ts';
 import type { Table } from '../lib/schema.ts';
 import { tableText } from '../lib/table.ts';
-import { build, candidateResult, entryOf, fp8Here, kpick, MOE_SHAPES, native, nativeVerdict, realTable, routeTextOf, tempDir, withEnv } from './helpers/route-tables.ts';
+import { build, candidateResult, entryOf, fp8Here, kpick, MOE_SHAPES, native, nativeVerdict, onDevice, realTable, routeTextOf, tempDir, withEnv } from './helpers/route-tables.ts';
 import { sealRoute } from '../lib/route.ts';
 
 /** A compact text edited by hand, sealed again so the edit reaches the parser. */
@@ -222,7 +222,10 @@ test('a choice that failed parity, did not run, was not checked or not measured 
 });
 
 test('a choice of another numeric class than its dtype takes drops its entry, in both readers', () => {
-  if (!fp8Here) return; // a GPU build has no fp8 entries yet
+  if (!fp8Here) {
+    assert.ok(onDevice, 'the CPU build computes fp8: this test runs here');
+    return; // a GPU build without fp8 kernels has no fp8 entries
+  }
   const table = realTable();
   const fp8 = entryOf(table, 'linear', 'fp8', 48, 80, 1);
   fp8.choice = 'rowblk.r4'; // a bf16/fp16 kernel cannot read e4m3 weights
@@ -280,7 +283,10 @@ test('duplicate entries for one op/dtype/n/k/bucket are refused by every reader'
 });
 
 test('a moe entry is keyed by its experts and top-k: a repeat of the key is refused, another E or top-k is another entry', () => {
-  if (MOE_SHAPES.length === 0) return; // a GPU build: no moe candidate yet
+  if (MOE_SHAPES.length === 0) {
+    assert.ok(onDevice, 'the CPU build has a moe default: this test runs here');
+    return; // a GPU build: no moe candidate yet
+  }
   const table = realTable();
   const at = table.entries.findIndex((e) => e.op === 'moe');
   const moe = table.entries[at]!;
@@ -302,7 +308,10 @@ test('a moe entry is keyed by its experts and top-k: a repeat of the key is refu
 });
 
 test('experts and top-k belong to moe entries only, top-k within the experts: anything else is invalid', () => {
-  if (MOE_SHAPES.length === 0) return;
+  if (MOE_SHAPES.length === 0) {
+    assert.ok(onDevice, 'the CPU build has a moe default: this test runs here');
+    return; // a GPU build: no moe candidate yet
+  }
   const table = realTable();
   const cases: [string, (t: Table) => void][] = [
     ['a dense entry with experts', (t) => Object.assign(t.entries.find((e) => e.op === 'linear')!, { experts: 8, topk: 2 })],

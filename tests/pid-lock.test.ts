@@ -3,7 +3,7 @@
 // that is no regular file is refused and never read, release removes only the
 // lock this process wrote.
 import { spawnSync } from 'node:child_process';
-import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
@@ -104,6 +104,17 @@ test('a lock path that is a FIFO, a folder or a symlink is refused and never rea
     const folder = join(dir, 'folder.lock');
     mkdirSync(folder);
     assert.throws(() => PidLock.take(folder, words), refusedWith(`thing /x: its lock ${folder} is a directory: remove it`));
+    // a link to a dead pid's lock: followed, it would be judged stale and taken over
+    const elsewhere = join(dir, 'elsewhere.lock');
+    const stale = `${deadPid()}\n${hostname()}\n2025-01-01T00:00:00Z\n`;
+    writeFileSync(elsewhere, stale);
+    const link = join(dir, 'link.lock');
+    symlinkSync(elsewhere, link);
+    assert.throws(() => PidLock.take(link, words), refusedWith(`thing /x: its lock ${link} is not a regular file: remove it`));
+    assert.ok(lstatSync(link).isSymbolicLink(), 'the link is left as it was');
+    assert.is(readFileSync(elsewhere, 'utf8'), stale, 'the file it names is left as it was');
+    assert.is(lockHolder(link), null);
+    assert.is(heldBy(link), null);
     assert.throws(() => PidLock.take(join(dir, 'no-folder', 'thing.lock'), words), /^thing \/x: cannot create its lock .*no-folder\/thing\.lock: ENOENT/);
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -80,7 +80,7 @@ function assertAgree(table: Table, env: Record<string, string | undefined> = {})
 test('bucketOf: the smallest bucket that holds M', () => {
   const want: [number, number][] = [[1, 1], [2, 2], [3, 4], [4, 4], [5, 8], [9, 16], [17, 32], [33, 64], [65, 128], [100, 128], [128, 128]];
   for (const [m, b] of want) assert.is(bucketOf(m), b, `m=${m}`);
-  for (const bad of [0, 129, 1.5, -1, Number.NaN]) assert.throws(() => bucketOf(bad), RangeError);
+  for (const bad of [0, 129, 1.5, -1, Number.NaN]) assert.throws(() => bucketOf(bad), (e: unknown) => e instanceof RangeError && e.message === `m must be an integer in 1..128, got ${bad}`, `m=${bad}`);
   assert.throws(() => native.lookup('linear', 'bf16', 8, 8, 0), (e: unknown) => e instanceof KpickError && /m must be in 1\.\.128, got 0/.test(e.message));
   assert.throws(() => native.lookup('linear', 'bf16', 8, 8, 129), (e: unknown) => e instanceof KpickError && /m must be in 1\.\.128/.test(e.message));
 });
@@ -166,12 +166,16 @@ test('TS and C agree on every committed table of this backend, re-stamped with t
   const root = path.join(ROOT, 'tables');
   const files = fs.existsSync(root) ? (fs.readdirSync(root, { recursive: true }) as string[]).filter((f) => f.endsWith('decode_gemm.json')) : [];
   // every committed table must read; those of this backend (if any) go through both routes
+  let agreed = 0;
   for (const rel of files) {
     const read = readTable(path.join(root, rel));
     assert.ok('table' in read, `${rel}: ${'error' in read ? read.error : ''}`);
     if (!('table' in read) || read.table.identity.backend !== build.identity.backend) continue;
     assertAgree({ ...read.table, identity: build.identity });
+    agreed++;
   }
+  // none of this backend: the reads above are all this test checks here, and it says so
+  if (agreed === 0) console.log(`  no committed table of backend ${build.identity.backend}: the re-stamped agreement is not checked on this build`);
 });
 
 test('TS and C agree on hand-edited copies: choices rotated over every candidate, foreign names and broken evidence', () => {
@@ -384,7 +388,7 @@ test('kpick_linear\'s memory is checked before the native call: short arrays and
   assert.throws(() => native.linear('gated', 'bf16', x, w, new Uint16Array(m * n), m, n, k), short(/^w holds 4096 bytes, the call needs 8192 .*gated/));
   assert.throws(() => native.linear('linear', 'bf16', x.subarray(1), w, y, m, n, k), short(/^x holds 510 bytes, the call needs 512/));
   assert.throws(() => native.linear('linear', 'bf16', x, w, y, m, n, 1.5), short(/k must be an integer/));
-  assert.throws(() => native.linear('linear', 'bf16', x, [] as unknown as Uint16Array, y, m, n, k), (e: unknown) => e instanceof TypeError);
+  assert.throws(() => native.linear('linear', 'bf16', x, [] as unknown as Uint16Array, y, m, n, k), (e: unknown) => e instanceof TypeError && /^w must be a Uint16Array, a Uint8Array or a DeviceBuffer$/.test(e.message));
   assert.throws(() => native.linearGraph('linear', 'bf16', x, w, y, m, n, k, 0), short(/replays must be an integer in 1\.\.1000/));
   // a buffer of the library knows its size: the C side refuses what runs past its end
   const raw = native as unknown as { call(name: string, ...args: unknown[]): void };
@@ -394,7 +398,7 @@ test('kpick_linear\'s memory is checked before the native call: short arrays and
     assert.throws(() => raw.call('kpick_linear', 0, 0, bx.ptr, small.ptr, bx.ptr, m, n, k, null), isArg(/y must not overlap x or w/));
     assert.throws(() => native.upload(small, new Uint16Array(9)), isArg(/18 bytes at offset 0 do not fit a buffer of 16/));
     assert.throws(() => native.download(small, new Uint16Array(8), 2), isArg(/16 bytes at offset 2 do not fit a buffer of 16/));
-    assert.throws(() => native.alloc(0), RangeError);
+    assert.throws(() => native.alloc(0), short(/^bytes must be a positive integer, got 0$/));
     if (onDevice) {
       // host memory where the GPU needs device memory: refused, not an illegal access
       const by = native.alloc(m * n * 2);
@@ -482,7 +486,10 @@ test('kpick_linear computes y through the route: byte for byte what the routed c
 });
 
 test("kpick_moe computes y through the route: the table's moe choice, keyed by E and top-k, byte for byte its own run", () => {
-  if (MOE_SHAPES.length === 0) return; // a GPU build: no moe candidate yet
+  if (MOE_SHAPES.length === 0) {
+    assert.ok(onDevice, 'the CPU build has a moe default: this test runs here');
+    return; // a GPU build: no moe candidate yet
+  }
   const shape = MOE_SHAPES[0]!;
   const table = realTable();
   for (const e of table.entries.filter((x) => x.op === 'moe' && x.dtype === 'bf16')) {

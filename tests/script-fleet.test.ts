@@ -55,6 +55,8 @@ test('check --quick against medians it can meet passes with one summary line of 
   const t = JSON.parse(readFileSync(table, 'utf8')) as Table;
   assert.equal([s.node, s.verdict, s.flags, s.identity.backend], ['node-a', 'pass', [], 'cpu']);
   assert.is(s.device, t.identity.device);
+  // tiny: 5 shapes at rows 1 and 2
+  assert.is(t.entries.length, 10);
   assert.equal(s.entries.map((e) => [e.op, e.dtype, e.n, e.k, e.bucket, e.choice]), t.entries.map((e) => [e.op, e.dtype, e.n, e.k, e.bucket, e.choice]));
   for (const e of s.entries) {
     assert.is(e.parity, 'pass');

@@ -85,7 +85,8 @@ test('against the real table: setup, step checks and one row per concurrency, ex
     const dt = row.c === 1 ? 1 : 4;
     for (const l of decodeLinears(findModel('tiny'))) {
       const e = REAL.entries.find((x) => x.op === l.op && x.n === l.n && x.k === l.k && x.bucket === dt);
-      assert.is(row.table.route[l.name], e?.choice, `${l.name} at c=${row.c}`);
+      assert.ok(e, `the table has an entry for ${l.name} at bucket ${dt}`);
+      assert.is(row.table.route[l.name], e!.choice, `${l.name} at c=${row.c}`);
     }
     assert.ok(Math.abs(row.ratio - row.table.tok_s / row.default.tok_s) < 1e-9);
     assert.is(row.below_floor, row.ratio < 0.98);
@@ -99,6 +100,7 @@ test('against the real table: setup, step checks and one row per concurrency, ex
 test('a table of bitwise-class choices decodes exactly the default tokens', async () => {
   const r = await bench([...FAST, '--tables-dir', tablesDirWith(edited('rowblk.r4', 'gated.rowblk.r4')), '--json']);
   assert.is(r.code, 0, r.stderr);
+  assert.equal(rows(r.lines).map((x) => x.c), [1, 4]);
   for (const row of rows(r.lines)) {
     assert.is(row.table.route.qkv, 'rowblk.r4');
     assert.is(row.table.route.gate_up, 'gated.rowblk.r4');
@@ -112,8 +114,9 @@ test('a table of tolerance-class choices: any difference is explained, never a f
   const r = await bench([...FAST, '--tables-dir', tablesDirWith(edited('splitk.s4', 'gated.splitk.s4')), '--json', '--quiet']);
   assert.is(r.code, 0, r.stderr);
   assert.is(r.stderr, '', 'quiet: nothing on stderr');
+  assert.equal(rows(r.lines).map((x) => x.c), [1, 4]);
   for (const row of rows(r.lines)) {
-    assert.ok(row.identity.differences.every((d: any) => !d.bitwise));
+    assert.ok(row.identity.differences.length === 5 && row.identity.differences.every((d: any) => !d.bitwise), JSON.stringify(row.identity.differences));
     if (row.identity.status === 'explained') assert.match(row.identity.why, /tolerance-class candidate \(qkv splitk\.s4 vs plain/);
     else assert.is(row.identity.status, 'identical');
   }

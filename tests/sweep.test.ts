@@ -125,7 +125,7 @@ test('placements: each shape gets that many problems of one seed and rotation, t
   }
   const one: StoreRecord[] = [];
   runSweep(kpick, plan({ rows: [1], placements: 1 }), { record: (r) => one.push(r) });
-  assert.ok(one.every((r) => r.placements === undefined), 'one placement writes the record as before');
+  assert.ok(one.length > 0 && one.every((r) => r.placements === undefined), 'one placement writes the record as before');
 });
 
 test('an fp8 sweep times the fp8 classes alone, its W8A8 default first among equals, each record naming its class', () => {
@@ -185,7 +185,7 @@ test('a native failure of one candidate is recorded as failed with the library m
     assert.match(r.reason, /unknown candidate id 4242/);
     assert.equal(r.samples_us, []);
   }
-  assert.ok(records.filter((r) => r.candidate === 'plain').every((r) => r.status === 'ok' && r.samples_us.length === 4));
+  assert.equal(records.filter((r) => r.candidate === 'plain').map((r) => [r.rows, r.status, r.samples_us.length]), [[1, 'ok', 4], [2, 'ok', 4]], 'plain, after the failure, still timed at both rows');
   assert.is(summary.failed, 2);
 });
 
