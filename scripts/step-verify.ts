@@ -23,7 +23,7 @@ export const OPTIONS = {
   context: { flag: '--context <n>', help: 'KV-cache positions filled before the first step', default: 256 },
   steps: { flag: '--steps <n>', help: 'decode steps a timing (a round takes their median)', default: 16 },
   rounds: { flag: '--rounds <n>', help: 'interleaved rounds of the route and each variant', default: 7 },
-  alternatives: { flag: '--alternatives <n>', help: "where the step is slower with a pick, time up to n of the sweep's runners-up in its place, each against the default", default: 0 },
+  alternatives: { flag: '--alternatives <n>', help: "where the step is slower with a pick, or an entry is kept on the default, time up to n of the sweep's runners-up in its place, each against the default", default: 0 },
   table: { flag: '--table <file>', help: 'the table to verify (default: <tables-dir>/<arch>/<device>/decode_gemm.json of the library loaded)' },
   tablesDir: opt.tablesDir('root of the per-device tables, for the default --table'),
   backend: opt.backend(),
