@@ -26,15 +26,15 @@ echo "[$(( $(date +%s) - t0 ))s] sweep: exit $?"
 grep "auto S" "$OUT/sweep-raw.log" | sort -u > "$OUT/auto-s.txt"
 grep -v "auto S" "$OUT/sweep-raw.log" > "$OUT/sweep.log"; rm "$OUT/sweep-raw.log"; tail -2 "$OUT/sweep.log"
 ab() { node --import tsx bench/family-ab.ts --store stores/split --family "$2" > "$OUT/family-ab-$1.txt" 2>&1; }
-ab all '/^wgmma\.m(64|128)\.t4\.s[236A](\.pdl)?$/'
+ab all '/^wgmma\.m(64|128|256)\.t4\.s[236A](\.pdl)?$/'
 ab auto '/\.sA(\.pdl)?$/'
 ab fixed '/^wgmma\.m(64|128)\.t4\.s[236](\.pdl)?$/'
 tail -8 "$OUT/family-ab-all.txt"
 tar cJf "$OUT/stores.tar.xz" stores
 if [ "$(left 10)" -gt 90 ]; then
   cat > build/split-wave-plan.txt <<'PLAN'
-down4b 0 2560 9728 64,128 blaslt,wgmma.m64.t4.s1,wgmma.m64.t4.s3.pdl,wgmma.m64.t4.sA.pdl,wgmma.m128.t4.sA.pdl
-down17 0 2048 6144 128 blaslt,wgmma.m64.t4.sA.pdl,wgmma.m128.t4.sA.pdl
+down4b 0 2560 9728 64,128 blaslt,wgmma.m64.t4.s1,wgmma.m64.t4.s3.pdl,wgmma.m64.t4.sA.pdl,wgmma.m128.t4.sA.pdl,wgmma.m256.t4.sA.pdl
+down17 0 2048 6144 128 blaslt,wgmma.m64.t4.sA.pdl,wgmma.m128.t4.sA.pdl,wgmma.m256.t4.sA.pdl
 PLAN
   PROFILE_LIMIT_S=60 timeout $(left 10) bash bench/gpu/profile-wgmma.sh build/split-wave-plan.txt > "$OUT/profile.log" 2>&1
   echo "[$(( $(date +%s) - t0 ))s] profile: exit $?"; tail -3 "$OUT/profile.log"
