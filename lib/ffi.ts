@@ -151,6 +151,13 @@ const INT_RANGES: Readonly<Record<string, readonly [bigint, bigint]>> = {
   uint64_t: [0n, 2n ** 64n - 1n],
 };
 
+/** Does value fit the C integer type (a name of INT_RANGES) as it is, without koffi wrapping or truncating it? */
+export function fitsCInt(type: keyof typeof INT_RANGES, value: unknown): boolean {
+  const range = INT_RANGES[type]!;
+  const int = typeof value === 'bigint' ? value : Number.isInteger(value) ? BigInt(value as number) : null;
+  return int !== null && int >= range[0] && int <= range[1];
+}
+
 const shown = (value: unknown) => (typeof value === 'number' || typeof value === 'bigint' ? String(value) : typeof value === 'string' ? JSON.stringify(value) : typeof value);
 
 /**
@@ -167,8 +174,7 @@ function checkArgs(call: BindingName, args: readonly unknown[]): void {
     const value = args[i];
     const range = typeof type === 'string' ? INT_RANGES[type] : undefined;
     if (range) {
-      const int = typeof value === 'bigint' ? value : Number.isInteger(value) ? BigInt(value as number) : null;
-      if (int === null || int < range[0] || int > range[1]) {
+      if (!fitsCInt(type as string, value)) {
         throw new RangeError(`${call}: argument ${i + 1} (${type}) must be an integer in ${range[0]}..${range[1]}, got ${shown(value)}`);
       }
     } else if (type === 'const char *' ? !(typeof value === 'string' || value === null) : typeof value === 'number') {

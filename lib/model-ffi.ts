@@ -11,7 +11,7 @@
 //   times only during the call.
 import type { ModelPreset } from './models.ts';
 import { DTYPE_CODES, type BindingName } from './ffi-types.ts';
-import type { Kpick } from './ffi.ts';
+import { fitsCInt, type Kpick } from './ffi.ts';
 import { LINEAR_KINDS, type Dtype } from './schema.ts';
 
 export { LINEAR_KINDS };
@@ -65,7 +65,7 @@ const INT_DIMS = ['hidden', 'intermediate', 'heads', 'kvHeads', 'headDim', 'voca
 function rawDims(d: ModelDims): Record<string, number> {
   for (const name of INT_DIMS) {
     const x = d[name];
-    if (!(Number.isInteger(x) && x >= -(2 ** 31) && x < 2 ** 31)) throw new RangeError(`dims.${name} must be an integer, got ${x}`);
+    if (!fitsCInt('int32_t', x)) throw new RangeError(`dims.${name} must be an integer, got ${x}`);
   }
   return {
     dtype: DTYPE_CODES[d.dtype] ?? -1,
