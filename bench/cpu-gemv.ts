@@ -39,13 +39,13 @@ export function main(argv: readonly string[]): number {
   const candidates = kp.candidates().filter((c) => c.op === 'linear' && problem.supports(c.id));
   const samples = new Map<string, number[]>([['floor', []]]);
   for (const c of candidates) samples.set(c.name, []);
-  for (let round = 0; round < Number(options.rounds); round++) {
+  for (let round = 0; round < options.rounds; round++) {
     // rotate the order each round so drift hits every candidate alike
     const order = candidates.map((_, i) => candidates[(i + round) % candidates.length]!);
-    samples.get('floor')!.push(...problem.timeFloor(Number(options.samples)));
-    for (const c of order) samples.get(c.name)!.push(...problem.time(c.id, Number(options.samples)));
+    samples.get('floor')!.push(...problem.timeFloor(options.samples));
+    for (const c of order) samples.get(c.name)!.push(...problem.time(c.id, options.samples));
   }
-  const bytes = Number(options.n) * Number(options.k) * 2 + Number(options.k) * 2 + Number(options.n) * 2;
+  const bytes = options.n * options.k * 2 + options.k * 2 + options.n * 2;
   const floorUs = median(samples.get('floor')!);
   const rows = [...samples].map(([name, s]) => {
     const us = median(s);
@@ -54,13 +54,13 @@ export function main(argv: readonly string[]): number {
   const best = rows.filter((r) => r.name !== 'floor').sort((a, b) => a.us - b.us)[0]!;
   for (const r of rows)
     process.stderr.write(`${r.name.padEnd(14)} ${r.us.toFixed(1).padStart(9)} us  ${r.gbs.toFixed(2).padStart(6)} GB/s  ${(100 * r.ofFloor).toFixed(1).padStart(5)} % of read floor\n`);
-  const met = best.ofFloor >= Number(options.target);
-  process.stderr.write(`best ${best.name}: ${(100 * best.ofFloor).toFixed(1)} % of the read bandwidth (target ${100 * Number(options.target)} %): ${met ? 'met' : 'MISSED'}\n`);
+  const met = best.ofFloor >= options.target;
+  process.stderr.write(`best ${best.name}: ${(100 * best.ofFloor).toFixed(1)} % of the read bandwidth (target ${100 * options.target} %): ${met ? 'met' : 'MISSED'}\n`);
   let commit = 'unknown';
   try {
     commit = execSync('git rev-parse --short HEAD', { encoding: 'utf8' }).trim();
   } catch {}
-  console.log(JSON.stringify({ bench: 'cpu-gemv', at: new Date().toISOString(), commit, device: info.device, identity: { backend: info.backend, arch: info.arch, runtime: info.runtime, compiler: info.compiler, space: info.space }, n: Number(options.n), k: Number(options.k), m: 1, dtype: 'bf16', copies: problem.copies, floor_us: floorUs, rows, best: best.name, best_of_floor: best.ofFloor, target: Number(options.target), met }));
+  console.log(JSON.stringify({ bench: 'cpu-gemv', at: new Date().toISOString(), commit, device: info.device, identity: { backend: info.backend, arch: info.arch, runtime: info.runtime, compiler: info.compiler, space: info.space }, n: options.n, k: options.k, m: 1, dtype: 'bf16', copies: problem.copies, floor_us: floorUs, rows, best: best.name, best_of_floor: best.ofFloor, target: options.target, met }));
   problem.free();
   return met ? EXIT.ok : EXIT.failed;
 }
